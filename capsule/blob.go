@@ -1,0 +1,140 @@
+package capsule
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
+)
+
+// ErrHashMismatch means bytes did not hash to the name they were stored or
+// asked for under.
+var ErrHashMismatch = errors.New("content does not match its hash")
+
+// CIDFromSHA256 converts a blob's sha256 hex name to its CIDv1 (raw codec,
+// sha2-256 multihash), the form blobs have on the wire.
+func CIDFromSHA256(hexSum string) (cid.Cid, error) {
+	digest, err := hex.DecodeString(hexSum)
+	if err != nil || len(digest) != sha256.Size {
+		return cid.Undef, fmt.Errorf("%q is not a sha256 hex digest", hexSum)
+	}
+	mh, err := multihash.Encode(digest, multihash.SHA2_256)
+	if err != nil {
+		return cid.Undef, err
+	}
+	return cid.NewCidV1(cid.Raw, mh), nil
+}
+
+// SHA256FromCID converts a blob CID back to its sha256 hex name. Only CIDv1
+// with the raw codec and a sha2-256 multihash name a blob.
+func SHA256FromCID(c cid.Cid) (string, error) {
+	if c.Version() != 1 || c.Type() != cid.Raw {
+		return "", fmt.Errorf("CID %s is not a raw CIDv1", c)
+	}
+	d, err := multihash.Decode(c.Hash())
+	if err != nil {
+		return "", fmt.Errorf("CID %s: %w", c, err)
+	}
+	if d.Code != multihash.SHA2_256 || len(d.Digest) != sha256.Size {
+		return "", fmt.Errorf("CID %s is not sha2-256", c)
+	}
+	return hex.EncodeToString(d.Digest), nil
+}
+
+// ParseBlobCID parses a CID string and returns the sha256 hex name it refers to.
+func ParseBlobCID(s string) (string, error) {
+	c, err := cid.Decode(s)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a CID: %w", s, err)
+	}
+	return SHA256FromCID(c)
+}
+
+// BlobCID returns the CID string of the blob with the given sha256 hex name.
+// The name must already be valid.
+func BlobCID(hexSum string) string {
+	c, err := CIDFromSHA256(hexSum)
+	if err != nil {
+		panic(err)
+	}
+	return c.String()
+}
+
+// putBlob stores r's bytes under dir/artifacts/blobs/<sha256> atomically
+// and returns their sha256 hex and size. A blob already present is not
+// written again.
+func putBlob(dir string, r io.Reader) (FileEntry, error) {
+	blobs := filepath.Join(dir, filepath.FromSlash(BlobDir))
+	f, err := os.CreateTemp(blobs, tempPrefix+"*")
+	if err != nil {
+		return FileEntry{}, err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after the rename
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), r)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return FileEntry{}, err
+	}
+	e := FileEntry{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}
+	final := filepath.Join(blobs, e.SHA256)
+	if st, err := os.Stat(final); err == nil && st.Size() == n {
+		return e, nil
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return FileEntry{}, err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return FileEntry{}, err
+	}
+	return e, nil // the caller fsyncs the blob folder once for the batch
+}
+
+// hashFile returns the sha256 and size of a file's first limit bytes, or of
+// the whole file when limit < 0.
+func hashFile(path string, limit int64) (FileEntry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return FileEntry{}, err
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if limit >= 0 {
+		r = io.LimitReader(f, limit)
+	}
+	return hashReader(r)
+}
+
+func hashReader(r io.Reader) (FileEntry, error) {
+	h := sha256.New()
+	n, err := copyHash(h, r)
+	if err != nil {
+		return FileEntry{}, err
+	}
+	return FileEntry{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+}
+
+// hashBuffers holds the 1 MiB read buffers of copyHash: large enough to
+// keep sha256 busy, reused so that hashing allocates nothing per file.
+var hashBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// copyHash feeds r into h.
+func copyHash(h hash.Hash, r io.Reader) (int64, error) {
+	buf := hashBuffers.Get().(*[]byte)
+	defer hashBuffers.Put(buf)
+	return io.CopyBuffer(h, r, *buf)
+}

@@ -1,0 +1,336 @@
+package capsule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tern-dev/tern/journal"
+)
+
+// Dir is a capsule folder opened for writing. It is not safe for use by
+// several goroutines at once, and only one Dir may be open on a folder at a
+// time.
+type Dir struct {
+	*Capsule
+	dir string
+	log *slog.Logger
+	jl  *journal.Log // opened on first append
+}
+
+// emptyIndex is the semantic index of a capsule with no notes.
+var emptyIndex = []byte("{\"entries\":[]}\n")
+
+// New creates a capsule folder at dir with every file of the layout: an
+// empty journal, notes, index and snapshot, a default agent.json named
+// name and a default environment spec, held by holder (a peer ID) at epoch
+// 0. dir must not exist, or be an empty folder. The capsule is built in a
+// sibling staging folder and appears under dir only when complete.
+func New(dir, name, holder string) (*Capsule, error) {
+	if name == "" {
+		return nil, fmt.Errorf("new capsule: the agent needs a name")
+	}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+		return nil, fmt.Errorf("new capsule: %s exists and is not empty", dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("new capsule: %w", err)
+	}
+	agent, err := DefaultAgent(name).Encode()
+	if err != nil {
+		return nil, err
+	}
+	spec, err := DefaultEnvSpec().Encode()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := (&Snapshot{}).Encode()
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{
+		AgentFile:       agent,
+		NotesFile:       {},
+		JournalFile:     {},
+		IndexFile:       emptyIndex,
+		SnapshotFile:    snap,
+		EnvironmentFile: spec,
+	}
+	m := &Manifest{ID: NewAgentID(), Holder: Holder{Peer: holder}}
+	if err := writeNewCapsule(dir, m, files, nil); err != nil {
+		return nil, fmt.Errorf("new capsule: %w", err)
+	}
+	return Open(dir)
+}
+
+// writeNewCapsule writes a complete capsule folder at dir (absent or empty)
+// from the layout files in files and the blobs copied by addBlobs into the
+// staging folder; then it renames the staging folder into place.
+func writeNewCapsule(dir string, m *Manifest, files map[string][]byte, addBlobs func(staging string) (map[string]FileEntry, error)) error {
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	staging, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+tempPrefix+"*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(staging) // a no-op once renamed
+	if err := os.Chmod(staging, 0o755); err != nil {
+		return err
+	}
+	for _, d := range dirs {
+		if err := os.Mkdir(filepath.Join(staging, filepath.FromSlash(d)), 0o755); err != nil {
+			return err
+		}
+	}
+	m.Files = map[string]FileEntry{}
+	for name, data := range files {
+		if err := WriteFileAtomic(filepath.Join(staging, filepath.FromSlash(name)), data, 0o644); err != nil {
+			return err
+		}
+		m.Files[name] = entryOf(data)
+	}
+	if addBlobs != nil {
+		blobs, err := addBlobs(staging)
+		if err != nil {
+			return err
+		}
+		for name, e := range blobs {
+			m.Files[name] = e
+		}
+		if err := syncDir(filepath.Join(staging, filepath.FromSlash(BlobDir))); err != nil {
+			return err
+		}
+	}
+	data, err := m.Encode()
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(filepath.Join(staging, ManifestFile), data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("replace the empty folder %s: %w", dir, err)
+	}
+	if err := os.Rename(staging, dir); err != nil {
+		return fmt.Errorf("move the new capsule into place: %w", err)
+	}
+	return syncDir(parent)
+}
+
+// OpenDir opens a capsule folder for writing. It first completes what a
+// crash may have interrupted, logging each step: an update the manifest
+// committed but did not install is installed, an uncommitted one is
+// discarded, and temporary files are removed. A torn journal tail is
+// repaired on the first append.
+func OpenDir(dir string, log *slog.Logger) (*Dir, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("%s is not a folder; unpack the tar first (tern capsule unpack)", dir)
+	}
+	c, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dir{Capsule: c, dir: dir, log: log}
+	if err := d.recover(); err != nil {
+		return nil, fmt.Errorf("%s: recover: %w", dir, err)
+	}
+	return d, nil
+}
+
+func (d *Dir) path(name string) string { return filepath.Join(d.dir, filepath.FromSlash(name)) }
+
+// recover finishes or discards interrupted updates and removes temporary files.
+func (d *Dir) recover() error {
+	names, err := d.src.list()
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		switch {
+		case isTempName(name):
+			d.log.Warn("removing a temporary file left by an interrupted write", "capsule", d.dir, "file", name)
+			if err := os.Remove(d.path(name)); err != nil {
+				return err
+			}
+		case strings.HasSuffix(name, nextSuffix):
+			target := strings.TrimSuffix(name, nextSuffix)
+			want, listed := d.Manifest.Files[target]
+			e, err := hashFile(d.path(name), -1)
+			if err != nil {
+				return err
+			}
+			if listed && e == want {
+				d.log.Warn("completing an update the manifest committed before a crash", "capsule", d.dir, "file", target)
+				if err := os.Rename(d.path(name), d.path(target)); err != nil {
+					return err
+				}
+				if err := syncDir(filepath.Dir(d.path(target))); err != nil {
+					return err
+				}
+				continue
+			}
+			d.log.Warn("discarding an update that was never committed", "capsule", d.dir, "file", target)
+			if err := os.Remove(d.path(name)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close closes the journal if an append opened it.
+func (d *Dir) Close() error {
+	if d.jl != nil {
+		return d.jl.Close()
+	}
+	return nil
+}
+
+func (d *Dir) journalLog() (*journal.Log, error) {
+	if d.jl == nil {
+		jl, err := journal.OpenLog(d.path(JournalFile), journal.LogOptions{Logger: d.log, Protected: d.Manifest.Files[JournalFile].Size})
+		if err != nil {
+			return nil, err
+		}
+		d.jl = jl
+	}
+	return d.jl, nil
+}
+
+// Append appends drafts to the journal as events signed by s at the given
+// epoch, durably, then seals them into the manifest. The events are
+// acknowledged (durable) even if sealing fails.
+func (d *Dir) Append(ctx context.Context, s journal.Signer, epoch uint64, drafts ...journal.Draft) ([]*journal.Event, error) {
+	jl, err := d.journalLog()
+	if err != nil {
+		return nil, err
+	}
+	evs, err := jl.Append(ctx, s, epoch, drafts...)
+	if err != nil {
+		return nil, err
+	}
+	return evs, d.commit(nil, nil)
+}
+
+// Seal records the journal's current length and hash in the manifest.
+func (d *Dir) Seal() error { return d.commit(nil, nil) }
+
+// Snapshot stores the workspace folder's files as blobs, makes it the
+// capsule's current snapshot and records a workspace.snapshot event signed
+// by s. It returns the event's body.
+func (d *Dir) Snapshot(ctx context.Context, s journal.Signer, workspace string) (SnapshotEventBody, error) {
+	st, err := os.Stat(workspace)
+	if err != nil {
+		return SnapshotEventBody{}, fmt.Errorf("snapshot: %w", err)
+	}
+	if !st.IsDir() {
+		return SnapshotEventBody{}, fmt.Errorf("snapshot: %s is not a folder", workspace)
+	}
+	snap, blobs, err := takeSnapshot(d.dir, workspace)
+	if err != nil {
+		return SnapshotEventBody{}, err
+	}
+	data, err := snap.Encode()
+	if err != nil {
+		return SnapshotEventBody{}, err
+	}
+	e, err := putBlob(d.dir, bytes.NewReader(data))
+	if err != nil {
+		return SnapshotEventBody{}, err
+	}
+	blobs[BlobPath(e.SHA256)] = e
+	if err := syncDir(d.path(BlobDir)); err != nil {
+		return SnapshotEventBody{}, err
+	}
+	body := SnapshotEventBody{Snapshot: BlobCID(e.SHA256)}
+	for _, ent := range snap.Entries {
+		if ent.Type == "file" {
+			body.Files++
+			body.Bytes += ent.Size
+		}
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return body, err
+	}
+	jl, err := d.journalLog()
+	if err != nil {
+		return body, err
+	}
+	if _, err := jl.Append(ctx, s, 0, journal.Draft{Type: SnapshotEventType, Body: raw}); err != nil {
+		return body, err
+	}
+	return body, d.commit(map[string][]byte{SnapshotFile: data}, blobs)
+}
+
+// commit installs an update: new contents for some layout files, new blobs
+// already written under their final names, and the journal's current
+// length. Each new file is first written as NAME.next; then the manifest
+// listing the new contents is replaced atomically (the commit point); then
+// each NAME.next is renamed over NAME. A crash before the commit point
+// leaves the old capsule (OpenDir discards the .next files); a crash after
+// it leaves the new one (OpenDir, and every reader, use the .next files).
+func (d *Dir) commit(files map[string][]byte, blobs map[string]FileEntry) error {
+	m := *d.Manifest
+	m.Signature = nil // a signature attests an exported state, not this new one
+	m.Files = make(map[string]FileEntry, len(d.Manifest.Files)+len(blobs))
+	for k, v := range d.Manifest.Files {
+		m.Files[k] = v
+	}
+	for name, data := range files {
+		if err := WriteFileAtomic(d.path(name)+nextSuffix, data, 0o644); err != nil {
+			return err
+		}
+		m.Files[name] = entryOf(data)
+	}
+	for name, e := range blobs {
+		m.Files[name] = e
+	}
+	j, err := d.sealedJournal()
+	if err != nil {
+		return err
+	}
+	m.Files[JournalFile] = j
+	data, err := m.Encode()
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(d.path(ManifestFile), data, 0o644); err != nil {
+		return err
+	}
+	d.Manifest = &m
+	for name := range files {
+		if err := os.Rename(d.path(name)+nextSuffix, d.path(name)); err != nil {
+			return err
+		}
+		if err := syncDir(filepath.Dir(d.path(name))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sealedJournal hashes the journal's complete lines, after the journal
+// has parsed them all (so a seal never covers a bad line).
+func (d *Dir) sealedJournal() (FileEntry, error) {
+	jl, err := d.journalLog()
+	if err != nil {
+		return FileEntry{}, err
+	}
+	return hashFile(d.path(JournalFile), jl.Size())
+}

@@ -1,0 +1,254 @@
+package capsule
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gowebpki/jcs"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/journal"
+)
+
+// MaxManifestSize bounds manifest.json. A capsule with a million blobs needs
+// about 110 MB; anything bigger is refused before it is parsed.
+const MaxManifestSize = 128 << 20
+
+// FileEntry is what the manifest records of one file. For the journal, the
+// one append-only file, it records the sealed prefix: the first Size bytes
+// hash to SHA256, and whatever follows must be whole, valid events.
+type FileEntry struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// Holder names the machine that holds the agent and the epoch it holds it
+// under. A capsule made offline is held by its creator at epoch 0.
+type Holder struct {
+	Peer  string `json:"peer"`
+	Epoch uint64 `json:"epoch"`
+}
+
+// Signature attests an exported state: an ed25519 signature by Signer over
+// the canonical manifest without its digest and signature fields.
+type Signature struct {
+	Signer string `json:"signer"`
+	Sig    string `json:"sig"`
+}
+
+// Manifest is manifest.json. Its bytes on disk are always its canonical
+// RFC 8785 encoding (see Encode); Digest is the sha256 hex of that encoding
+// with the digest field left out, so any change to the file is caught.
+type Manifest struct {
+	Format    string               `json:"format"`
+	ID        string               `json:"id"`
+	Holder    Holder               `json:"holder"`
+	Files     map[string]FileEntry `json:"files"`
+	Signature *Signature           `json:"signature,omitempty"`
+	Digest    string               `json:"digest,omitempty"`
+}
+
+// Errors a manifest can fail with; match with errors.Is.
+var (
+	ErrFutureFormat = errors.New("capsule format is newer than this tern understands")
+	ErrNotCapsule   = errors.New("not a tern capsule")
+	ErrBadSignature = errors.New("signature does not verify")
+)
+
+// Encode sets m.Digest and returns the canonical bytes of m, exactly what
+// manifest.json holds.
+func (m *Manifest) Encode() ([]byte, error) {
+	m.Format = Format
+	digest, err := m.computeDigest()
+	if err != nil {
+		return nil, err
+	}
+	m.Digest = digest
+	return canonical(m)
+}
+
+func (m *Manifest) computeDigest() (string, error) {
+	c := *m
+	c.Digest = ""
+	b, err := canonical(&c)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// signedBytes are the bytes a signature covers: the canonical manifest
+// without digest and signature.
+func (m *Manifest) signedBytes() ([]byte, error) {
+	c := *m
+	c.Digest, c.Signature = "", nil
+	return canonical(&c)
+}
+
+// Sign adds a signature by s over the manifest's content. Call Encode after.
+func (m *Manifest) Sign(s journal.Signer) error {
+	m.Signature = nil
+	b, err := m.signedBytes()
+	if err != nil {
+		return err
+	}
+	sig, err := s.Sign(b)
+	if err != nil {
+		return fmt.Errorf("sign manifest: %w", err)
+	}
+	m.Signature = &Signature{Signer: s.Machine(), Sig: base64.StdEncoding.EncodeToString(sig)}
+	return nil
+}
+
+// CheckSignature verifies the manifest's signature and returns the signer's
+// peer ID. It returns "" and no error for an unsigned manifest.
+func (m *Manifest) CheckSignature() (string, error) {
+	if m.Signature == nil {
+		return "", nil
+	}
+	signer := m.Signature.Signer
+	id, err := peer.Decode(signer)
+	if err != nil {
+		return "", fmt.Errorf("signature: signer %q is not a peer ID: %w", signer, err)
+	}
+	pub, err := id.ExtractPublicKey()
+	if err != nil {
+		return "", fmt.Errorf("signature: signer %s: %w", signer, err)
+	}
+	sig, err := base64.StdEncoding.DecodeString(m.Signature.Sig)
+	if err != nil {
+		return "", fmt.Errorf("signature: not base64: %w", err)
+	}
+	b, err := m.signedBytes()
+	if err != nil {
+		return "", err
+	}
+	ok, err := pub.Verify(b, sig)
+	if err != nil || !ok {
+		return "", fmt.Errorf("signature by %s: %w", signer, ErrBadSignature)
+	}
+	return signer, nil
+}
+
+// ParseManifest reads manifest.json strictly: the format is checked first
+// (a newer one gets ErrFutureFormat), then the bytes must be exactly their
+// own canonical encoding, every field known, every path one the format
+// allows, every layout file listed and the digest right.
+func ParseManifest(data []byte) (*Manifest, error) {
+	if len(data) > MaxManifestSize {
+		return nil, fmt.Errorf("manifest is %d bytes, over the limit of %d", len(data), MaxManifestSize)
+	}
+	var head struct {
+		Format *string `json:"format"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("%w: manifest is not a JSON object: %v", ErrNotCapsule, err)
+	}
+	if head.Format == nil {
+		return nil, fmt.Errorf("%w: manifest has no format field", ErrNotCapsule)
+	}
+	if f := *head.Format; f != Format {
+		if strings.HasPrefix(f, "tern.capsule/") {
+			return nil, fmt.Errorf("%w: manifest format %q, this tern reads %q; upgrade tern", ErrFutureFormat, f, Format)
+		}
+		return nil, fmt.Errorf("%w: manifest format %q, expected %q", ErrNotCapsule, f, Format)
+	}
+	canon, err := jcs.Transform(data)
+	if err != nil {
+		return nil, fmt.Errorf("manifest is not valid JSON: %v", err)
+	}
+	if !bytes.Equal(canon, data) {
+		return nil, fmt.Errorf("manifest is not byte-exact canonical JSON (RFC 8785): it was edited or damaged")
+	}
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("manifest: %v", err)
+	}
+	if err := m.check(); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	want, err := m.computeDigest()
+	if err != nil {
+		return nil, err
+	}
+	if m.Digest != want {
+		return nil, fmt.Errorf("manifest digest is %q but its content hashes to %q: the manifest was altered", m.Digest, want)
+	}
+	// The digest and signature are computed over the decoded manifest, so the
+	// bytes must be exactly its encoding: JSON's case-insensitive field
+	// matching must not let "Epoch" stand in for "epoch".
+	again, err := m.Encode()
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(again, data) {
+		return nil, fmt.Errorf("manifest is not in the form tern writes (a field name or value was altered)")
+	}
+	return &m, nil
+}
+
+func (m *Manifest) check() error {
+	if m.ID == "" {
+		return fmt.Errorf("no agent id")
+	}
+	if err := checkAgentID(m.ID); err != nil {
+		return err
+	}
+	if _, err := peer.Decode(m.Holder.Peer); err != nil {
+		return fmt.Errorf("holder peer %q is not a peer ID", m.Holder.Peer)
+	}
+	for name, e := range m.Files {
+		if err := checkName(name); err != nil {
+			return fmt.Errorf("files: %w", err)
+		}
+		if !isSHA256Hex(e.SHA256) {
+			return fmt.Errorf("files: %s: sha256 %q is not 64 lowercase hex digits", name, e.SHA256)
+		}
+		if e.Size < 0 {
+			return fmt.Errorf("files: %s: negative size", name)
+		}
+		if h := blobName(name); h != "" && h != e.SHA256 {
+			return fmt.Errorf("files: %s: listed with sha256 %s, but a blob is named by its own hash", name, e.SHA256)
+		}
+	}
+	for _, name := range Layout {
+		if _, ok := m.Files[name]; !ok {
+			return fmt.Errorf("files: %s is missing", name)
+		}
+	}
+	return nil
+}
+
+// Names returns the manifest's file names in sorted order.
+func (m *Manifest) Names() []string {
+	names := make([]string, 0, len(m.Files))
+	for n := range m.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// canonical returns the RFC 8785 encoding of v.
+func canonical(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return jcs.Transform(b)
+}
+
+func entryOf(data []byte) FileEntry {
+	sum := sha256.Sum256(data)
+	return FileEntry{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
+}

@@ -1,0 +1,218 @@
+package capsule
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tern-dev/tern/journal"
+)
+
+// ErrDiverged means two copies of a capsule differ in a file that tern has
+// no rule to merge (a hand edit, since tern itself never changes it).
+var ErrDiverged = errors.New("the copies differ in a file tern cannot merge")
+
+// MergeResult describes a merge.
+type MergeResult struct {
+	Events int
+	Forks  []journal.Fork // quarantined forks in the merged journal
+}
+
+// Merge writes the union of two copies of one capsule to out, a folder that
+// must not exist, or a tar if out ends in ".tar". Journals merge as a set
+// union in total order; blobs merge as a union; the workspace snapshot is
+// the one named by the latest workspace.snapshot event; the holder is the
+// one with the higher epoch. Other files must be equal in both copies.
+// Both inputs must verify (forks aside, which are carried over and
+// reported). Merge is commutative and idempotent: the result's bytes do not
+// depend on the order of the inputs or on the machine that runs it.
+func Merge(a, b *Capsule, out string) (*MergeResult, error) {
+	if a.ID() != b.ID() {
+		return nil, fmt.Errorf("merge: %s holds agent %s but %s holds agent %s; only copies of one agent merge", a.Path, a.ID(), b.Path, b.ID())
+	}
+	if _, err := os.Lstat(out); err == nil {
+		return nil, fmt.Errorf("merge: %s already exists; name a new output", out)
+	}
+	for _, c := range []*Capsule{a, b} {
+		if err := verifyForMerge(c); err != nil {
+			return nil, err
+		}
+	}
+	ea, err := a.Journal()
+	if err != nil {
+		return nil, err
+	}
+	eb, err := b.Journal()
+	if err != nil {
+		return nil, err
+	}
+	events := journal.Merge(ea, eb)
+
+	files := map[string][]byte{}
+	for _, name := range []string{AgentFile, EnvironmentFile, NotesFile, IndexFile} {
+		same, data, err := sameBytes(a, b, name)
+		if err != nil {
+			return nil, fmt.Errorf("merge: %w", err)
+		}
+		if !same {
+			return nil, fmt.Errorf("merge: %s: %w; make the two copies agree on it, then merge again", name, ErrDiverged)
+		}
+		files[name] = data
+	}
+	snap, err := mergedSnapshot(a, b, events)
+	if err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	files[SnapshotFile] = snap
+	var jbuf bytes.Buffer
+	for _, e := range events {
+		jbuf.Write(e.Line())
+		jbuf.WriteByte('\n')
+	}
+	files[JournalFile] = jbuf.Bytes()
+
+	m := &Manifest{ID: a.ID(), Holder: laterHolder(a.Manifest.Holder, b.Manifest.Holder)}
+	addBlobs := func(staging string) (map[string]FileEntry, error) {
+		blobs := map[string]FileEntry{}
+		for _, c := range []*Capsule{a, b} {
+			for name, e := range c.Manifest.Files {
+				if blobName(name) == "" || blobs[name] == e {
+					continue
+				}
+				if err := copyBlobFile(c, name, e, filepath.Join(staging, filepath.FromSlash(name))); err != nil {
+					return nil, err
+				}
+				blobs[name] = e
+			}
+		}
+		return blobs, nil
+	}
+	res := &MergeResult{Events: len(events), Forks: journal.Forks(events)}
+	if !strings.HasSuffix(out, ".tar") {
+		return res, writeNewCapsule(out, m, files, addBlobs)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+tempPrefix+"*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	dir := filepath.Join(tmp, "capsule")
+	if err := writeNewCapsule(dir, m, files, addBlobs); err != nil {
+		return nil, err
+	}
+	c, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return res, PackFile(c, out, PackOptions{})
+}
+
+// verifyForMerge refuses a damaged input; forks are not damage here.
+func verifyForMerge(c *Capsule) error {
+	rep, err := Verify(c.Path, VerifyOptions{})
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	for _, p := range rep.Problems {
+		if !errors.Is(p.Err, journal.ErrFork) {
+			return fmt.Errorf("merge: %s does not verify: %s; run tern capsule verify %s", c.Path, p, c.Path)
+		}
+	}
+	return nil
+}
+
+// mergedSnapshot returns the snapshot.json the merged capsule holds: the
+// one named by the latest workspace.snapshot event of the readable
+// journal, read from whichever copy holds its blob; with no such event,
+// the copies' identical snapshot.json.
+func mergedSnapshot(a, b *Capsule, events []*journal.Event) ([]byte, error) {
+	view, _ := journal.Readable(events)
+	for i := len(view) - 1; i >= 0; i-- {
+		e := view[i]
+		if e.Type != SnapshotEventType {
+			continue
+		}
+		var body SnapshotEventBody
+		if err := json.Unmarshal(e.Body, &body); err != nil {
+			return nil, fmt.Errorf("event %s: bad %s body: %v", e.ID, SnapshotEventType, err)
+		}
+		h, err := ParseBlobCID(body.Snapshot)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", e.ID, err)
+		}
+		for _, c := range []*Capsule{a, b} {
+			want, ok := c.Manifest.Files[BlobPath(h)]
+			if !ok {
+				continue
+			}
+			rc, _, err := c.OpenBlob(h)
+			if err != nil {
+				return nil, err
+			}
+			data, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				return nil, err
+			}
+			if entryOf(data) != want {
+				return nil, fmt.Errorf("snapshot blob %s in %s: %w", body.Snapshot, c.Path, ErrHashMismatch)
+			}
+			return data, nil
+		}
+		return nil, fmt.Errorf("the latest snapshot %s (event %s) is in neither copy", body.Snapshot, e.ID)
+	}
+	same, data, err := sameBytes(a, b, SnapshotFile)
+	if err != nil {
+		return nil, err
+	}
+	if !same {
+		return nil, fmt.Errorf("%s: %w", SnapshotFile, ErrDiverged)
+	}
+	return data, nil
+}
+
+// laterHolder picks the holder with the higher epoch; on a tie, the smaller
+// peer ID, so that the choice does not depend on argument order.
+func laterHolder(a, b Holder) Holder {
+	switch {
+	case a.Epoch != b.Epoch:
+		if a.Epoch > b.Epoch {
+			return a
+		}
+		return b
+	case a.Peer <= b.Peer:
+		return a
+	}
+	return b
+}
+
+// copyBlobFile copies one blob from c to dst, checking its hash.
+func copyBlobFile(c *Capsule, name string, want FileEntry, dst string) error {
+	rc, _, err := c.src.open(name)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	h := newHashingReader(rc)
+	_, err = io.Copy(f, h)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && h.entry() != want {
+		err = fmt.Errorf("%s in %s: %w", name, c.Path, ErrHashMismatch)
+	}
+	return err
+}

@@ -1,0 +1,157 @@
+package capsule
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// crashAfterCommit performs the first half of an update of the notes: the
+// new content as NOTES.next and the manifest that commits it, but not the
+// final rename, as a crash right after the commit point leaves it.
+func crashAfterCommit(t *testing.T, dir string, notes []byte) {
+	t.Helper()
+	c := mustOpen(t, dir)
+	if err := WriteFileAtomic(filepath.Join(dir, filepath.FromSlash(NotesFile))+nextSuffix, notes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := *c.Manifest
+	m.Files = map[string]FileEntry{}
+	for k, v := range c.Manifest.Files {
+		m.Files[k] = v
+	}
+	m.Files[NotesFile] = entryOf(notes)
+	data, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, ManifestFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func logTo(buf *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(buf, nil)) }
+
+func TestACrashAfterTheCommitPointLeavesTheNewCapsule(t *testing.T) {
+	dir := fullCapsule(t, newSigner(t))
+	notes := []byte("new notes\n")
+	crashAfterCommit(t, dir, notes)
+
+	rep := mustVerify(t, dir)
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "interrupted update") {
+		t.Errorf("notes = %v", rep.Notes)
+	}
+	got, err := mustOpen(t, dir).ReadFile(NotesFile)
+	if err != nil || !bytes.Equal(got, notes) {
+		t.Fatalf("a reader sees %q, %v; want the committed notes", got, err)
+	}
+	packed := filepath.Join(t.TempDir(), "a.tar")
+	packTo(t, dir, packed, PackOptions{})
+	mustVerify(t, packed)
+
+	var log bytes.Buffer
+	d, err := OpenDir(dir, logTo(&log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if !strings.Contains(log.String(), "completing an update") {
+		t.Errorf("recovery was not logged: %s", log.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, filepath.FromSlash(NotesFile))); !bytes.Equal(b, notes) {
+		t.Errorf("notes after recovery = %q", b)
+	}
+	if rep := mustVerify(t, dir); len(rep.Notes) != 0 {
+		t.Errorf("notes after recovery: %v", rep.Notes)
+	}
+}
+
+func TestACrashBeforeTheCommitPointLeavesTheOldCapsule(t *testing.T) {
+	dir := fullCapsule(t, newSigner(t))
+	next := filepath.Join(dir, filepath.FromSlash(NotesFile)) + nextSuffix
+	os.WriteFile(next, []byte("never committed"), 0o644)
+	os.WriteFile(filepath.Join(dir, "memory", tempPrefix+"123"), []byte("half a file"), 0o644)
+	blob := bytes.Repeat([]byte("b"), 10)
+	sum := entryOf(blob).SHA256
+	os.WriteFile(filepath.Join(dir, filepath.FromSlash(BlobPath(sum))), blob, 0o644)
+
+	rep := mustVerify(t, dir)
+	if len(rep.Notes) != 3 {
+		t.Errorf("notes = %v, want three (update, temp file, blob)", rep.Notes)
+	}
+	if got, _ := mustOpen(t, dir).ReadFile(NotesFile); len(got) != 0 {
+		t.Fatalf("a reader sees the uncommitted notes %q", got)
+	}
+	var log bytes.Buffer
+	d, err := OpenDir(dir, logTo(&log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	for _, p := range []string{next, filepath.Join(dir, "memory", tempPrefix+"123")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s survived recovery", p)
+		}
+	}
+	if !strings.Contains(log.String(), "discarding an update") || !strings.Contains(log.String(), "temporary file") {
+		t.Errorf("log = %s", log.String())
+	}
+}
+
+func TestATornJournalTailIsANoteAndTheNextAppendRepairsIt(t *testing.T) {
+	s := newSigner(t)
+	dir := fullCapsule(t, s)
+	jpath := filepath.Join(dir, filepath.FromSlash(JournalFile))
+	f, _ := os.OpenFile(jpath, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte(`{"body":{"role":"us`))
+	f.Close()
+
+	rep := mustVerify(t, dir)
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "torn last line") {
+		t.Fatalf("notes = %v", rep.Notes)
+	}
+	var log bytes.Buffer
+	d, err := OpenDir(dir, logTo(&log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Append(context.Background(), s, 0, userMessage(t, "after the crash")); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	if !strings.Contains(strings.ToLower(log.String()), "torn") {
+		t.Errorf("the repair was not logged: %s", log.String())
+	}
+	if rep := mustVerify(t, dir); len(rep.Notes) != 0 || rep.Events != 5 {
+		t.Errorf("after repair: %+v", rep)
+	}
+}
+
+func TestEventsAppendedAfterTheSealVerifyAsANote(t *testing.T) {
+	s := newSigner(t)
+	dir := fullCapsule(t, s)
+	before, _ := os.ReadFile(filepath.Join(dir, ManifestFile))
+	d, _ := OpenDir(dir, nil)
+	if _, err := d.Append(context.Background(), s, 0, userMessage(t, "unsealed")); err != nil {
+		t.Fatal(err)
+	}
+	d.Close()
+	// Put the old manifest back: the state a crash between append and seal leaves.
+	os.WriteFile(filepath.Join(dir, ManifestFile), before, 0o644)
+	rep := mustVerify(t, dir)
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "after the manifest's seal") {
+		t.Fatalf("notes = %v", rep.Notes)
+	}
+	// But a line that is not a valid event there is damage.
+	f, _ := os.OpenFile(filepath.Join(dir, filepath.FromSlash(JournalFile)), os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte("{\"not\":\"an event\"}\n"))
+	f.Close()
+	rep, _ = Verify(dir, VerifyOptions{})
+	if !namesFile(rep, JournalFile) {
+		t.Fatalf("a bad unsealed line passed: %+v", rep)
+	}
+}

@@ -1,0 +1,301 @@
+package capsule
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// Snapshot is artifacts/snapshot.json: the workspace as a map from relative
+// path ("/"-separated) to an entry. File bodies live in the blob store.
+type Snapshot struct {
+	Entries map[string]SnapshotEntry `json:"entries"`
+}
+
+// SnapshotEntry is one file or folder of a workspace snapshot. Mode holds
+// the permission bits in octal ("0644"); files also carry their content's
+// CID (raw, sha2-256) and size.
+type SnapshotEntry struct {
+	Type string `json:"type"` // "file" or "dir"
+	Mode string `json:"mode"`
+	CID  string `json:"cid,omitempty"`
+	Size int64  `json:"size,omitempty"`
+}
+
+// SnapshotEventType is the journal event that records a new snapshot; its
+// body is SnapshotEventBody.
+const SnapshotEventType = "workspace.snapshot"
+
+// SnapshotEventBody says which snapshot became current: the CID of the
+// snapshot.json bytes (kept as a blob too), and its totals.
+type SnapshotEventBody struct {
+	Snapshot string `json:"snapshot"`
+	Files    int    `json:"files"`
+	Bytes    int64  `json:"bytes"`
+}
+
+// Encode returns snapshot.json's bytes: indented JSON, sorted, newline-terminated.
+func (s *Snapshot) Encode() ([]byte, error) {
+	if s.Entries == nil {
+		s.Entries = map[string]SnapshotEntry{}
+	}
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// ParseSnapshot reads snapshot.json strictly: every path relative and
+// clean, every entry a file with a blob CID or a folder, modes octal.
+func ParseSnapshot(data []byte) (*Snapshot, error) {
+	var s Snapshot
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("snapshot: %v", err)
+	}
+	if s.Entries == nil {
+		return nil, fmt.Errorf("snapshot: entries is missing")
+	}
+	for p, e := range s.Entries {
+		if err := checkWorkspacePath(p); err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		if _, err := parseMode(e.Mode); err != nil {
+			return nil, fmt.Errorf("snapshot: %s: %w", p, err)
+		}
+		switch e.Type {
+		case "file":
+			if _, err := ParseBlobCID(e.CID); err != nil {
+				return nil, fmt.Errorf("snapshot: %s: %w", p, err)
+			}
+			if e.Size < 0 {
+				return nil, fmt.Errorf("snapshot: %s: negative size", p)
+			}
+		case "dir":
+			if e.CID != "" || e.Size != 0 {
+				return nil, fmt.Errorf("snapshot: %s: a folder has no cid or size", p)
+			}
+		default:
+			return nil, fmt.Errorf("snapshot: %s: type %q is neither file nor dir", p, e.Type)
+		}
+	}
+	for p := range s.Entries {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if e, ok := s.Entries[d]; ok && e.Type != "dir" {
+				return nil, fmt.Errorf("snapshot: %s is inside %s, which is not a folder", p, d)
+			}
+		}
+	}
+	return &s, nil
+}
+
+// Blobs returns the sha256 hex names of the blobs the snapshot refers to, sorted.
+func (s *Snapshot) Blobs() []string {
+	set := map[string]bool{}
+	for _, e := range s.Entries {
+		if e.Type == "file" {
+			h, _ := ParseBlobCID(e.CID)
+			set[h] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for h := range set {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func checkWorkspacePath(p string) error {
+	switch {
+	case p == "" || p == ".":
+		return fmt.Errorf("empty path")
+	case path.IsAbs(p) || filepath.IsAbs(p):
+		return fmt.Errorf("absolute path %q", p)
+	case path.Clean(p) != p:
+		return fmt.Errorf("path %q is not clean", p)
+	case p == ".." || len(p) > 2 && p[:3] == "../":
+		return fmt.Errorf("path %q escapes the workspace", p)
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] == 0 || p[i] == '\\' {
+			return fmt.Errorf("path %q holds a NUL or backslash", p)
+		}
+	}
+	return nil
+}
+
+func parseMode(s string) (fs.FileMode, error) {
+	if len(s) != 4 || s[0] != '0' {
+		return 0, fmt.Errorf("mode %q is not four octal digits like 0644", s)
+	}
+	v, err := strconv.ParseUint(s, 8, 32)
+	if err != nil {
+		return 0, fmt.Errorf("mode %q is not octal", s)
+	}
+	return fs.FileMode(v), nil
+}
+
+func formatMode(m fs.FileMode) string { return fmt.Sprintf("%04o", m.Perm()) }
+
+// takeSnapshot stores every file under workspace as a blob of the capsule
+// folder dir and returns the snapshot and the entries of the blobs it wrote
+// or found. Only regular files and folders are taken: a symbolic link, a
+// device or a socket is refused with an error naming it.
+func takeSnapshot(dir, workspace string) (*Snapshot, map[string]FileEntry, error) {
+	snap := &Snapshot{Entries: map[string]SnapshotEntry{}}
+	blobs := map[string]FileEntry{}
+	err := filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == workspace {
+			return nil
+		}
+		rel, err := filepath.Rel(workspace, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			snap.Entries[rel] = SnapshotEntry{Type: "dir", Mode: formatMode(info.Mode())}
+			return nil
+		case info.Mode().IsRegular():
+		default:
+			return fmt.Errorf("snapshot %s: %s is a %s; only regular files and folders can be snapshotted (replace it with a copy or remove it)", workspace, rel, kindOf(info.Mode()))
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		e, err := putBlob(dir, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("snapshot %s: %s: %w", workspace, rel, err)
+		}
+		blobs[BlobPath(e.SHA256)] = e
+		snap.Entries[rel] = SnapshotEntry{Type: "file", Mode: formatMode(info.Mode()), CID: BlobCID(e.SHA256), Size: e.Size}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, blobs, nil
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
+}
+
+// Materialize writes the capsule's workspace snapshot to out, which must
+// not exist. Every blob is hash-checked as it is copied; out appears only
+// when the whole workspace has been written (it is built in a sibling
+// staging folder and renamed).
+func (c *Capsule) Materialize(out string) error {
+	if _, err := os.Lstat(out); err == nil {
+		return fmt.Errorf("materialize: %s already exists; name a new folder", out)
+	}
+	snap, err := c.Snapshot()
+	if err != nil {
+		return fmt.Errorf("materialize: %w", err)
+	}
+	staging, err := os.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+tempPrefix+"*")
+	if err != nil {
+		return fmt.Errorf("materialize: %w", err)
+	}
+	defer os.RemoveAll(staging)
+
+	paths := make([]string, 0, len(snap.Entries))
+	for p := range snap.Entries {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths) // parents before children
+	for _, p := range paths {
+		e := snap.Entries[p]
+		dst := filepath.Join(staging, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("materialize: %w", err)
+		}
+		if e.Type == "dir" {
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return fmt.Errorf("materialize: %w", err)
+			}
+			continue
+		}
+		if err := c.copyBlob(e, dst); err != nil {
+			return fmt.Errorf("materialize %s: %w", p, err)
+		}
+	}
+	// Folder modes last, deepest first, so a read-only folder is still filled.
+	for i := len(paths) - 1; i >= 0; i-- {
+		e := snap.Entries[paths[i]]
+		if e.Type == "dir" {
+			mode, _ := parseMode(e.Mode)
+			if err := os.Chmod(filepath.Join(staging, filepath.FromSlash(paths[i])), mode); err != nil {
+				return fmt.Errorf("materialize: %w", err)
+			}
+		}
+	}
+	if err := os.Rename(staging, out); err != nil {
+		return fmt.Errorf("materialize: %w", err)
+	}
+	return syncDir(filepath.Dir(out))
+}
+
+func (c *Capsule) copyBlob(e SnapshotEntry, dst string) error {
+	sum, err := ParseBlobCID(e.CID)
+	if err != nil {
+		return err
+	}
+	rc, _, err := c.OpenBlob(sum)
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", e.CID, err)
+	}
+	defer rc.Close()
+	mode, _ := parseMode(e.Mode)
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), rc)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum || n != e.Size {
+		return fmt.Errorf("blob %s: %w (got sha256 %s, %d bytes)", e.CID, ErrHashMismatch, got, n)
+	}
+	return os.Chmod(dst, mode)
+}

@@ -1,0 +1,145 @@
+package capsule
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestAWorkspaceComesBackWithItsContentAndModes(t *testing.T) {
+	s := newSigner(t)
+	dir := fullCapsule(t, s)
+	ws := filepath.Join(t.TempDir(), "ws")
+	writeTree(t, ws, map[string]string{
+		"run.sh":         "#!/bin/sh\necho hi\n",
+		"deep/er/x.txt":  "x",
+		"same1.txt":      "dup",
+		"same2.txt":      "dup",
+		"emptydir/":      "",
+		"ro/readme.txt":  "read only folder",
+		"unicode/é ü.md": "ünïcödé",
+	})
+	os.Chmod(filepath.Join(ws, "run.sh"), 0o755)
+	os.Chmod(filepath.Join(ws, "ro"), 0o555)
+	t.Cleanup(func() { os.Chmod(filepath.Join(ws, "ro"), 0o755) })
+
+	d, err := OpenDir(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := d.Snapshot(context.Background(), s, ws)
+	d.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body.Files != 6 {
+		t.Errorf("files = %d, want 6", body.Files)
+	}
+	mustVerify(t, dir)
+
+	for _, from := range []string{"folder", "tar"} {
+		t.Run("from a "+from, func(t *testing.T) {
+			src := dir
+			if from == "tar" {
+				src = filepath.Join(t.TempDir(), "a.tar")
+				packTo(t, dir, src, PackOptions{})
+			}
+			out := filepath.Join(t.TempDir(), "out")
+			if err := mustOpen(t, src).Materialize(out); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Chmod(filepath.Join(out, "ro"), 0o755) })
+			assertSameTree(t, ws, out)
+		})
+	}
+}
+
+func assertSameTree(t *testing.T, want, got string) {
+	t.Helper()
+	walk := func(root string) map[string]string {
+		m := map[string]string{}
+		filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+			if err != nil || p == root {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			v := info.Mode().String()
+			if info.Mode().IsRegular() {
+				b, _ := os.ReadFile(p)
+				v += " " + string(b)
+			}
+			m[filepath.ToSlash(rel)] = v
+			return nil
+		})
+		return m
+	}
+	w, g := walk(want), walk(got)
+	for k, v := range w {
+		if g[k] != v {
+			t.Errorf("%s: got %q, want %q", k, g[k], v)
+		}
+	}
+	for k := range g {
+		if _, ok := w[k]; !ok {
+			t.Errorf("%s: not in the original workspace", k)
+		}
+	}
+}
+
+func TestASymlinkInTheWorkspaceIsRefusedByName(t *testing.T) {
+	s := newSigner(t)
+	dir := fullCapsule(t, s)
+	ws := filepath.Join(t.TempDir(), "ws")
+	writeTree(t, ws, map[string]string{"a.txt": "a"})
+	os.Symlink("/etc/passwd", filepath.Join(ws, "link"))
+	before, _ := os.ReadFile(filepath.Join(dir, ManifestFile))
+	d, _ := OpenDir(dir, nil)
+	_, err := d.Snapshot(context.Background(), s, ws)
+	d.Close()
+	if err == nil || !strings.Contains(err.Error(), "link") || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("snapshot with a symlink: %v", err)
+	}
+	after, _ := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if string(before) != string(after) {
+		t.Fatal("a refused snapshot changed the manifest")
+	}
+	mustVerify(t, dir)
+}
+
+func TestMaterializeCatchesADamagedBlobAndWritesNothing(t *testing.T) {
+	dir := fullCapsule(t, newSigner(t))
+	c := mustOpen(t, dir)
+	snap, _ := c.Snapshot()
+	h, _ := ParseBlobCID(snap.Entries["a.txt"].CID)
+	os.WriteFile(filepath.Join(dir, filepath.FromSlash(BlobPath(h))), []byte("ALPHA\n"), 0o644)
+	root := t.TempDir()
+	err := c.Materialize(filepath.Join(root, "out"))
+	if err == nil || !strings.Contains(err.Error(), "a.txt") {
+		t.Fatalf("materialize of a damaged blob: %v", err)
+	}
+	if left, _ := os.ReadDir(root); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
+
+func TestBlobNamesAndCIDsConvertBothWays(t *testing.T) {
+	hex := "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" // sha256("hello")
+	c, err := CIDFromSHA256(hex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.String() != "bafkreibm6jg3ux5qumhcn2b3flc3tyu6dmlb4xa7u5bf44yegnrjhc4yeq" {
+		t.Errorf("CID = %s", c)
+	}
+	back, err := SHA256FromCID(c)
+	if err != nil || back != hex {
+		t.Fatalf("back = %q, %v", back, err)
+	}
+	for _, bad := range []string{"", "xyz", "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"} {
+		if _, err := ParseBlobCID(bad); err == nil {
+			t.Errorf("ParseBlobCID(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package capsule
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// source is where a capsule's files are read from: a folder or a tar.
+type source interface {
+	// open returns the named file's content and size.
+	open(name string) (io.ReadCloser, int64, error)
+	// list returns every regular file's capsule-relative name, sorted.
+	list() ([]string, error)
+	close() error
+}
+
+// dirSource reads a capsule folder.
+type dirSource struct{ dir string }
+
+func (s dirSource) open(name string) (io.ReadCloser, int64, error) {
+	f, err := os.Open(filepath.Join(s.dir, filepath.FromSlash(name)))
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, fmt.Errorf("%s is not a regular file", name)
+	}
+	return f, st.Size(), nil
+}
+
+// list walks the folder; anything that is not a regular file or folder
+// (a link, a device) is reported as a name ending in " (not a regular file)"
+// so that verify names it.
+func (s dirSource) list() ([]string, error) {
+	var names []string
+	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == s.dir || d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(s.dir, p)
+		if err != nil {
+			return err
+		}
+		names = append(names, filepath.ToSlash(rel))
+		return nil
+	})
+	sort.Strings(names)
+	return names, err
+}
+
+func (dirSource) close() error { return nil }
+
+// Limits bound what a tar may hold. The zero value means DefaultLimits.
+type Limits struct {
+	MaxFileSize  int64 // largest single file
+	MaxTotalSize int64 // all files together
+	MaxEntries   int   // number of tar entries
+}
+
+// DefaultLimits are generous for real agents and small enough to stop a
+// tar bomb before it fills a disk.
+var DefaultLimits = Limits{MaxFileSize: 16 << 30, MaxTotalSize: 64 << 30, MaxEntries: 1 << 20}
+
+func (l Limits) orDefault() Limits {
+	if l.MaxFileSize <= 0 {
+		l.MaxFileSize = DefaultLimits.MaxFileSize
+	}
+	if l.MaxTotalSize <= 0 {
+		l.MaxTotalSize = DefaultLimits.MaxTotalSize
+	}
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = DefaultLimits.MaxEntries
+	}
+	return l
+}
+
+// ErrUnsafeTar marks a tar refused before any of its content is trusted.
+var ErrUnsafeTar = errors.New("unsafe or malformed capsule tar")
+
+// tarSource reads a capsule tar in place, through an index of its entries.
+type tarSource struct {
+	f       *os.File
+	entries map[string]tarEntry
+}
+
+type tarEntry struct{ offset, size int64 }
+
+// openTar indexes a tar file, refusing everything capsule v1 never holds:
+// paths that are absolute, unclean or escape, links, devices, duplicate
+// entries, names outside the layout, files over the limits, a truncated or
+// malformed archive. Errors wrap ErrUnsafeTar and name the entry.
+func openTar(path string, lim Limits) (*tarSource, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	idx, err := indexTar(f, lim)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &tarSource{f: f, entries: idx}, nil
+}
+
+// posReader tracks the offset of an os.File so that, right after
+// tar.Reader.Next, it is the offset of the entry's data.
+type posReader struct {
+	r   io.ReadSeeker
+	pos int64
+}
+
+func (p *posReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.pos += int64(n)
+	return n, err
+}
+
+func (p *posReader) Seek(off int64, whence int) (int64, error) {
+	n, err := p.r.Seek(off, whence)
+	if err == nil {
+		p.pos = n
+	}
+	return n, err
+}
+
+func indexTar(r io.ReadSeeker, lim Limits) (map[string]tarEntry, error) {
+	lim = lim.orDefault()
+	pr := &posReader{r: r}
+	tr := tar.NewReader(pr)
+	entries := map[string]tarEntry{}
+	seen := map[string]bool{}
+	var total int64
+	for n := 0; ; n++ {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, fmt.Errorf("%w: the tar is truncated after %d entries", ErrUnsafeTar, n)
+			}
+			return nil, fmt.Errorf("%w: after %d entries: %v", ErrUnsafeTar, n, err)
+		}
+		if n >= lim.MaxEntries {
+			return nil, fmt.Errorf("%w: more than %d entries", ErrUnsafeTar, lim.MaxEntries)
+		}
+		name := strings.TrimPrefix(hdr.Name, "./")
+		bad := func(format string, args ...any) error {
+			return fmt.Errorf("%w: entry %q: %s", ErrUnsafeTar, hdr.Name, fmt.Sprintf(format, args...))
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			dir := strings.TrimSuffix(name, "/")
+			if dir == "" || dir == "." {
+				continue
+			}
+			if !isLayoutDir(dir) {
+				return nil, bad("folder is not part of capsule v1")
+			}
+			if seen[dir+"/"] {
+				return nil, bad("duplicate entry")
+			}
+			seen[dir+"/"] = true
+			continue
+		case tar.TypeReg:
+		case tar.TypeSymlink:
+			return nil, bad("symbolic links are not allowed in a capsule")
+		case tar.TypeLink:
+			return nil, bad("hard links are not allowed in a capsule")
+		case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+			return nil, bad("devices and pipes are not allowed in a capsule")
+		default:
+			return nil, bad("entry type %q is not allowed in a capsule", hdr.Typeflag)
+		}
+		if name != ManifestFile {
+			if err := checkName(name); err != nil {
+				return nil, bad("%v", err)
+			}
+		}
+		if seen[name] {
+			return nil, bad("duplicate entry")
+		}
+		seen[name] = true
+		if name == ManifestFile && hdr.Size > MaxManifestSize {
+			return nil, bad("manifest is %d bytes, over the limit of %d", hdr.Size, MaxManifestSize)
+		}
+		if hdr.Size > lim.MaxFileSize {
+			return nil, bad("%d bytes, over the file size limit of %d", hdr.Size, lim.MaxFileSize)
+		}
+		if total += hdr.Size; total > lim.MaxTotalSize {
+			return nil, bad("the tar's files exceed the total size limit of %d bytes", lim.MaxTotalSize)
+		}
+		entries[name] = tarEntry{offset: pr.pos, size: hdr.Size}
+	}
+	// The archive must really hold every entry's bytes: a tar cut inside the
+	// last file's data is truncated even if the reader stopped early.
+	end, err := r.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, err
+	}
+	for name, e := range entries {
+		if e.offset+e.size > end {
+			return nil, fmt.Errorf("%w: the tar is truncated inside %q", ErrUnsafeTar, name)
+		}
+	}
+	return entries, nil
+}
+
+func isLayoutDir(name string) bool {
+	for _, d := range dirs {
+		if d == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *tarSource) open(name string) (io.ReadCloser, int64, error) {
+	e, ok := s.entries[name]
+	if !ok {
+		return nil, 0, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return io.NopCloser(io.NewSectionReader(s.f, e.offset, e.size)), e.size, nil
+}
+
+func (s *tarSource) list() ([]string, error) {
+	names := make([]string, 0, len(s.entries))
+	for n := range s.entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (s *tarSource) close() error { return s.f.Close() }
+
+// openSource opens a capsule folder or tar.
+func openSource(path string, lim Limits) (source, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return dirSource{dir: path}, nil
+	}
+	return openTar(path, lim)
+}
+
+// readAll reads a whole file from a source, refusing more than max bytes.
+func readAll(src source, name string, max int64) ([]byte, error) {
+	rc, size, err := src.open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	if size > max {
+		return nil, fmt.Errorf("%s is %d bytes, over the limit of %d", name, size, max)
+	}
+	return io.ReadAll(io.LimitReader(rc, max+1))
+}

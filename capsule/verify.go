@@ -1,0 +1,314 @@
+package capsule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/tern-dev/tern/journal"
+)
+
+// VerifyOptions tune Verify. The zero value checks everything with one
+// hashing goroutine per core and accepts any signer or none.
+type VerifyOptions struct {
+	Signer  string // if set, the manifest must carry a valid signature by this peer ID
+	Workers int    // hashing goroutines; 0 means GOMAXPROCS
+	Limits  Limits // for a tar
+}
+
+// Problem is one thing wrong with a capsule, named by the file it is in.
+type Problem struct {
+	File string
+	Err  error
+}
+
+func (p Problem) String() string { return p.File + ": " + p.Err.Error() }
+
+// Report is what Verify found. Problems are damage (the capsule must not be
+// trusted); Notes are harmless states a crash or a running writer leaves,
+// which the next write tidies.
+type Report struct {
+	ID          string
+	Signer      string // peer ID of a valid signature, "" if unsigned
+	Files       int
+	Bytes       int64
+	Events      int
+	Quarantined int
+	Problems    []Problem
+	Notes       []string
+}
+
+// OK reports whether Verify found no problem.
+func (r *Report) OK() bool { return len(r.Problems) == 0 }
+
+func (r *Report) problem(file string, err error) { r.Problems = append(r.Problems, Problem{file, err}) }
+
+func (r *Report) notef(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
+
+// maxLineProblems bounds how many bad journal lines a report lists.
+const maxLineProblems = 20
+
+// Verify checks a capsule folder or tar offline and reads nothing but it:
+// the manifest is canonical and its digest right, its signature (if any)
+// verifies, every listed file exists with the listed size and sha256
+// (blobs thus match their names), nothing unlisted is present, the journal
+// parses line by line with valid ids, signatures and chains, the agent
+// definition and environment spec are valid, and every snapshot reference
+// resolves to a listed blob. It never changes the capsule. The error is
+// non-nil only when path cannot be read at all; damage is in the report.
+func Verify(path string, opt VerifyOptions) (*Report, error) {
+	r := &Report{}
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	src, err := openSource(path, opt.Limits)
+	if err != nil {
+		r.problem(path, err)
+		return r, nil
+	}
+	defer src.close()
+	data, err := readAll(src, ManifestFile, MaxManifestSize)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("missing: %w", ErrNotCapsule)
+		}
+		r.problem(ManifestFile, err)
+		return r, nil
+	}
+	m, err := ParseManifest(data)
+	if err != nil {
+		r.problem(ManifestFile, err)
+		return r, nil
+	}
+	c := &Capsule{Path: path, Manifest: m, src: src}
+	r.ID = m.ID
+	r.Files = len(m.Files) + 1
+
+	signer, err := m.CheckSignature()
+	switch {
+	case err != nil:
+		r.problem(ManifestFile, err)
+	case opt.Signer != "" && signer == "":
+		r.problem(ManifestFile, fmt.Errorf("not signed; a signature by %s was required", opt.Signer))
+	case opt.Signer != "" && signer != opt.Signer:
+		r.problem(ManifestFile, fmt.Errorf("signed by %s, not by the required %s", signer, opt.Signer))
+	}
+	r.Signer = signer
+
+	r.Bytes = checkHashes(c, opt.Workers, r)
+	checkUnlisted(c, r)
+	checkJournal(c, r)
+	checkContent(c, r)
+	return r, nil
+}
+
+// checkHashes hashes every listed file on a pool of workers and returns
+// the number of bytes hashed.
+func checkHashes(c *Capsule, workers int, r *Report) int64 {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	names := c.Manifest.Names()
+	work := make(chan string)
+	var (
+		mu    sync.Mutex
+		total int64
+		wg    sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for name := range work {
+				n, err := checkFile(c, name)
+				mu.Lock()
+				total += n
+				if err != nil {
+					r.problem(name, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for _, n := range names {
+		work <- n
+	}
+	close(work)
+	wg.Wait()
+	sortProblems(r.Problems)
+	return total
+}
+
+// checkFile checks one listed file's size and hash. The journal's entry
+// covers its sealed prefix; a file whose committed update is waiting as
+// NAME.next in a folder is checked there instead.
+func checkFile(c *Capsule, name string) (int64, error) {
+	want := c.Manifest.Files[name]
+	got, size, err := hashListed(c.src, name, want, name == JournalFile)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("missing (the manifest lists %d bytes)", want.Size)
+		}
+		return 0, err
+	}
+	if got == want {
+		return got.Size, nil
+	}
+	if d, ok := c.src.(dirSource); ok && name != JournalFile {
+		if next, err := hashFile(d.path(name)+nextSuffix, -1); err == nil && next == want {
+			return next.Size, nil
+		}
+	}
+	switch {
+	case size < want.Size:
+		return got.Size, fmt.Errorf("truncated: %d bytes, the manifest lists %d", size, want.Size)
+	case name != JournalFile && size != want.Size:
+		return got.Size, fmt.Errorf("size is %d bytes, the manifest lists %d", size, want.Size)
+	}
+	return got.Size, fmt.Errorf("content does not match the manifest's sha256 (altered or damaged)")
+}
+
+// hashListed hashes a listed file, or for the journal its first want.Size
+// bytes, and returns that hash and the file's full size.
+func hashListed(src source, name string, want FileEntry, prefix bool) (FileEntry, int64, error) {
+	rc, size, err := src.open(name)
+	if err != nil {
+		return FileEntry{}, 0, err
+	}
+	defer rc.Close()
+	var rd io.Reader = rc
+	if prefix {
+		rd = io.LimitReader(rc, want.Size)
+	}
+	got, err := hashReader(rd)
+	return got, size, err
+}
+
+func (d dirSource) path(name string) string { return d.dir + string(os.PathSeparator) + name }
+
+// checkUnlisted reports files the manifest does not list. In a folder,
+// what a crash leaves (temporary files, uncommitted updates, blobs written
+// before their manifest) is a note, not damage.
+func checkUnlisted(c *Capsule, r *Report) {
+	names, err := c.src.list()
+	if err != nil {
+		r.problem(c.Path, err)
+		return
+	}
+	_, isDir := c.src.(dirSource)
+	for _, name := range names {
+		if _, ok := c.Manifest.Files[name]; ok || name == ManifestFile {
+			continue
+		}
+		if isDir {
+			switch {
+			case isTempName(name):
+				r.notef("%s: temporary file left by an interrupted write; removed on next write", name)
+				continue
+			case strings.HasSuffix(name, nextSuffix):
+				if _, ok := c.Manifest.Files[strings.TrimSuffix(name, nextSuffix)]; ok {
+					r.notef("%s: interrupted update; completed or discarded on next write", name)
+					continue
+				}
+			case blobName(name) != "":
+				if e, err := hashFile(c.src.(dirSource).path(name), -1); err == nil && e.SHA256 == blobName(name) {
+					r.notef("%s: blob not yet listed in the manifest (an interrupted write)", name)
+					continue
+				}
+			}
+		}
+		r.problem(name, fmt.Errorf("not listed in the manifest"))
+	}
+}
+
+// checkJournal parses every line of the journal and checks its chains.
+func checkJournal(c *Capsule, r *Report) {
+	data, err := c.ReadFile(JournalFile)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			r.problem(JournalFile, err)
+		}
+		return
+	}
+	sealed := c.Manifest.Files[JournalFile].Size
+	events, bad, torn := journal.Decode(data)
+	for i, err := range bad {
+		if i == maxLineProblems {
+			r.problem(JournalFile, fmt.Errorf("and %d more bad lines", len(bad)-i))
+			break
+		}
+		r.problem(JournalFile, err)
+	}
+	if torn > 0 {
+		if int64(len(data)-torn) < sealed {
+			r.problem(JournalFile, fmt.Errorf("the last line is cut short inside the sealed part"))
+		} else {
+			r.notef("%s: torn last line of %d bytes (a crash during an append); repaired on next write", JournalFile, torn)
+		}
+	}
+	if extra := int64(len(data)-torn) - sealed; extra > 0 && len(bad) == 0 {
+		r.notef("%s: %d bytes of valid events appended after the manifest's seal; sealed on next write", JournalFile, extra)
+	}
+	for _, err := range journal.Check(events) {
+		r.problem(JournalFile, err)
+	}
+	_, quarantined := journal.Readable(events)
+	r.Events = len(events)
+	r.Quarantined = len(quarantined)
+}
+
+// checkContent parses the agent definition, environment spec, index and
+// snapshot, and resolves the snapshot's blob references.
+func checkContent(c *Capsule, r *Report) {
+	parse := func(name string, fn func([]byte) error) {
+		if _, listed := c.Manifest.Files[name]; !listed {
+			return // ParseManifest already required it
+		}
+		data, err := c.ReadFile(name)
+		if err != nil {
+			return // reported by checkFile
+		}
+		if err := fn(data); err != nil {
+			r.problem(name, err)
+		}
+	}
+	parse(AgentFile, func(b []byte) error { _, err := ParseAgent(b); return err })
+	parse(EnvironmentFile, func(b []byte) error { _, err := ParseEnvSpec(b); return err })
+	parse(IndexFile, func(b []byte) error {
+		var v map[string]json.RawMessage
+		if err := json.Unmarshal(b, &v); err != nil {
+			return fmt.Errorf("not a JSON object: %v", err)
+		}
+		return nil
+	})
+	parse(SnapshotFile, func(b []byte) error {
+		snap, err := ParseSnapshot(b)
+		if err != nil {
+			return err
+		}
+		for p, e := range snap.Entries {
+			if e.Type != "file" {
+				continue
+			}
+			h, _ := ParseBlobCID(e.CID)
+			if _, ok := c.Manifest.Files[BlobPath(h)]; !ok {
+				r.problem(SnapshotFile, fmt.Errorf("%s refers to blob %s, which the capsule does not hold", p, e.CID))
+			} else if c.Manifest.Files[BlobPath(h)].Size != e.Size {
+				r.problem(SnapshotFile, fmt.Errorf("%s lists %d bytes, its blob has %d", p, e.Size, c.Manifest.Files[BlobPath(h)].Size))
+			}
+		}
+		return nil
+	})
+	sortProblems(r.Problems)
+}
+
+func sortProblems(ps []Problem) {
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].File < ps[j].File })
+}

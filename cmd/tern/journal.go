@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+)
+
+// maxDraftLine bounds one draft line of journal append.
+const maxDraftLine = 64 << 20
+
+func journalCmd(e *env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "journal",
+		Short: "Append to and read a capsule's journal",
+		Args:  cobra.NoArgs,
+		RunE:  showHelp,
+	}
+	c.AddCommand(journalAppendCmd(e), journalLogCmd(e))
+	return c
+}
+
+func journalAppendCmd(e *env) *cobra.Command {
+	var file string
+	c := &cobra.Command{
+		Use:   "append DIR [--file F|-]",
+		Short: "Append draft events {type, session, turn, body}, one JSON object per line; prints each new event id",
+		Long: "Reads draft events, one JSON object per line, from --file or standard input, and appends\n" +
+			"them to the capsule's journal as events signed by this machine, all or nothing. Every\n" +
+			"line is checked before anything is written.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var in io.Reader = e.stdin
+			name := "standard input"
+			if file != "" && file != "-" {
+				f, err := os.Open(file)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				in, name = f, file
+			}
+			drafts, err := readDrafts(in, name)
+			if err != nil {
+				return err
+			}
+			if len(drafts) == 0 {
+				return fmt.Errorf("journal append: %s holds no draft events", name)
+			}
+			id, err := e.identity()
+			if err != nil {
+				return err
+			}
+			d, err := capsule.OpenDir(args[0], e.log)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			evs, err := d.Append(cmd.Context(), id, 0, drafts...)
+			for _, ev := range evs {
+				fmt.Fprintln(e.stdout, ev.ID)
+			}
+			return err
+		},
+	}
+	c.Flags().StringVar(&file, "file", "", "read drafts from this file (- or empty: standard input)")
+	return c
+}
+
+// readDrafts parses one draft per non-blank line; the first bad line is an
+// error naming it.
+func readDrafts(r io.Reader, name string) ([]journal.Draft, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxDraftLine)
+	var drafts []journal.Draft
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		d, err := journal.ParseDraft(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: line %d: %w", name, n, err)
+		}
+		drafts = append(drafts, d)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: after %d drafts: %w", name, len(drafts), err)
+	}
+	return drafts, nil
+}
+
+func journalLogCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "log PATH [--json]",
+		Short: "Print the journal in its total order (--json: one event per line, exactly as stored)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := capsule.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			events, err := c.Journal()
+			if err != nil {
+				return err
+			}
+			journal.Sort(events)
+			_, quarantined := journal.Readable(events)
+			q := map[string]bool{}
+			for _, ev := range quarantined {
+				q[ev.ID] = true
+			}
+			w := bufio.NewWriter(e.stdout)
+			defer w.Flush()
+			for _, ev := range events {
+				if asJSON {
+					w.Write(ev.Line())
+					w.WriteByte('\n')
+					continue
+				}
+				mark := ""
+				if q[ev.ID] {
+					mark = " QUARANTINED"
+				}
+				fmt.Fprintf(w, "%6d  %s#%d  %-14s %s/%s  %s%s\n", ev.Clock, shortPeer(ev.Machine), ev.Seq, ev.Type, ev.Session, ev.Turn, summary(ev), mark)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "one event per line, the stored canonical JSON")
+	return c
+}
+
+func shortPeer(p string) string {
+	if len(p) > 8 {
+		return "…" + p[len(p)-6:]
+	}
+	return p
+}
+
+// summary is a one-line human view of an event's body.
+func summary(ev *journal.Event) string {
+	var b struct {
+		Role    string `json:"role"`
+		Name    string `json:"name"`
+		CallID  string `json:"call_id"`
+		Text    string `json:"text"`
+		IsError bool   `json:"is_error"`
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	_ = json.Unmarshal(ev.Body, &b) // unknown shapes fall through to the raw body
+	var s string
+	switch ev.Type {
+	case "message":
+		var parts []string
+		for _, p := range b.Content {
+			if p.Type == "text" {
+				parts = append(parts, p.Text)
+			} else {
+				parts = append(parts, "["+p.Type+"]")
+			}
+		}
+		s = b.Role + ": " + strings.Join(parts, " ")
+	case "tool_call":
+		s = b.Name + " (" + b.CallID + ")"
+	case "tool_result":
+		s = "result for " + b.CallID
+		if b.IsError {
+			s += " (error)"
+		}
+	case "reasoning":
+		s = b.Text
+	default:
+		s = string(ev.Body)
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) > 80 {
+		s = string([]rune(s)[:79]) + "…"
+	}
+	return s
+}

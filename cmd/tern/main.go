@@ -1,0 +1,101 @@
+// Command tern keeps an AI agent's state as a folder of plain files (a
+// capsule) and moves it between a person's own machines.
+//
+// Exit codes: 0 success, 1 a check failed (verify found a problem), 2 bad
+// usage or bad input.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tern-dev/tern/node"
+)
+
+// Exit codes of every tern command.
+const (
+	exitOK       = 0
+	exitCheck    = 1 // a check failed: verify found damage, a wait timed out
+	exitBadInput = 2 // bad usage or bad input
+)
+
+// exitError carries the exit code an error should end the process with.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// checkFailed ends the command with exit code 1 and msg on stderr.
+func checkFailed(format string, args ...any) error {
+	return &exitError{exitCheck, fmt.Errorf(format, args...)}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes the tern command line args and returns the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	code := exitBadInput
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintln(stderr, "tern:", msg)
+	}
+	return code
+}
+
+// env is what every command gets: its streams and a logger on stderr.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	log            *slog.Logger
+}
+
+// identity loads this machine's key from $TERN_HOME, creating it on first use.
+func (e *env) identity() (*node.Identity, error) {
+	home, err := node.Home()
+	if err != nil {
+		return nil, err
+	}
+	return node.LoadIdentity(home)
+}
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr,
+		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	root := &cobra.Command{
+		Use:           "tern",
+		Short:         "Keep an AI agent's state as plain files and move it between your machines",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w\nrun '%s --help' for usage", err, c.CommandPath())
+	})
+	root.AddCommand(capsuleCmd(e), journalCmd(e), demoCmd(e))
+	return root
+}
+
+// showHelp is the action of a command that only groups others: bare, it
+// prints its help; with an unknown subcommand, cobra.NoArgs refuses it.
+func showHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tern runs the CLI in-process with $TERN_HOME set to home and returns its
+// exit code, standard output and standard error.
+func tern(t *testing.T, home, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	t.Setenv("TERN_HOME", home)
+	var out, errb bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func mustTern(t *testing.T, home, stdin string, args ...string) string {
+	t.Helper()
+	code, out, errs := tern(t, home, stdin, args...)
+	if code != 0 {
+		t.Fatalf("tern %s: exit %d\n%s%s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+const conversation = `{"type":"message","session":"s1","turn":"t1","body":{"role":"user","content":[{"type":"text","text":"hi"}]}}
+{"type":"message","session":"s1","turn":"t1","body":{"role":"assistant","content":[{"type":"text","text":"hello"}]}}
+`
+
+func newAgent(t *testing.T, home string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "agent")
+	id := strings.TrimSpace(mustTern(t, home, "", "capsule", "new", dir, "--name", "helper"))
+	if len(id) != 36 {
+		t.Fatalf("capsule new printed %q, want an agent id", id)
+	}
+	mustTern(t, home, conversation, "journal", "append", dir)
+	ws := filepath.Join(t.TempDir(), "ws")
+	os.MkdirAll(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "main.go"), []byte("package main\n"), 0o644)
+	mustTern(t, home, "", "capsule", "snapshot", dir, ws)
+	return dir
+}
+
+func TestExitCodes(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	cases := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"verify of a good capsule succeeds", []string{"capsule", "verify", dir}, 0},
+		{"a missing argument is bad usage", []string{"capsule", "verify"}, 2},
+		{"an unknown flag is bad usage", []string{"capsule", "verify", dir, "--frobnicate"}, 2},
+		{"an unknown command is bad usage", []string{"capsule", "fly"}, 2},
+		{"verify of a path that does not exist is bad usage", []string{"capsule", "verify", filepath.Join(dir, "nope")}, 2},
+		{"new without a name is bad usage", []string{"capsule", "new", filepath.Join(t.TempDir(), "x")}, 2},
+		{"pack without -o is bad usage", []string{"capsule", "pack", dir}, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := tern(t, home, "", tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d (%s)", code, tc.code, errs)
+			}
+			if code != 0 && !strings.HasPrefix(errs, "tern: ") {
+				t.Errorf("stderr %q does not explain the error", errs)
+			}
+		})
+	}
+}
+
+func TestVerifyExitsOneAndNamesTheDamagedFile(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	p := filepath.Join(dir, "agent.json")
+	b, _ := os.ReadFile(p)
+	b[10] ^= 1
+	os.WriteFile(p, b, 0o644)
+	code, out, _ := tern(t, home, "", "capsule", "verify", dir)
+	if code != 1 || !strings.Contains(out, "agent.json: ") {
+		t.Fatalf("exit %d, output %q", code, out)
+	}
+	os.WriteFile(filepath.Join(dir, "manifest.json"), []byte("garbage"), 0o644)
+	code, out, _ = tern(t, home, "", "capsule", "verify", dir)
+	if code != 1 || !strings.Contains(out, "manifest.json: ") {
+		t.Fatalf("unreadable manifest: exit %d, output %q", code, out)
+	}
+}
+
+func TestABadDraftLineIsRefusedByLineAndTheJournalIsUnchanged(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	jpath := filepath.Join(dir, "memory", "timeline_events.jsonl")
+	before, _ := os.ReadFile(jpath)
+	manifestBefore, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
+	for name, input := range map[string]string{
+		"not JSON":           `{"type":"message","body":{}}` + "\n" + `{"type": oops}` + "\n",
+		"no type":            `{"type":"message","body":{}}` + "\n" + `{"session":"s"}` + "\n",
+		"an unknown key":     `{"type":"message","body":{}}` + "\n" + `{"type":"message","sig":"forged"}` + "\n",
+		"a session not text": `{"type":"message","body":{}}` + "\n" + `{"type":"message","session":7}` + "\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, _, errs := tern(t, home, input, "journal", "append", dir)
+			if code != 2 || !strings.Contains(errs, "line 2") {
+				t.Fatalf("exit %d, stderr %q; want 2 naming line 2", code, errs)
+			}
+			after, _ := os.ReadFile(jpath)
+			if !bytes.Equal(before, after) {
+				t.Fatal("a refused append changed the journal")
+			}
+			if m, _ := os.ReadFile(filepath.Join(dir, "manifest.json")); !bytes.Equal(m, manifestBefore) {
+				t.Fatal("a refused append changed the manifest")
+			}
+		})
+	}
+}
+
+func TestJournalLogJSONPrintsOneEventPerLine(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	out := mustTern(t, home, "", "journal", "log", dir, "--json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 { // two messages and the snapshot
+		t.Fatalf("%d lines:\n%s", len(lines), out)
+	}
+	var prev uint64
+	for _, l := range lines {
+		var ev struct {
+			ID    string `json:"id"`
+			Clock uint64 `json:"clock"`
+			Type  string `json:"type"`
+		}
+		if err := json.Unmarshal([]byte(l), &ev); err != nil || ev.ID == "" {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if ev.Clock <= prev {
+			t.Fatalf("not in total order: %s", out)
+		}
+		prev = ev.Clock
+	}
+	human := mustTern(t, home, "", "journal", "log", dir)
+	if !strings.Contains(human, "user: hi") || !strings.Contains(human, "workspace.snapshot") {
+		t.Fatalf("human log:\n%s", human)
+	}
+}
+
+func TestTwoMachinesDivergeAndMergeToIdenticalExports(t *testing.T) {
+	laptop, desktop := t.TempDir(), t.TempDir()
+	dir := newAgent(t, laptop)
+	root := t.TempDir()
+	tarPath := filepath.Join(root, "a.tar")
+	mustTern(t, laptop, "", "capsule", "pack", dir, "-o", tarPath)
+	a, b := filepath.Join(root, "a"), filepath.Join(root, "b")
+	mustTern(t, laptop, "", "capsule", "unpack", tarPath, a)
+	mustTern(t, desktop, "", "capsule", "unpack", tarPath, b)
+	mustTern(t, laptop, conversation, "journal", "append", a)
+	mustTern(t, desktop, conversation, "journal", "append", b)
+
+	mustTern(t, laptop, "", "capsule", "merge", a, b, "-o", filepath.Join(root, "ab"))
+	mustTern(t, desktop, "", "capsule", "merge", b, a, "-o", filepath.Join(root, "ba"))
+	mustTern(t, laptop, "", "capsule", "pack", filepath.Join(root, "ab"), "-o", filepath.Join(root, "ab.tar"))
+	mustTern(t, desktop, "", "capsule", "pack", filepath.Join(root, "ba"), "-o", filepath.Join(root, "ba.tar"))
+	x, _ := os.ReadFile(filepath.Join(root, "ab.tar"))
+	y, _ := os.ReadFile(filepath.Join(root, "ba.tar"))
+	if !bytes.Equal(x, y) {
+		t.Fatal("exports of the two merges differ")
+	}
+	out := mustTern(t, laptop, "", "capsule", "inspect", filepath.Join(root, "ab.tar"), "--json")
+	var in struct {
+		Events int               `json:"events"`
+		Vector map[string]any    `json:"vector"`
+		Forks  []json.RawMessage `json:"forks"`
+	}
+	if err := json.Unmarshal([]byte(out), &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Events != 7 || len(in.Vector) != 2 || len(in.Forks) != 0 {
+		t.Fatalf("inspect: %s", out)
+	}
+}
+
+func TestASignedPackVerifiesWithItsSigner(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	tarPath := filepath.Join(t.TempDir(), "a.tar")
+	mustTern(t, home, "", "capsule", "pack", dir, "-o", tarPath, "--sign")
+	var in struct {
+		Holder struct{ Peer string } `json:"holder"`
+	}
+	json.Unmarshal([]byte(mustTern(t, home, "", "capsule", "inspect", dir, "--json")), &in)
+	out := mustTern(t, home, "", "capsule", "verify", tarPath, "--signer", in.Holder.Peer)
+	if !strings.Contains(out, "signed by "+in.Holder.Peer) {
+		t.Fatalf("verify: %s", out)
+	}
+	code, _, _ := tern(t, t.TempDir(), "", "capsule", "verify", tarPath, "--signer", "12D3KooWRBy97UB99e3J6hiPesre1MZeuNQvfan4gBziswrRJsNK")
+	if code != 1 {
+		t.Fatalf("another signer: exit %d, want 1", code)
+	}
+}
+
+func TestUnpackOfABadTarExitsTwoAndCreatesNothing(t *testing.T) {
+	home := t.TempDir()
+	root := t.TempDir()
+	bad := filepath.Join(root, "bad.tar")
+	os.WriteFile(bad, []byte("definitely not a tar archive, but long enough to look at"), 0o644)
+	code, _, errs := tern(t, home, "", "capsule", "unpack", bad, filepath.Join(root, "out"))
+	if code != 2 || !strings.Contains(errs, "bad.tar") {
+		t.Fatalf("exit %d, %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(root, "out")); err == nil {
+		t.Fatal("a failed unpack created the folder")
+	}
+}
+
+func TestSnapshotAndMaterializeRoundTrip(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	out := filepath.Join(t.TempDir(), "ws")
+	mustTern(t, home, "", "capsule", "materialize", dir, out)
+	if b, err := os.ReadFile(filepath.Join(out, "main.go")); err != nil || string(b) != "package main\n" {
+		t.Fatalf("materialized main.go: %q %v", b, err)
+	}
+}
+
+func TestTheDemoRuns(t *testing.T) {
+	out := mustTern(t, t.TempDir(), "", "demo")
+	for _, want := range []string{"verify caught it", "byte-identical", "Done."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}

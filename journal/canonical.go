@@ -1,0 +1,306 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/gowebpki/jcs"
+)
+
+// maxSafeInt is the largest integer every JSON reader holds exactly (2^53-1).
+const maxSafeInt = 1<<53 - 1
+
+// canonicalize returns the RFC 8785 form of the JSON text b. It fails on
+// anything that is not a single JSON value (I-JSON: valid UTF-8, no duplicate
+// keys, no lone surrogates).
+func canonicalize(b []byte) (out []byte, err error) {
+	if b == nil {
+		b = []byte{}
+	}
+	defer func() {
+		if r := recover(); r != nil { // the canonicalizer is outside code; never let it take us down
+			out, err = nil, fmt.Errorf("canonicalize: %v", r)
+		}
+	}()
+	return jcs.Transform(b)
+}
+
+// member is one top-level member of a canonical JSON object.
+type member struct {
+	key string // decoded name
+	raw []byte // `"name":value`, exactly as in the object
+	val []byte // value
+	off int    // offset of val in the object
+}
+
+var errNotObject = errors.New("not a JSON object")
+
+// splitMembers cuts a canonical JSON object (no insignificant whitespace)
+// into its top-level members, in order. It never panics; on text that is
+// not such an object it fails.
+func splitMembers(b []byte) ([]member, error) {
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return nil, errNotObject
+	}
+	if len(b) == 2 {
+		return nil, nil
+	}
+	ms := make([]member, 0, 16)
+	i := 1
+	for {
+		start := i
+		if i >= len(b) || b[i] != '"' {
+			return nil, errNotObject
+		}
+		end, err := skipString(b, i)
+		if err != nil {
+			return nil, err
+		}
+		key, err := decodeString(b[i:end])
+		if err != nil {
+			return nil, err
+		}
+		i = end
+		if i >= len(b) || b[i] != ':' {
+			return nil, errNotObject
+		}
+		i++
+		vstart := i
+		end, err = skipValue(b, i)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, member{key: key, raw: b[start:end], val: b[vstart:end], off: vstart})
+		i = end
+		switch {
+		case i < len(b)-1 && b[i] == ',':
+			i++
+		case i == len(b)-1 && b[i] == '}':
+			return ms, nil
+		default:
+			return nil, errNotObject
+		}
+	}
+}
+
+// skipString returns the index just past the string starting at b[i] == '"'.
+func skipString(b []byte, i int) (int, error) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, nil
+		}
+	}
+	return 0, errors.New("unterminated string")
+}
+
+// skipValue returns the index just past the JSON value starting at b[i].
+func skipValue(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errors.New("missing value")
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, err := skipString(b, j)
+				if err != nil {
+					return 0, err
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errors.New("unterminated value")
+	default:
+		j := i
+		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
+			j++
+		}
+		if j == i {
+			return 0, errors.New("missing value")
+		}
+		return j, nil
+	}
+}
+
+// decodeString decodes a JSON string literal, quotes included.
+func decodeString(raw []byte) (string, error) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", errors.New("not a JSON string")
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 {
+		if !utf8.Valid(inner) {
+			return "", errors.New("string is not valid UTF-8")
+		}
+		return string(inner), nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// appendString appends s as an RFC 8785 string literal.
+func appendString(dst []byte, s string) ([]byte, error) {
+	if !utf8.ValidString(s) {
+		return dst, errors.New("string is not valid UTF-8")
+	}
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '\\', '"':
+			dst = append(dst, '\\', c)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			if c < 0x20 {
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			} else {
+				dst = append(dst, c)
+			}
+		}
+	}
+	return append(dst, '"'), nil
+}
+
+// stringMember builds the canonical member "key":"value".
+func stringMember(key, value string) (member, error) {
+	raw, err := appendString(nil, key)
+	if err != nil {
+		return member{}, fmt.Errorf("field %q: %w", key, err)
+	}
+	raw = append(raw, ':')
+	n := len(raw)
+	raw, err = appendString(raw, value)
+	if err != nil {
+		return member{}, fmt.Errorf("field %q: %w", key, err)
+	}
+	return member{key: key, raw: raw, val: raw[n:]}, nil
+}
+
+// uintMember builds the canonical member "key":n for a safe integer n.
+func uintMember(key string, n uint64) member {
+	raw, _ := appendString(nil, key) // keys given here are ASCII constants
+	raw = append(raw, ':')
+	k := len(raw)
+	raw = strconv.AppendUint(raw, n, 10)
+	return member{key: key, raw: raw, val: raw[k:]}
+}
+
+// rawMember builds the member "key":value for an already canonical value.
+func rawMember(key string, value []byte) (member, error) {
+	raw, err := appendString(nil, key)
+	if err != nil {
+		return member{}, fmt.Errorf("field %q: %w", key, err)
+	}
+	raw = append(raw, ':')
+	k := len(raw)
+	raw = append(raw, value...)
+	return member{key: key, raw: raw, val: raw[k:]}, nil
+}
+
+// compareKeys orders member names as RFC 8785 does: by UTF-16 code units.
+func compareKeys(a, b string) int {
+	if isASCII(a) && isASCII(b) {
+		if a < b {
+			return -1
+		} else if a > b {
+			return 1
+		}
+		return 0
+	}
+	return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// joinMembers writes the object made of ms, leaving out members named in
+// skip. For the members of a canonical object the result is canonical too.
+func joinMembers(ms []member, skip ...string) []byte {
+	n := 2
+	for _, m := range ms {
+		n += len(m.raw) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '{')
+	first := true
+next:
+	for _, m := range ms {
+		for _, s := range skip {
+			if m.key == s {
+				continue next
+			}
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = append(out, m.raw...)
+	}
+	return append(out, '}')
+}
+
+// parseSafeInt reads a canonical non-negative JSON integer no larger than
+// 2^53-1.
+func parseSafeInt(v []byte) (uint64, bool) {
+	if len(v) == 0 || len(v) > 16 || (len(v) > 1 && v[0] == '0') {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, n <= maxSafeInt
+}
+
+// firstDifference is the offset of the first byte where a and b differ.
+func firstDifference(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}

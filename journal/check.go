@@ -1,0 +1,178 @@
+package journal
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Fork is a place where one machine's chain splits: two or more different
+// events with the same machine and seq.
+type Fork struct {
+	Machine string
+	Seq     uint64
+	IDs     []string // sorted
+}
+
+// ForkError reports a fork; it wraps ErrFork.
+type ForkError struct{ Fork }
+
+func (e *ForkError) Error() string {
+	return fmt.Sprintf("machine %s: seq %d: fork: %d different events (%s); both are kept and quarantined from seq %d on",
+		e.Machine, e.Seq, len(e.IDs), strings.Join(e.IDs, ", "), e.Seq)
+}
+
+// Unwrap returns ErrFork.
+func (e *ForkError) Unwrap() error { return ErrFork }
+
+// ChainError reports a broken link in one machine's chain; it wraps
+// ErrBrokenChain.
+type ChainError struct {
+	Machine string
+	Seq     uint64 // the first seq the problem makes unreadable
+	Problem string
+}
+
+func (e *ChainError) Error() string {
+	return fmt.Sprintf("machine %s: seq %d: broken chain: %s", e.Machine, e.Seq, e.Problem)
+}
+
+// Unwrap returns ErrBrokenChain.
+func (e *ChainError) Unwrap() error { return ErrBrokenChain }
+
+// Forks returns every fork in a set of events, sorted by machine and seq.
+func Forks(events []*Event) []Fork {
+	var out []Fork
+	for _, err := range Check(events) {
+		if fe, ok := err.(*ForkError); ok {
+			out = append(out, fe.Fork)
+		}
+	}
+	return out
+}
+
+// Check returns every chain problem in a set of events, each naming the
+// machine and seq: a *ForkError for two events at one (machine, seq), a
+// *ChainError for a missing seq (gap), a prev that is not the id of the
+// event before, or a clock that does not grow along the chain. The order is
+// deterministic: by machine, then seq. No problem: nil.
+func Check(events []*Event) []error {
+	problems, _ := analyse(events)
+	return problems
+}
+
+// Readable splits a set of events into what a reader may use and what is
+// quarantined. For each machine, the view holds the longest prefix of its
+// chain (seq 1, 2, …) without a gap, a fork or a broken link; that machine's
+// events from the first problem on are quarantined (both sides of a fork
+// included), so nothing is silently chosen and nothing is lost. Both slices
+// are in total order, without repeated ids.
+func Readable(events []*Event) (view, quarantined []*Event) {
+	_, cut := analyse(events)
+	all := Merge(events, nil)
+	if len(cut) == 0 {
+		return all, nil
+	}
+	view = make([]*Event, 0, len(all))
+	for _, e := range all {
+		if c, ok := cut[e.Machine]; ok && e.Seq >= c {
+			quarantined = append(quarantined, e)
+		} else {
+			view = append(view, e)
+		}
+	}
+	return view, quarantined
+}
+
+// analyse walks every machine's chain. It returns the problems found and,
+// for each machine with a problem, the first seq that is not readable.
+func analyse(events []*Event) (problems []error, cut map[string]uint64) {
+	s := slices.Clone(events)
+	slices.SortFunc(s, func(a, b *Event) int {
+		if c := cmp.Compare(a.Machine, b.Machine); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Seq, b.Seq); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	s = dedupeSorted(s)
+	for len(s) > 0 {
+		n := 1
+		for n < len(s) && s[n].Machine == s[0].Machine {
+			n++
+		}
+		ps, c := analyseChain(s[:n])
+		problems = append(problems, ps...)
+		if c > 0 {
+			if cut == nil {
+				cut = make(map[string]uint64)
+			}
+			cut[s[0].Machine] = c
+		}
+		s = s[n:]
+	}
+	return problems, cut
+}
+
+// analyseChain checks one machine's events, sorted by seq then id, without
+// repeats. cut is the first unreadable seq, 0 if all are readable.
+func analyseChain(chain []*Event) (problems []error, cut uint64) {
+	machine := chain[0].Machine
+	mark := func(seq uint64) {
+		if cut == 0 || seq < cut {
+			cut = seq
+		}
+	}
+	broken := func(seq uint64, format string, args ...any) {
+		problems = append(problems, &ChainError{Machine: machine, Seq: seq, Problem: fmt.Sprintf(format, args...)})
+		mark(seq)
+	}
+	var before []*Event // the events at seq-1, when present
+	next := uint64(1)   // the seq that should come next
+	for len(chain) > 0 {
+		seq := chain[0].Seq
+		n := 1
+		for n < len(chain) && chain[n].Seq == seq {
+			n++
+		}
+		group := chain[:n]
+		chain = chain[n:]
+		if seq > next {
+			if seq == next+1 {
+				broken(seq, "seq %d is missing", next)
+			} else {
+				broken(seq, "seqs %d to %d are missing", next, seq-1)
+			}
+			before = nil
+		}
+		if len(group) > 1 {
+			ids := make([]string, len(group))
+			for i, e := range group {
+				ids[i] = e.ID
+			}
+			problems = append(problems, &ForkError{Fork{Machine: machine, Seq: seq, IDs: ids}})
+			mark(seq)
+		}
+		for _, e := range group {
+			switch {
+			case seq == 1:
+				if e.Prev != "" {
+					broken(seq, "event %s is the first of the chain but has prev %s", e.ID, e.Prev)
+				}
+			case before != nil:
+				i := slices.IndexFunc(before, func(p *Event) bool { return p.ID == e.Prev })
+				if i < 0 {
+					broken(seq, "event %s has prev %s, which is not the id of seq %d (%s)", e.ID, e.Prev, seq-1, before[0].ID)
+				} else if p := before[i]; e.Clock <= p.Clock {
+					broken(seq, "event %s has clock %d, not above clock %d of seq %d", e.ID, e.Clock, p.Clock, seq-1)
+				}
+			}
+		}
+		before = group
+		next = seq + 1
+	}
+	return problems, cut
+}

@@ -1,0 +1,126 @@
+package journal
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Draft is what a writer supplies for a new event; the journal adds the
+// rest of the envelope (machine, seq, prev, clock, epoch, time, id, sig).
+// The body is stored in RFC 8785 form: member order, whitespace and number
+// spelling may change (1.0 becomes 1), values do not; an integer beyond
+// 2^53-1 is refused because it cannot be kept exactly.
+type Draft struct {
+	Type    string          `json:"type"`
+	Session string          `json:"session"`
+	Turn    string          `json:"turn"`
+	Body    json.RawMessage `json:"body"` // any JSON value; empty means {}
+}
+
+// ParseDraft reads one draft as a person or script writes it: a JSON
+// object with the keys type (required, a non-empty string), session and
+// turn (optional strings) and body (optional, any JSON value, default {}).
+// Any other key is refused, named in the error, so that a misspelt field is
+// never silently dropped, and so is an integer beyond 2^53-1 in the body,
+// which canonical JSON cannot keep exactly. The body is returned in
+// canonical form. Errors wrap ErrInvalidDraft.
+func ParseDraft(line []byte) (Draft, error) {
+	canon, err := canonicalize(line)
+	if err != nil {
+		return Draft{}, fmt.Errorf("%w: not JSON: %v", ErrInvalidDraft, err)
+	}
+	ms, err := splitMembers(canon)
+	if err != nil {
+		return Draft{}, fmt.Errorf("%w: a draft is a JSON object like {\"type\":\"message\",\"body\":{...}}", ErrInvalidDraft)
+	}
+	var d Draft
+	for _, m := range ms {
+		switch m.key {
+		case "type", "session", "turn":
+			if m.val[0] != '"' {
+				return Draft{}, fmt.Errorf("%w: %q must be a string, got %.40s", ErrInvalidDraft, m.key, m.val)
+			}
+			s, err := decodeString(m.val)
+			if err != nil {
+				return Draft{}, fmt.Errorf("%w: %q: %v", ErrInvalidDraft, m.key, err)
+			}
+			switch m.key {
+			case "type":
+				d.Type = s
+			case "session":
+				d.Session = s
+			default:
+				d.Turn = s
+			}
+		case "body":
+			d.Body = json.RawMessage(m.val)
+		default:
+			return Draft{}, fmt.Errorf("%w: unknown key %q (a draft has only type, session, turn and body)", ErrInvalidDraft, m.key)
+		}
+	}
+	if d.Type == "" {
+		return Draft{}, fmt.Errorf("%w: missing \"type\" (a non-empty string such as \"message\")", ErrInvalidDraft)
+	}
+	if tok := unsafeInteger(line); tok != "" { // only the body can hold numbers
+		return Draft{}, fmt.Errorf("%w: body holds the integer %.40s, beyond 2^53-1: canonical JSON would not keep it exactly; write it as a string", ErrInvalidDraft, tok)
+	}
+	if d.Body == nil {
+		d.Body = json.RawMessage("{}")
+	}
+	return d, nil
+}
+
+// canonicalBody checks the draft and returns its body in canonical form.
+func (d Draft) canonicalBody() ([]byte, error) {
+	if d.Type == "" {
+		return nil, fmt.Errorf("%w: empty type", ErrInvalidDraft)
+	}
+	if len(d.Body) == 0 {
+		return []byte("{}"), nil
+	}
+	body, err := canonicalize(d.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: type %q: body is not JSON: %v", ErrInvalidDraft, d.Type, err)
+	}
+	if tok := unsafeInteger(d.Body); tok != "" {
+		return nil, fmt.Errorf("%w: type %q: body holds the integer %.40s, beyond 2^53-1: canonical JSON would not keep it exactly; write it as a string", ErrInvalidDraft, d.Type, tok)
+	}
+	return body, nil
+}
+
+// unsafeInteger returns the first integer literal (no fraction, no
+// exponent) in the JSON text b whose magnitude exceeds 2^53-1, or "". Such
+// a number loses digits in RFC 8785's IEEE 754 form. b must be valid JSON.
+func unsafeInteger(b []byte) string {
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			end, err := skipString(b, i)
+			if err != nil {
+				return ""
+			}
+			i = end - 1
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i
+			if c == '-' {
+				j++
+			}
+			start := j
+			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+				j++
+			}
+			integer := j == len(b) || (b[j] != '.' && b[j] != 'e' && b[j] != 'E')
+			for j < len(b) && strings.IndexByte("0123456789.eE+-", b[j]) >= 0 {
+				j++
+			}
+			if integer {
+				if _, ok := parseSafeInt(b[start:j]); !ok && j-start > 0 && (b[start] != '0' || j-start == 1) {
+					return string(b[i:j])
+				}
+			}
+			i = j - 1
+		}
+	}
+	return ""
+}

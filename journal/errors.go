@@ -1,0 +1,52 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Functions wrap them with the place and the details;
+// match them with errors.Is.
+var (
+	// ErrFork: two different events claim the same (machine, seq).
+	ErrFork = errors.New("fork")
+	// ErrBadSignature: the signature is malformed or does not verify
+	// with the key embedded in the machine's peer ID.
+	ErrBadSignature = errors.New("bad signature")
+	// ErrBadID: the id is not the CID of the event's content.
+	ErrBadID = errors.New("id does not match content")
+	// ErrNotCanonical: the line is JSON but not in its RFC 8785 form.
+	ErrNotCanonical = errors.New("not RFC 8785 canonical JSON")
+	// ErrFutureFormat: the line was written by a newer tern.
+	ErrFutureFormat = errors.New("event format newer than this tern understands")
+	// ErrBrokenChain: a machine's chain has a gap, a wrong prev or a clock
+	// that does not grow.
+	ErrBrokenChain = errors.New("broken chain")
+	// ErrInvalidEvent: the line is not JSON, not an object, or a field is
+	// missing or has the wrong type or range.
+	ErrInvalidEvent = errors.New("invalid event")
+	// ErrInvalidDraft: a draft cannot become an event.
+	ErrInvalidDraft = errors.New("invalid draft")
+	// ErrClosed: the Log was closed.
+	ErrClosed = errors.New("journal closed")
+)
+
+// LineError is a problem with one line of a journal file.
+type LineError struct {
+	Line int // 1-based
+	Err  error
+}
+
+func (e *LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *LineError) Unwrap() error { return e.Err }
+
+// futureFormatError reports a line of a newer format version.
+type futureFormatError struct{ v uint64 }
+
+func (e futureFormatError) Error() string {
+	return fmt.Sprintf("event format %d is newer than this tern understands (%d): upgrade tern to read this journal", e.v, FormatVersion)
+}
+
+func (e futureFormatError) Is(target error) bool { return target == ErrFutureFormat }

@@ -1,0 +1,348 @@
+package journal
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// replaceMember returns line with the member key set to the raw value
+// (added in sorted place if absent), without re-signing.
+func replaceMember(tb testing.TB, line []byte, key, value string) []byte {
+	tb.Helper()
+	ms, err := splitMembers(line)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	m, err := rawMember(key, []byte(value))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := range ms {
+		if ms[i].key == key {
+			ms[i] = m
+			return joinMembers(ms)
+		}
+	}
+	return joinMembers(insertMember(ms, m))
+}
+
+func dropMember(tb testing.TB, line []byte, key string) []byte {
+	tb.Helper()
+	ms, err := splitMembers(line)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return joinMembers(ms, key)
+}
+
+// sample returns the second event of a chain, with a session, a turn and a
+// body full of things canonical JSON cares about.
+func sample(tb testing.TB, s Signer) *Event {
+	tb.Helper()
+	first, err := NewEvent(s, Stamp{Seq: 1, Clock: 1, Time: testTime}, draft("message", `{}`))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d := Draft{Type: "message", Session: "s-1", Turn: "t-1", Body: []byte(`{"role":"user","content":[{"type":"text","text":"héllo \"you\"\n\u2028 😀"}],"n":1e3,"x":-0.5}`)}
+	e, err := NewEvent(s, Stamp{Seq: 2, Prev: first.ID, Clock: 2, Epoch: 3, Time: testTime}, d)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
+func TestParseLineReadsWhatNewEventWrote(t *testing.T) {
+	s := newSigner(t)
+	e := sample(t, s)
+	got, err := ParseLine(e.Line())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Line(), e.Line()) {
+		t.Fatalf("line changed:\n%s\n%s", got.Line(), e.Line())
+	}
+	want := Event{ID: e.ID, V: 1, Machine: s.Machine(), Seq: 2, Prev: e.Prev, Clock: 2, Epoch: 3,
+		Time: "2026-01-02T03:04:05.000000006Z", Session: "s-1", Turn: "t-1", Type: "message", Sig: e.Sig}
+	body := got.Body
+	got.Body, got.line = nil, ""
+	if !reflect.DeepEqual(*got, want) {
+		t.Fatalf("fields:\n got %+v\nwant %+v", *got, want)
+	}
+	if !bytes.Equal(body, e.Body) {
+		t.Fatalf("body %s, want %s", body, e.Body)
+	}
+	if string(e.Body) != `{"content":[{"text":"héllo \"you\"\n`+"\u2028"+` 😀","type":"text"}],"n":1000,"role":"user","x":-0.5}` {
+		t.Fatalf("body not canonical: %s", e.Body)
+	}
+	if !strings.HasPrefix(e.ID, "bagaaiera") {
+		t.Fatalf("id %s is not a base32 CIDv1 json/sha2-256", e.ID)
+	}
+}
+
+func TestParseLineRefusesTampering(t *testing.T) {
+	s, other := newSigner(t), newSigner(t)
+	e := sample(t, s)
+	line := e.Line()
+	swap := func(old, new string) []byte {
+		t.Helper()
+		if !bytes.Contains(line, []byte(old)) {
+			t.Fatalf("%q not in %s", old, line)
+		}
+		return bytes.Replace(line, []byte(old), []byte(new), 1)
+	}
+	sig := []byte(e.Sig)
+	sig[10] ^= 1 // still base64, another signature
+	tests := []struct {
+		name string
+		line []byte
+		want error
+	}{
+		{"a changed body fails the signature", swap(`"role":"user"`, `"role":"user2"`), ErrBadSignature},
+		{"a changed signature fails", swap(e.Sig, string(sig)), ErrBadSignature},
+		{"a signature that is not base64 fails", swap(e.Sig, "not base64!"), ErrBadSignature},
+		{"a changed id fails the id check", swap(e.ID, e.ID[:20]+flip(e.ID[20])+e.ID[21:]), ErrBadID},
+		{"a changed seq fails the signature", swap(`"seq":2`, `"seq":3`), ErrBadSignature},
+		{"a changed clock fails the signature", swap(`"clock":2`, `"clock":9`), ErrBadSignature},
+		{"a changed epoch fails the signature", swap(`"epoch":3`, `"epoch":4`), ErrBadSignature},
+		{"a changed prev fails the signature", swap(e.Prev, e.ID), ErrBadSignature},
+		{"a changed time fails the signature", swap(`05.000000006Z`, `05.000000007Z`), ErrBadSignature},
+		{"a changed session fails the signature", swap(`"session":"s-1"`, `"session":"s-2"`), ErrBadSignature},
+		{"a changed turn fails the signature", swap(`"turn":"t-1"`, `"turn":"t-2"`), ErrBadSignature},
+		{"a changed type fails the signature", swap(`"type":"message"`, `"type":"messagf"`), ErrBadSignature},
+		{"an added unknown field fails the signature", replaceMember(t, line, "zzz", `1`), ErrBadSignature},
+		{"another machine's peer ID fails the signature", swap(s.Machine(), other.Machine()), ErrBadSignature},
+		{"a machine that is not a peer ID is invalid", swap(s.Machine(), "not-a-peer"), ErrInvalidEvent},
+		{"a newer format version is refused", replaceMember(t, line, "v", `2`), ErrFutureFormat},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseLine(tt.line)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func flip(c byte) string {
+	if c == 'a' {
+		return "b"
+	}
+	return "a"
+}
+
+func TestParseLineCatchesEveryFlippedBit(t *testing.T) {
+	e := sample(t, newSigner(t))
+	line := e.Line()
+	sentinels := []error{ErrInvalidEvent, ErrNotCanonical, ErrBadSignature, ErrBadID, ErrFutureFormat}
+	for i := range line {
+		for _, bit := range []byte{0x01, 0x20} {
+			b := bytes.Clone(line)
+			b[i] ^= bit
+			_, err := ParseLine(b)
+			if err == nil {
+				t.Fatalf("flipping bit %#x of byte %d (%q) went unnoticed", bit, i, line[i])
+			}
+			known := false
+			for _, s := range sentinels {
+				known = known || errors.Is(err, s)
+			}
+			if !known {
+				t.Fatalf("byte %d: error %v wraps no sentinel", i, err)
+			}
+		}
+	}
+}
+
+func TestParseLineRefusesBadLines(t *testing.T) {
+	s := newSigner(t)
+	e := sample(t, s)
+	line := e.Line()
+	pid, err := peer.Decode(s.Machine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cidSpelling := peer.ToCid(pid).String()
+	tests := []struct {
+		name string
+		line []byte
+		want error
+		says string
+	}{
+		{"an empty line is not JSON", nil, ErrInvalidEvent, "not JSON"},
+		{"text is not JSON", []byte("hello"), ErrInvalidEvent, "not JSON"},
+		{"a truncated line is not JSON", line[:len(line)-5], ErrInvalidEvent, "not JSON"},
+		{"an array is not an event", []byte(`[1,2]`), ErrInvalidEvent, "not a JSON object"},
+		{"a number is not an event", []byte(`1`), ErrInvalidEvent, "not a JSON object"},
+		{"a line with spaces is not canonical", bytes.Replace(line, []byte(`"seq":2`), []byte(`"seq": 2`), 1), ErrNotCanonical, "not RFC 8785 canonical JSON"},
+		{"a trailing newline is not canonical", append(bytes.Clone(line), '\n'), ErrNotCanonical, ""},
+		{"a carriage return is not canonical", append(bytes.Clone(line), '\r'), ErrNotCanonical, ""},
+		{"unsorted keys are not canonical", append([]byte(`{"v":1,`), line[1:]...), ErrInvalidEvent, "Duplicate key"},
+		{"a needless escape is not canonical", bytes.Replace(line, []byte(`"s-1"`), []byte(`"\u0073-1"`), 1), ErrNotCanonical, ""},
+		{"a float written long is not canonical", replaceMember(t, line, "zzz", `1.50`), ErrNotCanonical, ""},
+		{"a duplicate key is refused", bytes.Replace(line, []byte(`"turn":"t-1"`), []byte(`"turn":"t-1","turn":"t-1"`), 1), ErrInvalidEvent, "Duplicate key"},
+		{"invalid UTF-8 is refused", bytes.Replace(line, []byte(`s-1`), []byte("s\xff1"), 1), ErrInvalidEvent, "not JSON"},
+		{"format version 2 asks for an upgrade", replaceMember(t, line, "v", `2`), ErrFutureFormat, "event format 2 is newer than this tern understands (1): upgrade tern"},
+		{"a newer version is reported even when not canonical", []byte(`{"v": 7}`), ErrFutureFormat, "event format 7 is newer"},
+		{"version 0 is invalid", replaceMember(t, line, "v", `0`), ErrInvalidEvent, `"v"`},
+		{"a string version is invalid", replaceMember(t, line, "v", `"1"`), ErrInvalidEvent, `"v"`},
+		{"a missing version is invalid", dropMember(t, line, "v"), ErrInvalidEvent, `missing field "v"`},
+		{"seq 0 is invalid", replaceMember(t, line, "seq", `0`), ErrInvalidEvent, `"seq"`},
+		{"a string seq is invalid", replaceMember(t, line, "seq", `"2"`), ErrInvalidEvent, `"seq"`},
+		{"a fractional clock is invalid", replaceMember(t, line, "clock", `1.5`), ErrInvalidEvent, `"clock"`},
+		{"a negative epoch is invalid", replaceMember(t, line, "epoch", `-1`), ErrInvalidEvent, `"epoch"`},
+		{"a clock above 2^53-1 is invalid", replaceMember(t, line, "clock", `9007199254740992`), ErrInvalidEvent, `"clock"`},
+		{"a huge clock is invalid", replaceMember(t, line, "clock", `1e+21`), ErrInvalidEvent, `"clock"`},
+		{"an empty type is invalid", replaceMember(t, line, "type", `""`), ErrInvalidEvent, `"type"`},
+		{"a null session is invalid", replaceMember(t, line, "session", `null`), ErrInvalidEvent, `"session"`},
+		{"a time that is not RFC 3339 is invalid", replaceMember(t, line, "time", `"yesterday"`), ErrInvalidEvent, `"time"`},
+		{"seq 1 with a prev is invalid", replaceMember(t, line, "seq", `1`), ErrInvalidEvent, "seq 1 has prev"},
+		{"a prev that is not an id is invalid", replaceMember(t, line, "prev", `"abc"`), ErrInvalidEvent, `"prev"`},
+		{"a machine too long for a peer ID is refused before decoding", replaceMember(t, line, "machine", `"1`+strings.Repeat("2", 1<<20)+`"`), ErrInvalidEvent, "too long for a peer ID"},
+		{"a non-canonical machine spelling is invalid", replaceMember(t, line, "machine", `"`+cidSpelling+`"`), ErrInvalidEvent, "not in its canonical form"},
+	}
+	for _, name := range []string{"id", "machine", "seq", "prev", "clock", "epoch", "time", "session", "turn", "type", "body", "sig"} {
+		tests = append(tests, struct {
+			name string
+			line []byte
+			want error
+			says string
+		}{"a line without " + name + " is invalid", dropMember(t, line, name), ErrInvalidEvent, `missing field "` + name + `"`})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseLine(tt.line)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("error %q does not say %q", err, tt.says)
+			}
+		})
+	}
+}
+
+func TestUnknownFieldsAndTypesSurviveParsing(t *testing.T) {
+	s := newSigner(t)
+	extra := []member{}
+	for _, kv := range [][2]string{
+		{"zeta", `{"a":"x","b":[1,2,{"c":null}]}`},
+		{"Alpha", `true`},
+		{"ünïcode", `"é"`},
+		{"\U0001F600", `1`}, // sorts after ü in UTF-16 order, not in code point order
+		{"\uff61", `2`},
+	} {
+		m, err := rawMember(kv[0], []byte(kv[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra = append(extra, m)
+	}
+	e, err := newEvent(s, Stamp{Seq: 1, Clock: 1, Time: testTime}, draft("future.thing", `{}`), []byte(`{"anything":[true]}`), extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canon, err := canonicalize([]byte(e.line))
+	if err != nil || string(canon) != e.line {
+		t.Fatalf("built line is not canonical (%v):\n%s\n%s", err, e.line, canon)
+	}
+	got, err := ParseLine(e.Line())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Line(), e.Line()) || got.Type != "future.thing" {
+		t.Fatalf("changed: %s", got.Line())
+	}
+	for _, want := range []string{`"zeta":{"a":"x","b":[1,2,{"c":null}]}`, `"Alpha":true`, `"ünïcode":"é"`} {
+		if !bytes.Contains(got.Line(), []byte(want)) {
+			t.Fatalf("%s lost from %s", want, got.Line())
+		}
+	}
+}
+
+func TestNewEventRefusesWhatCannotBeRead(t *testing.T) {
+	s := newSigner(t)
+	first := chainOf(t, s, 1)[0]
+	impostor := &testSigner{key: newSigner(t).key, machine: s.Machine()}
+	failing := &testSigner{key: s.key, machine: s.machine, fail: errors.New("keyring locked")}
+	tests := []struct {
+		name   string
+		signer Signer
+		stamp  Stamp
+		draft  Draft
+		want   error
+	}{
+		{"seq 0 is refused", s, Stamp{Seq: 0, Clock: 1}, draft("message", ``), ErrInvalidEvent},
+		{"clock 0 is refused", s, Stamp{Seq: 1, Clock: 0}, draft("message", ``), ErrInvalidEvent},
+		{"a clock above 2^53-1 is refused", s, Stamp{Seq: 1, Clock: 1 << 53}, draft("message", ``), ErrInvalidEvent},
+		{"seq 2 without prev is refused", s, Stamp{Seq: 2, Clock: 1}, draft("message", ``), ErrInvalidEvent},
+		{"seq 1 with a prev is refused", s, Stamp{Seq: 1, Prev: first.ID, Clock: 1}, draft("message", ``), ErrInvalidEvent},
+		{"a prev that is not an id is refused", s, Stamp{Seq: 2, Prev: "x", Clock: 1}, draft("message", ``), ErrInvalidEvent},
+		{"an empty type is refused", s, Stamp{Seq: 1, Clock: 1}, draft("", ``), ErrInvalidDraft},
+		{"a body that is not JSON is refused", s, Stamp{Seq: 1, Clock: 1}, draft("message", `{"a":`), ErrInvalidDraft},
+		{"a body integer beyond 2^53-1 is refused", s, Stamp{Seq: 1, Clock: 1}, draft("message", `{"big":123456789012345678901234}`), ErrInvalidDraft},
+		{"a session that is not UTF-8 is refused", s, Stamp{Seq: 1, Clock: 1}, Draft{Type: "message", Session: "\xff"}, ErrInvalidDraft},
+		{"a signer whose key is not its machine's is caught", impostor, Stamp{Seq: 1, Clock: 1}, draft("message", ``), ErrBadSignature},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewEvent(tt.signer, tt.stamp, tt.draft)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+	t.Run("a signer's error is returned", func(t *testing.T) {
+		_, err := NewEvent(failing, Stamp{Seq: 1, Clock: 1}, draft("message", ``))
+		if err == nil || !strings.Contains(err.Error(), "keyring locked") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("an empty body becomes {}", func(t *testing.T) {
+		e, err := NewEvent(s, Stamp{Seq: 1, Clock: 1}, Draft{Type: "message"})
+		if err != nil || string(e.Body) != "{}" {
+			t.Fatalf("got %v %s", err, e.Body)
+		}
+	})
+	t.Run("control characters in strings are escaped canonically", func(t *testing.T) {
+		e, err := NewEvent(s, Stamp{Seq: 1, Clock: 1}, Draft{Type: "x\x01\x1f\t\"\\/", Session: "é\u2028"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Type != "x\x01\x1f\t\"\\/" || !strings.Contains(e.line, `"type":"x\u0001\u001f\t\"\\/"`) {
+			t.Fatalf("got %q in %s", e.Type, e.line)
+		}
+	})
+}
+
+func TestKeySigner(t *testing.T) {
+	t.Run("an ed25519 key signs events that verify", func(t *testing.T) {
+		k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks, err := NewKeySigner(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewEvent(ks, Stamp{Seq: 1, Clock: 1}, draft("message", `{}`)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a secp256k1 key is refused", func(t *testing.T) {
+		k, _, err := crypto.GenerateSecp256k1Key(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := NewKeySigner(k); err == nil || !strings.Contains(err.Error(), "ed25519") {
+			t.Fatalf("got %v", err)
+		}
+	})
+}

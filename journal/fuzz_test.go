@@ -1,0 +1,146 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"unicode/utf8"
+)
+
+// fuzzSeeds are valid lines made with fixed keys and times, so the seed
+// corpus is the same on every run.
+func fuzzSeeds(tb testing.TB) [][]byte {
+	tb.Helper()
+	a, b := seededSigner(tb, 1), seededSigner(tb, 2)
+	wa := &writer{s: a}
+	var out [][]byte
+	for i, body := range []string{`{}`, `{"role":"user","content":[{"type":"text","text":"héllo\n"}]}`, `[1,2.5,-0,1e30,"\u0000"]`, `null`} {
+		out = append(out, wa.next(tb, uint64(i+1), "message", body).Line())
+	}
+	extra, err := rawMember("future", []byte(`{"x":[true]}`))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e, err := newEvent(b, Stamp{Seq: 1, Clock: 7, Epoch: 2, Time: testTime}, Draft{Type: "turn.started", Session: "s", Turn: "t"}, []byte(`{}`), []member{extra})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return append(out, e.Line())
+}
+
+var brokenSeeds = [][]byte{
+	nil,
+	[]byte("{}"),
+	[]byte(`{"v":2}`),
+	[]byte(`{"v":1}`),
+	[]byte(`{"v": 1}`),
+	[]byte(`{"v":1,"v":1}`),
+	[]byte(`{"a":"\ud800"}`),
+	[]byte("{\"a\":\"\xff\"}"),
+	[]byte(`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]`),
+	[]byte(`{"v":1,"seq":99999999999999999999999}`),
+	[]byte(`{"v":1e0}`),
+	[]byte(`"\"`),
+}
+
+func FuzzParseLine(f *testing.F) {
+	for _, s := range fuzzSeeds(f) {
+		f.Add(s)
+		f.Add(s[:len(s)/2])
+		f.Add(append(bytes.Clone(s), '\n'))
+		f.Add(bytes.Replace(s, []byte(`"v":1`), []byte(`"v":2`), 1))
+	}
+	for _, s := range brokenSeeds {
+		f.Add(s)
+	}
+	sentinels := []error{ErrInvalidEvent, ErrNotCanonical, ErrBadSignature, ErrBadID, ErrFutureFormat}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		in := bytes.Clone(line)
+		e, err := ParseLine(line)
+		if !bytes.Equal(in, line) {
+			t.Fatal("ParseLine modified its input")
+		}
+		if err != nil {
+			for _, s := range sentinels {
+				if errors.Is(err, s) {
+					return
+				}
+			}
+			t.Fatalf("error %v wraps no sentinel", err)
+		}
+		if !bytes.Equal(e.Line(), line) {
+			t.Fatalf("accepted line is not kept byte for byte")
+		}
+		again, err := ParseLine(e.Line())
+		if err != nil || again.ID != e.ID {
+			t.Fatalf("accepted line does not parse again: %v", err)
+		}
+	})
+}
+
+func FuzzDecode(f *testing.F) {
+	seeds := fuzzSeeds(f)
+	all := append(bytes.Join(seeds, []byte("\n")), '\n')
+	f.Add(all)
+	f.Add(all[:len(all)-7])
+	f.Add(append(bytes.Clone(all), "garbage\n\n{"...))
+	for _, s := range brokenSeeds {
+		f.Add(append(bytes.Clone(s), '\n'))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		events, bad, torn := Decode(data)
+		end := bytes.LastIndexByte(data, '\n') + 1
+		if torn != len(data)-end {
+			t.Fatalf("torn tail %d, want %d", torn, len(data)-end)
+		}
+		if n := bytes.Count(data, []byte{'\n'}); len(events)+len(bad) != n {
+			t.Fatalf("%d events + %d bad lines for %d lines", len(events), len(bad), n)
+		}
+		for _, e := range events {
+			if !bytes.Contains(data[:end], append(e.Line(), '\n')) {
+				t.Fatal("an event's line is not in the data")
+			}
+		}
+		prev := 0
+		for _, err := range bad {
+			le, ok := err.(*LineError)
+			if !ok || le.Line <= prev {
+				t.Fatalf("bad line errors not numbered in order: %v", err)
+			}
+			prev = le.Line
+		}
+	})
+}
+
+// FuzzNewEvent checks the envelope builder: every valid draft and stamp
+// must give a line that reads back as the same event, and every invalid one
+// must be refused.
+func FuzzNewEvent(f *testing.F) {
+	f.Add("message", "s-1", "t-1", []byte(`{"role":"user"}`), uint64(1), uint64(0))
+	f.Add("x\x00\x1f\"\\\u2028", "é", "😀", []byte(` [1e400] `), uint64(9007199254740991), uint64(9007199254740991))
+	f.Add("", "", "", []byte(`{"a":1,"a":2}`), uint64(0), uint64(1)<<53)
+	f.Add("t", "\xff", "", []byte(`"\ud800"`), uint64(2), uint64(3))
+	f.Add("t", "", "", []byte{}, uint64(5), uint64(0))
+	f.Add("t", "", "", []byte(`{"n":[9007199254740993,"9007199254740993",1e400]}`), uint64(5), uint64(0))
+	s := seededSigner(f, 3)
+	f.Fuzz(func(t *testing.T, typ, session, turn string, body []byte, clock, epoch uint64) {
+		d := Draft{Type: typ, Session: session, Turn: turn, Body: body}
+		e, err := NewEvent(s, Stamp{Seq: 1, Clock: clock, Epoch: epoch, Time: testTime}, d)
+		_, bodyErr := canonicalize(body)
+		valid := typ != "" && utf8.ValidString(typ) && utf8.ValidString(session) && utf8.ValidString(turn) &&
+			clock >= 1 && clock <= maxSafeInt && epoch <= maxSafeInt && (len(body) == 0 || (bodyErr == nil && unsafeInteger(body) == ""))
+		if valid != (err == nil) {
+			t.Fatalf("valid %v, NewEvent error %v", valid, err)
+		}
+		if err != nil {
+			return
+		}
+		p, err := ParseLine(e.Line())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Type != typ || p.Session != session || p.Turn != turn || p.Clock != clock || p.Epoch != epoch || p.ID != e.ID {
+			t.Fatalf("read back %+v", p)
+		}
+	})
+}

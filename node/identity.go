@@ -1,0 +1,155 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// KeyFile is the node's ed25519 private key inside $TERN_HOME, in libp2p's
+// protobuf encoding, readable by its owner only.
+const KeyFile = "node.key"
+
+// Home returns the tern data folder: $TERN_HOME if set, else the platform's
+// data folder (~/.local/share/tern on Linux, ~/Library/Application
+// Support/tern on macOS, %LocalAppData%\tern on Windows).
+func Home() (string, error) {
+	if h := os.Getenv("TERN_HOME"); h != "" {
+		return h, nil
+	}
+	if runtime.GOOS == "linux" || runtime.GOOS == "freebsd" || runtime.GOOS == "openbsd" {
+		if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+			return filepath.Join(x, "tern"), nil
+		}
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no data folder: set TERN_HOME (%v)", err)
+		}
+		return filepath.Join(home, ".local", "share", "tern"), nil
+	}
+	if runtime.GOOS == "windows" {
+		if d := os.Getenv("LocalAppData"); d != "" {
+			return filepath.Join(d, "tern"), nil
+		}
+	}
+	d, err := os.UserConfigDir() // ~/Library/Application Support on macOS
+	if err != nil {
+		return "", fmt.Errorf("no data folder: set TERN_HOME (%v)", err)
+	}
+	return filepath.Join(d, "tern"), nil
+}
+
+// Identity is this machine's key. Its peer ID is the machine id in journal
+// chains and, later, the node's libp2p identity. It implements
+// journal.Signer and is safe for concurrent use.
+type Identity struct {
+	priv crypto.PrivKey
+	id   peer.ID
+}
+
+// LoadIdentity reads the key in home, creating home (0700) and a fresh
+// ed25519 key (0600) on first use. Two processes starting at once end up
+// with the same key. A key file readable by others is refused.
+func LoadIdentity(home string) (*Identity, error) {
+	path := filepath.Join(home, KeyFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := createKey(home, path); err != nil {
+			return nil, err
+		}
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node key: %w", err)
+	}
+	if st, err := os.Stat(path); err == nil && runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("node key %s is readable by others (mode %04o); run: chmod 600 %s", path, st.Mode().Perm(), path)
+	}
+	priv, err := crypto.UnmarshalPrivateKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("node key %s is damaged: %w", path, err)
+	}
+	if priv.Type() != crypto.Ed25519 {
+		return nil, fmt.Errorf("node key %s is not ed25519", path)
+	}
+	return newIdentity(priv)
+}
+
+// NewIdentity returns a fresh identity that lives only in memory (tests, demo).
+func NewIdentity() (*Identity, error) {
+	priv, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		return nil, err
+	}
+	return newIdentity(priv)
+}
+
+func newIdentity(priv crypto.PrivKey) (*Identity, error) {
+	id, err := peer.IDFromPrivateKey(priv)
+	if err != nil {
+		return nil, err
+	}
+	return &Identity{priv: priv, id: id}, nil
+}
+
+// createKey writes a new key to path unless one appears there first: the
+// key goes to a temporary file that is hard-linked to path, which fails if
+// path already exists.
+func createKey(home, path string) error {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", home, err)
+	}
+	priv, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		return err
+	}
+	data, err := crypto.MarshalPrivateKey(priv)
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(home, ".node.key-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write node key: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("write node key: %w", err)
+	}
+	d, err := os.Open(home)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Machine returns the peer ID string: the machine id in journal chains.
+func (i *Identity) Machine() string { return i.id.String() }
+
+// PeerID returns the libp2p peer ID.
+func (i *Identity) PeerID() peer.ID { return i.id }
+
+// PrivKey returns the private key, for the libp2p host.
+func (i *Identity) PrivKey() crypto.PrivKey { return i.priv }
+
+// Sign signs msg with the machine key.
+func (i *Identity) Sign(msg []byte) ([]byte, error) { return i.priv.Sign(msg) }
