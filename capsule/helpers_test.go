@@ -32,7 +32,7 @@ func newSigner(t testing.TB) *testSigner {
 	return &testSigner{priv: priv, id: id.String()}
 }
 
-func (s *testSigner) Machine() string                  { return s.id }
+func (s *testSigner) Machine() string                 { return s.id }
 func (s *testSigner) Sign(msg []byte) ([]byte, error) { return s.priv.Sign(msg) }
 
 var _ journal.Signer = (*testSigner)(nil)
