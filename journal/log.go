@@ -67,6 +67,7 @@ type Log struct {
 	pendIDs   map[string]struct{}
 	queue     []*request
 	wakeup    sync.Cond // signals the flusher: queue not empty, or closing
+	gather    int       // how many queued requests the next group waits for (see gatherFollowers)
 
 	// Signer values whose events have read back correctly, with the machine
 	// they signed as; their later events are not read back again.
@@ -505,7 +506,7 @@ func (l *Log) enqueue(req *request) {
 	if l.hooks.enqueued != nil {
 		l.hooks.enqueued()
 	}
-	if len(l.queue) == 1 {
+	if len(l.queue) == 1 || len(l.queue) >= l.gather {
 		l.wakeup.Signal()
 	}
 }
@@ -517,6 +518,7 @@ func (l *Log) flush() {
 	defer close(l.flusher)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var lastSync time.Duration
 	for {
 		for len(l.queue) == 0 && !l.closed {
 			l.wakeup.Wait()
@@ -524,11 +526,14 @@ func (l *Log) flush() {
 		if len(l.queue) == 0 {
 			return
 		}
+		l.gatherFollowers(lastSync)
 		batch, off := l.queue, l.size
 		l.queue = nil
 		l.mu.Unlock()
 
+		start := time.Now()
 		n, fatal, err := l.writeGroup(batch, off)
+		lastSync = time.Since(start)
 
 		l.mu.Lock()
 		if err == nil {
@@ -550,10 +555,36 @@ func (l *Log) flush() {
 			r.err = err
 			close(r.done)
 		}
+		// The callers just released are likely to append again at once
+		// (a busy stream); the next group waits briefly for them.
+		l.gather = len(batch) + len(l.queue)
 		if len(l.queue) == 0 {
 			l.pendHeads, l.pendClock, l.pendIDs = nil, 0, nil
 		}
 	}
+}
+
+// gatherFollowers lets a group form from more than the callers that
+// queued while the previous group was syncing: with k writers appending in
+// a loop, groups would otherwise alternate between two halves and each
+// fsync would carry k/2 appends. It waits, l.mu held, until l.gather
+// requests are queued, the Log closes, or half the previous write+fsync
+// time has passed (so a lone writer never waits: its gather is 1).
+func (l *Log) gatherFollowers(lastSync time.Duration) {
+	if len(l.queue) >= l.gather || lastSync <= 0 {
+		return
+	}
+	expired := false
+	t := time.AfterFunc(lastSync/2, func() {
+		l.mu.Lock()
+		expired = true
+		l.wakeup.Broadcast()
+		l.mu.Unlock()
+	})
+	for len(l.queue) < l.gather && !expired && !l.closed {
+		l.wakeup.Wait()
+	}
+	t.Stop()
 }
 
 // writeGroup waits until every request of the group has been read back,
