@@ -29,3 +29,9 @@ func (h *hashingReader) entry() FileEntry {
 }
 
 func newBufferedWriter(w io.Writer) *bufio.Writer { return bufio.NewWriterSize(w, 1<<20) }
+
+// readAllClose reads r to the end and closes it.
+func readAllClose(r io.ReadCloser) ([]byte, error) {
+	defer r.Close()
+	return io.ReadAll(r)
+}

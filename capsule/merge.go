@@ -26,8 +26,9 @@ type MergeResult struct {
 // Merge writes the union of two copies of one capsule to out, a folder that
 // must not exist, or a tar if out ends in ".tar". Journals merge as a set
 // union in total order; blobs merge as a union; the workspace snapshot is
-// the one named by the latest workspace.snapshot event; the holder is the
-// one with the higher epoch. Other files must be equal in both copies.
+// the one named by the latest workspace.snapshot event, an Editable file
+// differing between the copies is its latest accepted edit; the holder is
+// the one with the higher epoch. Other files must be equal in both copies.
 // Both inputs must verify (forks aside, which are carried over and
 // reported). Merge is commutative and idempotent: the result's bytes do not
 // depend on the order of the inputs or on the machine that runs it.
@@ -53,18 +54,16 @@ func Merge(a, b *Capsule, out string) (*MergeResult, error) {
 	}
 	events := journal.Merge(ea, eb)
 
+	view, _ := journal.Readable(events)
 	files := map[string][]byte{}
 	for _, name := range []string{AgentFile, EnvironmentFile, NotesFile, IndexFile} {
-		same, data, err := sameBytes(a, b, name)
+		data, err := mergedFile(a, b, view, name)
 		if err != nil {
 			return nil, fmt.Errorf("merge: %w", err)
 		}
-		if !same {
-			return nil, fmt.Errorf("merge: %s: %w; make the two copies agree on it, then merge again", name, ErrDiverged)
-		}
 		files[name] = data
 	}
-	snap, err := mergedSnapshot(a, b, events)
+	snap, err := mergedSnapshot(a, b, view)
 	if err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
@@ -131,8 +130,7 @@ func verifyForMerge(c *Capsule) error {
 // one named by the latest workspace.snapshot event of the readable
 // journal, read from whichever copy holds its blob; with no such event,
 // the copies' identical snapshot.json.
-func mergedSnapshot(a, b *Capsule, events []*journal.Event) ([]byte, error) {
-	view, _ := journal.Readable(events)
+func mergedSnapshot(a, b *Capsule, view []*journal.Event) ([]byte, error) {
 	for i := len(view) - 1; i >= 0; i-- {
 		e := view[i]
 		if e.Type != SnapshotEventType {
@@ -142,30 +140,7 @@ func mergedSnapshot(a, b *Capsule, events []*journal.Event) ([]byte, error) {
 		if err := json.Unmarshal(e.Body, &body); err != nil {
 			return nil, fmt.Errorf("event %s: bad %s body: %v", e.ID, SnapshotEventType, err)
 		}
-		h, err := ParseBlobCID(body.Snapshot)
-		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", e.ID, err)
-		}
-		for _, c := range []*Capsule{a, b} {
-			want, ok := c.Manifest.Files[BlobPath(h)]
-			if !ok {
-				continue
-			}
-			rc, _, err := c.OpenBlob(h)
-			if err != nil {
-				return nil, err
-			}
-			data, err := io.ReadAll(rc)
-			rc.Close()
-			if err != nil {
-				return nil, err
-			}
-			if entryOf(data) != want {
-				return nil, fmt.Errorf("snapshot blob %s in %s: %w", body.Snapshot, c.Path, ErrHashMismatch)
-			}
-			return data, nil
-		}
-		return nil, fmt.Errorf("the latest snapshot %s (event %s) is in neither copy", body.Snapshot, e.ID)
+		return blobContent(body.Snapshot, e, a, b)
 	}
 	same, data, err := sameBytes(a, b, SnapshotFile)
 	if err != nil {
@@ -175,6 +150,22 @@ func mergedSnapshot(a, b *Capsule, events []*journal.Event) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", SnapshotFile, ErrDiverged)
 	}
 	return data, nil
+}
+
+// mergedFile returns the merged content of a file that is equal in both
+// copies or, for an editable file, the latest accepted edit.
+func mergedFile(a, b *Capsule, view []*journal.Event, name string) ([]byte, error) {
+	same, data, err := sameBytes(a, b, name)
+	if err != nil || same {
+		return data, err
+	}
+	if isEditable(name) {
+		edit, err := latestEdit(view, name, a, b)
+		if err != nil || edit != nil {
+			return edit, err
+		}
+	}
+	return nil, fmt.Errorf("%s: %w; make the two copies agree on it (for %v: edit one and run tern capsule accept), then merge again", name, ErrDiverged, Editable)
 }
 
 // laterHolder picks the holder with the higher epoch; on a tie, the smaller

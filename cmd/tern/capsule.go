@@ -20,7 +20,7 @@ func capsuleCmd(e *env) *cobra.Command {
 		RunE:  showHelp,
 	}
 	c.AddCommand(capsuleNewCmd(e), capsuleInspectCmd(e), capsuleVerifyCmd(e), capsulePackCmd(e),
-		capsuleUnpackCmd(e), capsuleMergeCmd(e), capsuleSnapshotCmd(e), capsuleMaterializeCmd(e))
+		capsuleUnpackCmd(e), capsuleMergeCmd(e), capsuleSnapshotCmd(e), capsuleMaterializeCmd(e), capsuleAcceptCmd(e))
 	return c
 }
 
@@ -324,6 +324,39 @@ func capsuleMaterializeCmd(e *env) *cobra.Command {
 			}
 			defer c.Close()
 			return c.Materialize(args[1])
+		},
+	}
+}
+
+func capsuleAcceptCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "accept DIR",
+		Short: "Accept hand edits of agent.json and environment/spec.json into the manifest and journal",
+		Long: "After editing agent.json or environment/spec.json in a capsule folder, accept checks\n" +
+			"the new content, records a file.updated event signed by this machine and writes a new\n" +
+			"manifest. Any other file that no longer matches the manifest is damage and is refused.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := e.identity()
+			if err != nil {
+				return err
+			}
+			d, err := capsule.OpenDir(args[0], e.log)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			names, err := d.AcceptEdits(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if len(names) == 0 {
+				fmt.Fprintln(e.stdout, "nothing to accept: every file matches the manifest")
+			}
+			for _, n := range names {
+				fmt.Fprintln(e.stdout, "accepted", n)
+			}
+			return nil
 		},
 	}
 }

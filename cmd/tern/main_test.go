@@ -237,3 +237,22 @@ func TestTheDemoRuns(t *testing.T) {
 		}
 	}
 }
+
+func TestAHandEditIsDamageUntilAccepted(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	p := filepath.Join(dir, "agent.json")
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, bytes.Replace(b, []byte("tern-offline"), []byte("gpt-5"), 1), 0o644)
+	if code, _, _ := tern(t, home, "", "capsule", "verify", dir); code != 1 {
+		t.Fatalf("verify of an unaccepted edit: exit %d", code)
+	}
+	out := mustTern(t, home, "", "capsule", "accept", dir)
+	if !strings.Contains(out, "accepted agent.json") {
+		t.Fatalf("accept printed %q", out)
+	}
+	mustTern(t, home, "", "capsule", "verify", dir)
+	if code, _, errs := tern(t, home, "", "capsule", "accept", filepath.Join(dir, "nope")); code != 2 || errs == "" {
+		t.Fatalf("accept of a missing folder: exit %d %q", code, errs)
+	}
+}

@@ -1,0 +1,161 @@
+package capsule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/tern-dev/tern/journal"
+)
+
+// Editable lists the files a person may edit in place and then accept with
+// AcceptEdits: the agent definition and the environment spec. Every other
+// file is written only by tern.
+var Editable = []string{AgentFile, EnvironmentFile}
+
+// FileUpdatedEventType is the journal event that records an accepted edit;
+// its body is FileUpdatedBody. The edited content is kept as a blob too, so
+// that a merge can take the latest edit of each file.
+const FileUpdatedEventType = "file.updated"
+
+// FileUpdatedBody names the edited file and the CID of its new content.
+type FileUpdatedBody struct {
+	Path string `json:"path"`
+	CID  string `json:"cid"`
+}
+
+// AcceptEdits takes the current content of every Editable file that no
+// longer matches the manifest, checks it (an invalid agent.json or
+// environment spec is refused, naming the file), keeps it as a blob,
+// records a file.updated event signed by s for each, and commits the new
+// manifest. Any other file that does not match is damage, not an edit: it
+// is refused and nothing changes. It returns the paths it accepted.
+func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, error) {
+	var (
+		accepted []string
+		files    = map[string][]byte{}
+		blobs    = map[string]FileEntry{}
+		drafts   []journal.Draft
+	)
+	for _, name := range d.Manifest.Names() {
+		if name == JournalFile {
+			continue
+		}
+		want := d.Manifest.Files[name]
+		got, err := hashFile(d.path(name), -1)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if got == want {
+			continue
+		}
+		if !isEditable(name) {
+			return nil, fmt.Errorf("%s does not match the manifest, and only %v may be edited by hand; run tern capsule verify %s", name, Editable, d.dir)
+		}
+		data, err := os.ReadFile(d.path(name))
+		if err != nil {
+			return nil, err
+		}
+		if err := checkEditable(name, data); err != nil {
+			return nil, err
+		}
+		e, err := putBlob(d.dir, bytes.NewReader(data))
+		if err != nil {
+			return nil, err
+		}
+		blobs[BlobPath(e.SHA256)] = e
+		files[name] = data
+		body, err := json.Marshal(FileUpdatedBody{Path: name, CID: BlobCID(e.SHA256)})
+		if err != nil {
+			return nil, err
+		}
+		drafts = append(drafts, journal.Draft{Type: FileUpdatedEventType, Body: body})
+		accepted = append(accepted, name)
+	}
+	if len(accepted) == 0 {
+		return nil, d.Seal()
+	}
+	if err := syncDir(d.path(BlobDir)); err != nil {
+		return nil, err
+	}
+	jl, err := d.journalLog()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := jl.Append(ctx, s, 0, drafts...); err != nil {
+		return nil, err
+	}
+	return accepted, d.commit(files, blobs)
+}
+
+func isEditable(name string) bool {
+	for _, e := range Editable {
+		if e == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkEditable validates the content of an editable file.
+func checkEditable(name string, data []byte) error {
+	var err error
+	switch name {
+	case AgentFile:
+		_, err = ParseAgent(data)
+	case EnvironmentFile:
+		_, err = ParseEnvSpec(data)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w; fix it and accept again", name, err)
+	}
+	return nil
+}
+
+// latestEdit returns the content of name named by the latest file.updated
+// event of the readable view, read from whichever capsule holds its blob,
+// or nil if no event names that file.
+func latestEdit(view []*journal.Event, name string, from ...*Capsule) ([]byte, error) {
+	for i := len(view) - 1; i >= 0; i-- {
+		e := view[i]
+		if e.Type != FileUpdatedEventType {
+			continue
+		}
+		var body FileUpdatedBody
+		if err := json.Unmarshal(e.Body, &body); err != nil || body.Path != name {
+			continue
+		}
+		return blobContent(body.CID, e, from...)
+	}
+	return nil, nil
+}
+
+// blobContent reads the blob with the given CID from the first capsule
+// that lists it, checking its hash; ev names the event that asked for it.
+func blobContent(cidStr string, ev *journal.Event, from ...*Capsule) ([]byte, error) {
+	h, err := ParseBlobCID(cidStr)
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", ev.ID, err)
+	}
+	for _, c := range from {
+		want, ok := c.Manifest.Files[BlobPath(h)]
+		if !ok {
+			continue
+		}
+		rc, _, err := c.OpenBlob(h)
+		if err != nil {
+			return nil, err
+		}
+		data, err := readAllClose(rc)
+		if err != nil {
+			return nil, err
+		}
+		if entryOf(data) != want {
+			return nil, fmt.Errorf("blob %s in %s: %w", cidStr, c.Path, ErrHashMismatch)
+		}
+		return data, nil
+	}
+	return nil, fmt.Errorf("blob %s (event %s) is in neither copy", cidStr, ev.ID)
+}
