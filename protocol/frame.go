@@ -1,0 +1,51 @@
+package protocol
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrFrameTooLarge means a peer announced a frame over the reader's limit;
+// the stream must be reset, since what follows cannot be trusted.
+var ErrFrameTooLarge = errors.New("frame exceeds the size limit")
+
+// WriteFrame writes p as one frame: its length as an unsigned varint, then
+// its bytes, in a single Write.
+func WriteFrame(w io.Writer, p []byte) error {
+	buf := make([]byte, 0, binary.MaxVarintLen64+len(p))
+	buf = binary.AppendUvarint(buf, uint64(len(p)))
+	buf = append(buf, p...)
+	_, err := w.Write(buf)
+	return err
+}
+
+// ReadFrame reads one frame of at most max bytes. A frame cut short is
+// io.ErrUnexpectedEOF; a clean end of stream before a frame starts is
+// io.EOF; a length over max is ErrFrameTooLarge, before anything of the
+// frame's body is read.
+func ReadFrame(r *bufio.Reader, max int) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		if err == io.EOF {
+			return nil, io.EOF
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("frame length: %w", err)
+	}
+	if n > uint64(max) {
+		return nil, fmt.Errorf("%w: %d bytes announced, the limit is %d", ErrFrameTooLarge, n, max)
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(r, p); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return p, nil
+}

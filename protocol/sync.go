@@ -1,0 +1,249 @@
+package protocol
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/tern-dev/tern/journal"
+)
+
+// SyncID is the libp2p protocol ID of the journal sync exchange.
+const SyncID = "/tern/sync/1.0.0"
+
+// MaxSyncFrame bounds one frame of a sync exchange: one event line (a large
+// tool result included) or a version vector.
+const MaxSyncFrame = 8 << 20
+
+// addBatch is how many received events are handed to the store at once,
+// so that catching up on a long absence needs bounded memory.
+const addBatch = 1024
+
+// Frame tags: the first byte of every sync frame.
+const (
+	tagHello  = 'H' // initiator: {"agent", "vector"}
+	tagEvent  = 'E' // one event line, exactly as stored
+	tagDone   = 'D' // end of the sender's events: {"vector"}
+	tagRefuse = 'X' // responder: {"reason"}; the exchange ends
+)
+
+// Errors of a sync exchange; match with errors.Is.
+var (
+	// ErrNotShared is what a Journals returns for an agent it does not hold
+	// or does not share with that peer; the exchange is refused.
+	ErrNotShared = errors.New("agent not shared with this peer")
+	// ErrRefused means the peer refused the exchange.
+	ErrRefused = errors.New("the peer refused to sync")
+	// ErrProtocol means the peer broke the protocol: a frame out of place,
+	// an unknown tag, a malformed message or event. Reset the stream.
+	ErrProtocol = errors.New("sync protocol violation")
+)
+
+// Journals is what the sync exchange needs from a node.
+type Journals interface {
+	// Events returns the agent's events if the node shares the agent with
+	// peer (a peer ID string), or an error wrapping ErrNotShared.
+	Events(agent, peer string) ([]*journal.Event, error)
+	// Add stores events received from peer, durably, before returning.
+	// Events already held are ignored; a fork is kept and reported.
+	Add(ctx context.Context, agent, peer string, events []*journal.Event) error
+}
+
+// SyncStats says what one exchange moved, in events and in frame bytes.
+type SyncStats struct {
+	Sent, Received           int
+	BytesSent, BytesReceived int64
+}
+
+type hello struct {
+	Agent  string         `json:"agent"`
+	Vector journal.Vector `json:"vector"`
+}
+
+type done struct {
+	Vector journal.Vector `json:"vector"`
+}
+
+type refusal struct {
+	Reason string `json:"reason"`
+}
+
+// stream is one side of an exchange: frames in and out, with counts.
+type stream struct {
+	r      *bufio.Reader
+	w      io.Writer
+	stats  SyncStats
+	unread *frame // a frame read ahead, returned by the next recv
+}
+
+type frame struct {
+	tag     byte
+	payload []byte
+}
+
+func newStream(rw io.ReadWriter) *stream {
+	return &stream{r: bufio.NewReaderSize(rw, 64<<10), w: rw}
+}
+
+// uvarintLen is the length of n as an unsigned varint.
+func uvarintLen(n uint64) int {
+	k := 1
+	for ; n >= 0x80; n >>= 7 {
+		k++
+	}
+	return k
+}
+
+func (s *stream) send(tag byte, payload []byte) error {
+	frame := make([]byte, 0, 1+len(payload))
+	frame = append(append(frame, tag), payload...)
+	s.stats.BytesSent += int64(len(frame)) + int64(uvarintLen(uint64(len(frame))))
+	return WriteFrame(s.w, frame)
+}
+
+func (s *stream) sendJSON(tag byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.send(tag, b)
+}
+
+func (s *stream) recv() (byte, []byte, error) {
+	if f := s.unread; f != nil {
+		s.unread = nil
+		return f.tag, f.payload, nil
+	}
+	p, err := ReadFrame(s.r, MaxSyncFrame)
+	if err != nil {
+		return 0, nil, err
+	}
+	s.stats.BytesReceived += int64(len(p)) + int64(uvarintLen(uint64(len(p))))
+	if len(p) == 0 {
+		return 0, nil, fmt.Errorf("%w: empty frame", ErrProtocol)
+	}
+	return p[0], p[1:], nil
+}
+
+// sendMissing sends, in total order (so each chain in its own order),
+// every event the peer's vector says it lacks, then our vector.
+func (s *stream) sendMissing(events []*journal.Event, theirs journal.Vector) error {
+	for _, e := range journal.Since(events, theirs) {
+		if err := s.send(tagEvent, e.Line()); err != nil {
+			return err
+		}
+		s.stats.Sent++
+	}
+	return s.sendJSON(tagDone, done{Vector: journal.VectorOf(events)})
+}
+
+// receiveEvents reads event frames up to the sender's done frame, checks
+// each event completely (journal.ParseLine) and hands them to the store in
+// batches. It returns the sender's vector.
+func (s *stream) receiveEvents(ctx context.Context, j Journals, agent, peer string) (journal.Vector, error) {
+	var batch []*journal.Event
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := j.Add(ctx, agent, peer, batch)
+		batch = batch[:0]
+		return err
+	}
+	for {
+		tag, payload, err := s.recv()
+		if err != nil {
+			return nil, err
+		}
+		switch tag {
+		case tagEvent:
+			e, err := journal.ParseLine(payload)
+			if err != nil {
+				return nil, fmt.Errorf("%w: event %d from %s: %v", ErrProtocol, s.stats.Received+1, peer, err)
+			}
+			s.stats.Received++
+			if batch = append(batch, e); len(batch) == addBatch {
+				if err := flush(); err != nil {
+					return nil, err
+				}
+			}
+		case tagDone:
+			var d done
+			if err := json.Unmarshal(payload, &d); err != nil {
+				return nil, fmt.Errorf("%w: done: %v", ErrProtocol, err)
+			}
+			return d.Vector, flush()
+		default:
+			return nil, fmt.Errorf("%w: unexpected frame %q while receiving events", ErrProtocol, tag)
+		}
+	}
+}
+
+// Initiate runs the initiator's side of a sync exchange for one agent with
+// peer over rw: it sends its vector, receives and stores what it lacks,
+// then sends what the peer lacks. On return both sides hold the union of
+// the two event sets (as of the exchange), unless an error says otherwise.
+func Initiate(ctx context.Context, rw io.ReadWriter, j Journals, peer, agent string) (SyncStats, error) {
+	s := newStream(rw)
+	ours, err := j.Events(agent, peer)
+	if err != nil {
+		return s.stats, err
+	}
+	if err := s.sendJSON(tagHello, hello{Agent: agent, Vector: journal.VectorOf(ours)}); err != nil {
+		return s.stats, err
+	}
+	// A refusal comes instead of the first event frame.
+	tag, payload, err := s.recv()
+	if err != nil {
+		return s.stats, err
+	}
+	if tag == tagRefuse {
+		var r refusal
+		_ = json.Unmarshal(payload, &r)
+		return s.stats, fmt.Errorf("%w: %s", ErrRefused, r.Reason)
+	}
+	s.unread = &frame{tag, payload}
+	theirs, err := s.receiveEvents(ctx, j, agent, peer)
+	if err != nil {
+		return s.stats, err
+	}
+	if ours, err = j.Events(agent, peer); err != nil { // now with what we received
+		return s.stats, err
+	}
+	return s.stats, s.sendMissing(ours, theirs)
+}
+
+// Respond runs the responder's side of a sync exchange with peer over rw:
+// it reads the initiator's hello, refuses an agent it does not share,
+// sends what the initiator lacks and stores what the initiator sends back.
+func Respond(ctx context.Context, rw io.ReadWriter, j Journals, peer string) (SyncStats, error) {
+	s := newStream(rw)
+	tag, payload, err := s.recv()
+	if err != nil {
+		return s.stats, err
+	}
+	if tag != tagHello {
+		return s.stats, fmt.Errorf("%w: first frame %q is not a hello", ErrProtocol, tag)
+	}
+	var h hello
+	if err := json.Unmarshal(payload, &h); err != nil || h.Agent == "" {
+		return s.stats, fmt.Errorf("%w: bad hello: %v", ErrProtocol, err)
+	}
+	ours, err := j.Events(h.Agent, peer)
+	if err != nil {
+		reason := "agent not shared"
+		if !errors.Is(err, ErrNotShared) {
+			reason = "internal error"
+		}
+		_ = s.sendJSON(tagRefuse, refusal{Reason: reason})
+		return s.stats, err
+	}
+	if err := s.sendMissing(ours, h.Vector); err != nil {
+		return s.stats, err
+	}
+	_, err = s.receiveEvents(ctx, j, h.Agent, peer)
+	return s.stats, err
+}
