@@ -1,0 +1,167 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/tern-dev/tern/capsule"
+)
+
+// PeersFile is the allowlist of paired peers inside $TERN_HOME.
+const PeersFile = "peers.json"
+
+// Peer is one paired machine: its peer ID, a name for people, and
+// addresses to dial it at (optional: mDNS may find it).
+type Peer struct {
+	ID    string   `json:"id"`
+	Name  string   `json:"name,omitempty"`
+	Addrs []string `json:"addrs"`
+}
+
+// Peers is the allowlist: only these machines may connect, open a tern
+// protocol or join a topic. It is safe for concurrent use; every change is
+// written to its file (atomically) before it takes effect.
+type Peers struct {
+	path string
+	mu   sync.RWMutex
+	byID map[peer.ID]Peer
+}
+
+// LoadPeers reads home's allowlist; a missing file is an empty list.
+func LoadPeers(home string) (*Peers, error) {
+	p := &Peers{path: filepath.Join(home, PeersFile), byID: map[peer.ID]Peer{}}
+	data, err := os.ReadFile(p.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f struct {
+		Peers []Peer `json:"peers"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: %v", p.path, err)
+	}
+	for i, e := range f.Peers {
+		id, err := checkPeer(e)
+		if err != nil {
+			return nil, fmt.Errorf("%s: peers[%d]: %w", p.path, i, err)
+		}
+		p.byID[id] = e
+	}
+	return p, nil
+}
+
+// checkPeer validates a peer entry and returns its ID.
+func checkPeer(e Peer) (peer.ID, error) {
+	id, err := peer.Decode(e.ID)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a peer ID: %v", e.ID, err)
+	}
+	for _, a := range e.Addrs {
+		if _, err := ma.NewMultiaddr(a); err != nil {
+			return "", fmt.Errorf("peer %s: address %q is not a multiaddr: %v", e.ID, a, err)
+		}
+	}
+	return id, nil
+}
+
+// Allowed reports whether id is paired.
+func (p *Peers) Allowed(id peer.ID) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	_, ok := p.byID[id]
+	return ok
+}
+
+// List returns the paired peers sorted by ID.
+func (p *Peers) List() []Peer {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	out := make([]Peer, 0, len(p.byID))
+	for _, e := range p.byID {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Add pairs a peer, or updates its name and addresses.
+func (p *Peers) Add(e Peer) error {
+	id, err := checkPeer(e)
+	if err != nil {
+		return err
+	}
+	if e.Addrs == nil {
+		e.Addrs = []string{}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	next := clonePeers(p.byID)
+	next[id] = e
+	if err := p.save(next); err != nil {
+		return err
+	}
+	p.byID = next
+	return nil
+}
+
+// Remove unpairs a peer; it reports whether the peer was paired.
+func (p *Peers) Remove(idStr string) (bool, error) {
+	id, err := peer.Decode(idStr)
+	if err != nil {
+		return false, fmt.Errorf("%q is not a peer ID: %v", idStr, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.byID[id]; !ok {
+		return false, nil
+	}
+	next := clonePeers(p.byID)
+	delete(next, id)
+	if err := p.save(next); err != nil {
+		return false, err
+	}
+	p.byID = next
+	return true, nil
+}
+
+func clonePeers(m map[peer.ID]Peer) map[peer.ID]Peer {
+	out := make(map[peer.ID]Peer, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// save writes the allowlist file atomically. p.mu held.
+func (p *Peers) save(m map[peer.ID]Peer) error {
+	list := make([]Peer, 0, len(m))
+	for _, e := range m {
+		list = append(list, e)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
+	data, err := json.MarshalIndent(struct {
+		Peers []Peer `json:"peers"`
+	}{list}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p.path), 0o700); err != nil {
+		return err
+	}
+	return capsule.WriteFileAtomic(p.path, append(data, '\n'), 0o600)
+}

@@ -1,0 +1,88 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// SyncTimeout bounds one whole sync exchange on a libp2p stream: a peer
+// that stalls is reset, never waited for.
+const SyncTimeout = 2 * time.Minute
+
+// syncMemory is reserved in a stream's resource scope while it syncs: the
+// largest frame plus the read buffer.
+const syncMemory = MaxSyncFrame + 64<<10
+
+// HandleSync serves /tern/sync/1.0.0 on h from j. Each stream gets a
+// deadline and a memory reservation; any error resets it, and is logged.
+// Which peers may open the stream at all is the host's connection gater's
+// business; which agents they may sync is j's.
+func HandleSync(h host.Host, j Journals, log *slog.Logger) {
+	h.SetStreamHandler(SyncID, func(s network.Stream) {
+		remote := s.Conn().RemotePeer()
+		if err := s.Scope().ReserveMemory(syncMemory, network.ReservationPriorityMedium); err != nil {
+			log.Warn("sync refused: resource limit", "peer", remote, "err", err)
+			s.Reset()
+			return
+		}
+		defer s.Scope().ReleaseMemory(syncMemory)
+		ctx, cancel := context.WithTimeout(context.Background(), SyncTimeout)
+		defer cancel()
+		_ = s.SetDeadline(time.Now().Add(SyncTimeout))
+		stats, err := Respond(ctx, s, j, remote.String())
+		if err != nil {
+			log.Warn("sync with peer failed", "peer", remote, "err", err)
+			s.Reset()
+			return
+		}
+		log.Debug("synced", "peer", remote, "sent", stats.Sent, "received", stats.Received)
+		s.Close()
+	})
+}
+
+// Sync runs one exchange for agent with peer p over a new stream: both end
+// up holding the union of their events. The stream is reset on any error.
+func Sync(ctx context.Context, h host.Host, p peer.ID, agent string, j Journals) (SyncStats, error) {
+	ctx, cancel := context.WithTimeout(ctx, SyncTimeout)
+	defer cancel()
+	s, err := h.NewStream(ctx, p, SyncID)
+	if err != nil {
+		return SyncStats{}, fmt.Errorf("sync %s with %s: %w", agent, p, err)
+	}
+	if err := s.Scope().ReserveMemory(syncMemory, network.ReservationPriorityMedium); err != nil {
+		s.Reset()
+		return SyncStats{}, fmt.Errorf("sync %s with %s: %w", agent, p, err)
+	}
+	defer s.Scope().ReleaseMemory(syncMemory)
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	stats, err := Initiate(ctx, s, j, p.String(), agent)
+	if err != nil {
+		s.Reset()
+		return stats, fmt.Errorf("sync %s with %s: %w", agent, p, err)
+	}
+	// Wait for the responder to have read everything: it closes its side
+	// once it has stored what we sent.
+	if err := s.CloseWrite(); err != nil {
+		s.Reset()
+		return stats, err
+	}
+	buf := make([]byte, 1)
+	switch _, err := s.Read(buf); {
+	case err == nil:
+		s.Reset()
+		return stats, fmt.Errorf("sync %s with %s: %w: data after the exchange", agent, p, ErrProtocol)
+	case !errors.Is(err, io.EOF):
+		return stats, fmt.Errorf("sync %s with %s: the peer did not accept what we sent: %w", agent, p, err)
+	}
+	return stats, s.Close()
+}

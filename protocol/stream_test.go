@@ -1,0 +1,56 @@
+package protocol
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// newHost starts a real libp2p host on 127.0.0.1 (TCP, Noise, yamux).
+func newHost(t *testing.T) host.Host {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func connect(t *testing.T, a, b host.Host) {
+	t.Helper()
+	if err := a.Connect(context.Background(), peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTwoRealHostsSyncAJournalOverAStream(t *testing.T) {
+	ha, hb := newHost(t), newHost(t)
+	a, b := newMem(agent), newMem(agent)
+	newWriter(t).append(t, a, 40)
+	newWriter(t).append(t, b, 25)
+	HandleSync(hb, b, slog.New(slog.DiscardHandler))
+	connect(t, ha, hb)
+	stats, err := Sync(context.Background(), ha, hb.ID(), agent, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ids(agent) != b.ids(agent) || len(a.events[agent]) != 65 {
+		t.Fatalf("not converged: %d vs %d (stats %+v)", len(a.events[agent]), len(b.events[agent]), stats)
+	}
+}
+
+func TestSyncOfAnAgentThePeerDoesNotShareFails(t *testing.T) {
+	ha, hb := newHost(t), newHost(t)
+	a := newMem(agent)
+	newWriter(t).append(t, a, 2)
+	HandleSync(hb, newMem(), slog.New(slog.DiscardHandler))
+	connect(t, ha, hb)
+	if _, err := Sync(context.Background(), ha, hb.ID(), agent, a); err == nil {
+		t.Fatal("sync of an unshared agent succeeded")
+	}
+}
