@@ -86,6 +86,9 @@ func NewAgentID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
+// ValidAgentID reports whether id is a well-formed agent id.
+func ValidAgentID(id string) bool { return agentIDPattern.MatchString(id) }
+
 func checkAgentID(id string) error {
 	if !agentIDPattern.MatchString(id) {
 		return fmt.Errorf("agent id %q is not a lowercase UUID", id)

@@ -11,18 +11,25 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/tern-dev/tern/journal"
 )
 
-// Dir is a capsule folder opened for writing. It is not safe for use by
-// several goroutines at once, and only one Dir may be open on a folder at a
-// time.
+// Dir is a capsule folder opened for writing. Only one Dir may be open on
+// a folder at a time. Its methods are safe for concurrent use: appends
+// share fsyncs (group commit) and updates of the manifest take turns; the
+// embedded Capsule's Manifest field must not be read while another
+// goroutine may be updating it.
 type Dir struct {
 	*Capsule
 	dir string
 	log *slog.Logger
-	jl  *journal.Log // opened on first append
+
+	jlMu sync.Mutex
+	jl   *journal.Log // opened on first use
+
+	commitMu sync.Mutex // one manifest update at a time
 }
 
 // emptyIndex is the semantic index of a capsule with no notes.
@@ -195,6 +202,8 @@ func (d *Dir) recover() error {
 
 // Close closes the journal if an append opened it.
 func (d *Dir) Close() error {
+	d.jlMu.Lock()
+	defer d.jlMu.Unlock()
 	if d.jl != nil {
 		return d.jl.Close()
 	}
@@ -202,6 +211,8 @@ func (d *Dir) Close() error {
 }
 
 func (d *Dir) journalLog() (*journal.Log, error) {
+	d.jlMu.Lock()
+	defer d.jlMu.Unlock()
 	if d.jl == nil {
 		jl, err := journal.OpenLog(d.path(JournalFile), journal.LogOptions{Logger: d.log, Protected: d.Manifest.Files[JournalFile].Size})
 		if err != nil {
@@ -225,6 +236,32 @@ func (d *Dir) Append(ctx context.Context, s journal.Signer, epoch uint64, drafts
 		return nil, err
 	}
 	return evs, d.commit(nil, nil)
+}
+
+// AddEvents stores events that other machines wrote (received by sync or
+// from another copy), durably, and seals them into the manifest. Events
+// already held are skipped; every event must come from journal.ParseLine
+// or a Log (it has been checked). It returns the events that were new.
+func (d *Dir) AddEvents(ctx context.Context, events []*journal.Event) ([]*journal.Event, error) {
+	jl, err := d.journalLog()
+	if err != nil {
+		return nil, err
+	}
+	added, err := jl.Add(ctx, events...)
+	if err != nil || len(added) == 0 {
+		return added, err
+	}
+	return added, d.commit(nil, nil)
+}
+
+// Events returns the journal's events as the open log holds them, in file
+// order.
+func (d *Dir) Events() ([]*journal.Event, error) {
+	jl, err := d.journalLog()
+	if err != nil {
+		return nil, err
+	}
+	return jl.Events(), nil
 }
 
 // Seal records the journal's current length and hash in the manifest.
@@ -286,6 +323,8 @@ func (d *Dir) Snapshot(ctx context.Context, s journal.Signer, workspace string) 
 // leaves the old capsule (OpenDir discards the .next files); a crash after
 // it leaves the new one (OpenDir, and every reader, use the .next files).
 func (d *Dir) commit(files map[string][]byte, blobs map[string]FileEntry) error {
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
 	m := *d.Manifest
 	m.Signature = nil // a signature attests an exported state, not this new one
 	m.Files = make(map[string]FileEntry, len(d.Manifest.Files)+len(blobs))

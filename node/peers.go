@@ -39,10 +39,32 @@ type Peers struct {
 
 // LoadPeers reads home's allowlist; a missing file is an empty list.
 func LoadPeers(home string) (*Peers, error) {
-	p := &Peers{path: filepath.Join(home, PeersFile), byID: map[peer.ID]Peer{}}
-	data, err := os.ReadFile(p.path)
+	p := &Peers{path: filepath.Join(home, PeersFile)}
+	m, err := readPeers(p.path)
+	if err != nil {
+		return nil, err
+	}
+	p.byID = m
+	return p, nil
+}
+
+// Reload rereads the file, for a running node after a CLI changed it.
+func (p *Peers) Reload() error {
+	m, err := readPeers(p.path)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.byID = m
+	p.mu.Unlock()
+	return nil
+}
+
+func readPeers(path string) (map[peer.ID]Peer, error) {
+	byID := map[peer.ID]Peer{}
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return p, nil
+		return byID, nil
 	}
 	if err != nil {
 		return nil, err
@@ -53,16 +75,16 @@ func LoadPeers(home string) (*Peers, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %v", p.path, err)
+		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	for i, e := range f.Peers {
 		id, err := checkPeer(e)
 		if err != nil {
-			return nil, fmt.Errorf("%s: peers[%d]: %w", p.path, i, err)
+			return nil, fmt.Errorf("%s: peers[%d]: %w", path, i, err)
 		}
-		p.byID[id] = e
+		byID[id] = e
 	}
-	return p, nil
+	return byID, nil
 }
 
 // checkPeer validates a peer entry and returns its ID.

@@ -1,0 +1,272 @@
+package node
+
+import (
+	"bufio"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/journal"
+)
+
+// maxImport bounds a capsule tar uploaded to the API.
+const maxImport = 64 << 30
+
+// routes is the loopback HTTP API. Every request needs the bearer token
+// of node.json.
+func (n *Node) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", n.handleStatus)
+	mux.HandleFunc("GET /v1/capsules", n.handleList)
+	mux.HandleFunc("POST /v1/capsules", n.handleImport)
+	mux.HandleFunc("GET /v1/capsules/{id}/export", n.handleExport)
+	mux.HandleFunc("POST /v1/capsules/{id}/events", n.handleAppend)
+	mux.HandleFunc("GET /v1/capsules/{id}/sync", n.handleSyncState)
+	mux.HandleFunc("POST /v1/peers/reload", n.handleReloadPeers)
+	return n.auth(mux)
+}
+
+func (n *Node) auth(next http.Handler) http.Handler {
+	want := []byte("Bearer " + n.info.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			httpError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (see node.json)"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func httpError(w http.ResponseWriter, code int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// Status is what GET /v1/status returns and tern status prints.
+type Status struct {
+	PeerID   string          `json:"peer_id"`
+	Addrs    []string        `json:"addrs"`
+	API      string          `json:"api"`
+	Peers    []PeerStatus    `json:"peers"`
+	Capsules []CapsuleStatus `json:"capsules"`
+}
+
+// PeerStatus is a paired peer and whether it is connected now.
+type PeerStatus struct {
+	Peer
+	Connected bool `json:"connected"`
+}
+
+// CapsuleStatus is one held capsule's journal summary.
+type CapsuleStatus struct {
+	ID          string         `json:"id"`
+	Events      int            `json:"events"`
+	Vector      journal.Vector `json:"vector"`
+	Forks       []journal.Fork `json:"forks"`
+	Quarantined int            `json:"quarantined"`
+}
+
+// Status reports the node's state.
+func (n *Node) Status() (Status, error) {
+	st := Status{PeerID: n.info.PeerID, Addrs: n.info.Addrs, API: n.info.API, Peers: []PeerStatus{}, Capsules: []CapsuleStatus{}}
+	for _, p := range n.peers.List() {
+		id, _ := peer.Decode(p.ID)
+		st.Peers = append(st.Peers, PeerStatus{Peer: p, Connected: n.host.Network().Connectedness(id) == network.Connected})
+	}
+	ids, err := n.store.List()
+	if err != nil {
+		return st, err
+	}
+	for _, id := range ids {
+		evs, err := n.store.Events(id, "")
+		if err != nil {
+			return st, err
+		}
+		_, q := journal.Readable(evs)
+		forks := journal.Forks(evs)
+		if forks == nil {
+			forks = []journal.Fork{}
+		}
+		st.Capsules = append(st.Capsules, CapsuleStatus{ID: id, Events: len(evs), Vector: journal.VectorOf(evs), Forks: forks, Quarantined: len(q)})
+	}
+	return st, nil
+}
+
+func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := n.Status()
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, st)
+}
+
+func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
+	st, err := n.Status()
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	writeJSON(w, st.Capsules)
+}
+
+// handleImport takes a capsule tar as the request body.
+func (n *Node) handleImport(w http.ResponseWriter, r *http.Request) {
+	f, err := os.CreateTemp(n.home, ".upload-*.tar")
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	defer os.Remove(f.Name())
+	_, err = io.Copy(f, http.MaxBytesReader(w, r.Body, maxImport))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		httpError(w, http.StatusBadRequest, fmt.Errorf("upload: %w", err))
+		return
+	}
+	id, merged, err := n.store.Import(f.Name())
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	for _, p := range n.host.Network().Peers() {
+		n.goSync(p)
+	}
+	writeJSON(w, map[string]any{"id": id, "merged": merged})
+}
+
+func (n *Node) handleExport(w http.ResponseWriter, r *http.Request) {
+	tmp, err := os.MkdirTemp(n.home, ".export-*")
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err)
+		return
+	}
+	defer os.RemoveAll(tmp)
+	out := filepath.Join(tmp, "capsule.tar")
+	if err := n.store.Export(r.PathValue("id"), out); err != nil {
+		httpError(w, statusOf(err), err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	http.ServeFile(w, r, out)
+}
+
+// handleAppend appends draft events (one JSON object per line) signed by
+// this node, all or nothing, and returns their ids.
+func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
+	var drafts []journal.Draft
+	sc := bufio.NewScanner(r.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		b := strings.TrimSpace(sc.Text())
+		if b == "" {
+			continue
+		}
+		d, err := journal.ParseDraft([]byte(b))
+		if err != nil {
+			httpError(w, http.StatusBadRequest, fmt.Errorf("line %d: %w", line, err))
+			return
+		}
+		drafts = append(drafts, d)
+	}
+	if err := sc.Err(); err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	evs, err := n.store.Append(r.Context(), r.PathValue("id"), n.id, drafts)
+	if err != nil {
+		httpError(w, statusOf(err), err)
+		return
+	}
+	ids := make([]string, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	for _, p := range n.host.Network().Peers() {
+		n.goSync(p)
+	}
+	writeJSON(w, map[string]any{"ids": ids})
+}
+
+// SyncState is what the node knows of one capsule and one peer: our vector
+// and the one both held after the last good exchange.
+type SyncState struct {
+	Ours   journal.Vector `json:"ours"`
+	Peer   journal.Vector `json:"peer"`
+	InSync bool           `json:"in_sync"`
+}
+
+func (n *Node) handleSyncState(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	p, err := peer.Decode(r.URL.Query().Get("peer"))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, fmt.Errorf("peer: %w", err))
+		return
+	}
+	ours, err := n.store.Vector(id)
+	if err != nil {
+		httpError(w, statusOf(err), err)
+		return
+	}
+	n.mu.Lock()
+	theirs := n.synced[p][id]
+	n.mu.Unlock()
+	in := vectorsEqual(ours, theirs)
+	if !in {
+		n.goSync(p)
+	}
+	writeJSON(w, SyncState{Ours: ours, Peer: theirs, InSync: in})
+}
+
+// vectorsEqual reports whether a peer's recorded vector b (nil: never
+// synced) equals ours, a.
+func vectorsEqual(a, b journal.Vector) bool {
+	if b == nil || len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
+	if err := n.peers.Reload(); err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	// Close connections to peers that are no longer paired.
+	for _, p := range n.host.Network().Peers() {
+		if !n.peers.Allowed(p) {
+			n.host.Network().ClosePeer(p)
+		}
+	}
+	n.wg.Go(n.dialPeers)
+	writeJSON(w, n.peers.List())
+}
+
+func statusOf(err error) int {
+	if errors.Is(err, ErrUnknownAgent) {
+		return http.StatusNotFound
+	}
+	return http.StatusBadRequest
+}

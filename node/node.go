@@ -1,0 +1,299 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/protocol"
+)
+
+// InfoFile is written by a running node inside $TERN_HOME (0600): how
+// commands reach it.
+const InfoFile = "node.json"
+
+// MDNSService is the mDNS service name tern nodes announce on the LAN.
+const MDNSService = "_tern-node._udp"
+
+// Config is how a node runs. The zero value listens on every interface on
+// free TCP and QUIC ports, serves the API on a free loopback port, and
+// finds peers on the LAN.
+type Config struct {
+	Listen       []string      // multiaddrs; default TCP and QUIC on 0.0.0.0, free ports
+	API          string        // host:port on loopback; default 127.0.0.1:0
+	NoMDNS       bool          // do not announce or look for peers on the LAN
+	NAT          bool          // AutoNAT, port mapping and hole punching
+	SyncInterval time.Duration // anti-entropy period; default 30 s
+}
+
+// Info is node.json: where a running node's API is and who it is.
+type Info struct {
+	API    string   `json:"api"`
+	Token  string   `json:"token"`
+	PeerID string   `json:"peer_id"`
+	Addrs  []string `json:"addrs"`
+}
+
+// Node is a running tern node.
+type Node struct {
+	home  string
+	cfg   Config
+	log   *slog.Logger
+	id    *Identity
+	peers *Peers
+	store *Store
+	host  host.Host
+	api   *http.Server
+	info  Info
+
+	mu     sync.Mutex
+	synced map[peer.ID]map[string]journal.Vector // the vector both sides held after the last good exchange
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start runs a node from home until Close: the libp2p host (only paired
+// peers get in), the sync protocol, anti-entropy on every connect and on a
+// timer, LAN discovery, and the loopback HTTP API. Once listening it writes
+// node.json.
+func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if len(cfg.Listen) == 0 {
+		cfg.Listen = []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"}
+	}
+	if cfg.API == "" {
+		cfg.API = "127.0.0.1:0"
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = 30 * time.Second
+	}
+	id, err := LoadIdentity(home)
+	if err != nil {
+		return nil, err
+	}
+	peers, err := LoadPeers(home)
+	if err != nil {
+		return nil, err
+	}
+	store, err := OpenStore(home, log)
+	if err != nil {
+		return nil, err
+	}
+	opts := []libp2p.Option{
+		libp2p.Identity(id.PrivKey()),
+		libp2p.ListenAddrStrings(cfg.Listen...),
+		libp2p.ConnectionGater(&gater{peers: peers, log: log}),
+	}
+	if cfg.NAT {
+		opts = append(opts, libp2p.NATPortMap(), libp2p.EnableHolePunching(), libp2p.EnableAutoNATv2())
+	} else {
+		opts = append(opts, libp2p.DisableRelay())
+	}
+	h, err := libp2p.New(opts...)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("start libp2p host: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{home: home, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
+		synced: map[peer.ID]map[string]journal.Vector{}, ctx: ctx, cancel: cancel}
+	protocol.HandleSync(h, store, log)
+	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
+		n.goSync(c.RemotePeer())
+	}})
+	if !cfg.NoMDNS {
+		if err := mdns.NewMdnsService(h, MDNSService, n).Start(); err != nil {
+			log.Warn("LAN discovery is off", "err", err)
+		}
+	}
+	if err := n.serveAPI(); err != nil {
+		n.Close()
+		return nil, err
+	}
+	n.wg.Go(n.antiEntropy)
+	log.Info("node running", "peer", h.ID(), "addrs", h.Addrs(), "api", n.info.API)
+	return n, nil
+}
+
+// HandlePeerFound is the mDNS callback: a paired peer seen on the LAN is
+// dialed; anyone else is ignored.
+func (n *Node) HandlePeerFound(pi peer.AddrInfo) {
+	if pi.ID == n.host.ID() || !n.peers.Allowed(pi.ID) {
+		return
+	}
+	n.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		defer cancel()
+		if err := n.host.Connect(ctx, pi); err != nil {
+			n.log.Debug("could not reach a peer found on the LAN", "peer", pi.ID, "err", err)
+		}
+	})
+}
+
+// antiEntropy dials paired peers at their static addresses and syncs every
+// capsule with every connected peer, on a timer: gossip may miss a peer,
+// this never does.
+func (n *Node) antiEntropy() {
+	t := time.NewTicker(n.cfg.SyncInterval)
+	defer t.Stop()
+	for {
+		n.dialPeers()
+		for _, p := range n.host.Network().Peers() {
+			n.goSync(p)
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// dialPeers connects to paired peers that are not connected and have
+// static addresses.
+func (n *Node) dialPeers() {
+	for _, p := range n.peers.List() {
+		id, err := peer.Decode(p.ID)
+		if err != nil || n.host.Network().Connectedness(id) == network.Connected || len(p.Addrs) == 0 {
+			continue
+		}
+		var addrs []ma.Multiaddr
+		for _, a := range p.Addrs {
+			if m, err := ma.NewMultiaddr(a); err == nil {
+				addrs = append(addrs, m)
+			}
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		if err := n.host.Connect(ctx, peer.AddrInfo{ID: id, Addrs: addrs}); err != nil {
+			n.log.Debug("paired peer unreachable", "peer", id, "err", err)
+		}
+		cancel()
+	}
+}
+
+// goSync syncs every capsule with p in the background.
+func (n *Node) goSync(p peer.ID) {
+	if !n.peers.Allowed(p) {
+		return
+	}
+	n.wg.Go(func() { n.SyncPeer(n.ctx, p) })
+}
+
+// SyncPeer runs one sync exchange with p for every capsule held.
+func (n *Node) SyncPeer(ctx context.Context, p peer.ID) {
+	ids, err := n.store.List()
+	if err != nil {
+		n.log.Warn("list capsules", "err", err)
+		return
+	}
+	for _, id := range ids {
+		if _, err := protocol.Sync(ctx, n.host, p, id, n.store); err != nil {
+			n.log.Debug("sync", "peer", p, "agent", id, "err", err)
+			continue
+		}
+		n.recordSynced(p, id)
+	}
+}
+
+// recordSynced remembers our vector for agent as the one p also holds,
+// after an exchange that succeeded.
+func (n *Node) recordSynced(p peer.ID, agent string) {
+	v, err := n.store.Vector(agent)
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.synced[p] == nil {
+		n.synced[p] = map[string]journal.Vector{}
+	}
+	n.synced[p][agent] = v
+}
+
+// Store returns the node's capsule store.
+func (n *Node) Store() *Store { return n.store }
+
+// Host returns the libp2p host.
+func (n *Node) Host() host.Host { return n.host }
+
+// Identity returns the node's identity.
+func (n *Node) Identity() *Identity { return n.id }
+
+// Info returns what node.json holds.
+func (n *Node) Info() Info { return n.info }
+
+// Close stops the node: the API, the host, every capsule; it removes
+// node.json. Nothing acknowledged is lost: appends are durable when acked.
+func (n *Node) Close() error {
+	n.cancel()
+	var errs []error
+	if n.api != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, n.api.Shutdown(ctx))
+		cancel()
+	}
+	errs = append(errs, n.host.Close())
+	n.wg.Wait()
+	errs = append(errs, n.store.Close())
+	if err := os.Remove(filepath.Join(n.home, InfoFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// serveAPI starts the loopback HTTP API and writes node.json.
+func (n *Node) serveAPI() error {
+	host, _, err := net.SplitHostPort(n.cfg.API)
+	if err != nil {
+		return fmt.Errorf("--api %q: %v", n.cfg.API, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("--api %q: the API listens on loopback only (127.0.0.1 or ::1)", n.cfg.API)
+	}
+	l, err := net.Listen("tcp", n.cfg.API)
+	if err != nil {
+		return fmt.Errorf("API: %w", err)
+	}
+	var tok [32]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return err
+	}
+	n.info = Info{API: "http://" + l.Addr().String(), Token: hex.EncodeToString(tok[:]), PeerID: n.host.ID().String()}
+	for _, a := range n.host.Addrs() {
+		n.info.Addrs = append(n.info.Addrs, a.String()+"/p2p/"+n.host.ID().String())
+	}
+	n.api = &http.Server{Handler: n.routes(), ReadHeaderTimeout: 10 * time.Second}
+	n.wg.Go(func() {
+		if err := n.api.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("API stopped", "err", err)
+		}
+	})
+	data, err := json.MarshalIndent(n.info, "", "  ")
+	if err != nil {
+		return err
+	}
+	return capsule.WriteFileAtomic(filepath.Join(n.home, InfoFile), append(data, '\n'), 0o600)
+}

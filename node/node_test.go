@@ -1,0 +1,175 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+)
+
+// startNode runs a node on 127.0.0.1 with a fresh home.
+func startNode(t *testing.T, home string) *Node {
+	t.Helper()
+	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// pair makes a and b allow each other, with b's addresses known to a.
+func pair(t *testing.T, a, b *Node) {
+	t.Helper()
+	if err := a.peers.Add(Peer{ID: b.info.PeerID, Name: "b", Addrs: hostAddrs(b)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.peers.Add(Peer{ID: a.info.PeerID, Name: "a", Addrs: hostAddrs(a)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hostAddrs(n *Node) []string {
+	var out []string
+	for _, a := range n.host.Addrs() {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// sharedCapsule makes one capsule and imports it into every node.
+func sharedCapsule(t *testing.T, nodes ...*Node) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "agent")
+	c, err := capsule.New(dir, "shared", nodes[0].info.PeerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for _, n := range nodes {
+		if _, _, err := n.store.Import(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c.ID()
+}
+
+func appendN(t *testing.T, n *Node, agent string, count int) {
+	t.Helper()
+	var drafts []journal.Draft
+	for i := 0; i < count; i++ {
+		body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": fmt.Sprint(n.info.PeerID[len(n.info.PeerID)-4:], " ", i)}}})
+		drafts = append(drafts, journal.Draft{Type: "message", Session: "s", Body: body})
+	}
+	if _, err := n.store.Append(context.Background(), agent, n.id, drafts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// converged waits until every node holds the same vector for agent.
+func converged(t *testing.T, agent string, want int, nodes ...*Node) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var first journal.Vector
+		same := true
+		for i, n := range nodes {
+			v, err := n.store.Vector(agent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, _ := n.store.Events(agent, "")
+			if i == 0 {
+				first = v
+			}
+			if len(evs) != want || !vectorsEqual(first, v) {
+				same = false
+			}
+		}
+		if same {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, n := range nodes {
+				evs, _ := n.store.Events(agent, "")
+				t.Logf("%s holds %d events", n.info.PeerID, len(evs))
+			}
+			t.Fatalf("nodes did not converge on %d events", want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestTwoNodesConvergeAfterConcurrentAppends(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	pair(t, a, b)
+	agent := sharedCapsule(t, a, b)
+	appendN(t, a, agent, 20)
+	appendN(t, b, agent, 15)
+	converged(t, agent, 35, a, b)
+	for _, n := range []*Node{a, b} {
+		rep, err := capsule.Verify(filepath.Join(n.home, CapsulesDir, agent), capsule.VerifyOptions{})
+		if err != nil || !rep.OK() {
+			t.Fatalf("capsule on %s: %v %+v", n.info.PeerID, err, rep)
+		}
+	}
+}
+
+func TestThreeNodesConverge(t *testing.T) {
+	a, b, c := startNode(t, t.TempDir()), startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	pair(t, a, b)
+	pair(t, b, c)
+	pair(t, a, c)
+	agent := sharedCapsule(t, a, b, c)
+	appendN(t, a, agent, 5)
+	appendN(t, b, agent, 6)
+	appendN(t, c, agent, 7)
+	converged(t, agent, 18, a, b, c)
+}
+
+func TestANodeThatWasOfflineCatchesUpWhenItComesBack(t *testing.T) {
+	homeB := t.TempDir()
+	a := startNode(t, t.TempDir())
+	b, err := Start(homeB, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair(t, a, b)
+	agent := sharedCapsule(t, a, b)
+	appendN(t, a, agent, 3)
+	converged(t, agent, 3, a, b)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(homeB, InfoFile)); err == nil {
+		t.Fatal("node.json outlived the node")
+	}
+	appendN(t, a, agent, 1000) // b is away
+	b = startNode(t, homeB)    // same home, same key, new port
+	if err := a.peers.Add(Peer{ID: b.info.PeerID, Addrs: hostAddrs(b)}); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, agent, 1003, a, b)
+}
+
+func TestNodeJSONSaysWhereTheAPIIs(t *testing.T) {
+	home := t.TempDir()
+	n := startNode(t, home)
+	data, err := os.ReadFile(filepath.Join(home, InfoFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info Info
+	if err := json.Unmarshal(data, &info); err != nil || info.Token == "" || info.PeerID != n.host.ID().String() {
+		t.Fatalf("node.json = %s (%v)", data, err)
+	}
+	if st, _ := os.Stat(filepath.Join(home, InfoFile)); st.Mode().Perm() != 0o600 {
+		t.Fatalf("node.json mode %v", st.Mode())
+	}
+}

@@ -1,0 +1,219 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/protocol"
+)
+
+// CapsulesDir is the folder of the capsules a node holds, inside
+// $TERN_HOME, one folder per agent id.
+const CapsulesDir = "capsules"
+
+// Store holds a node's capsules: $TERN_HOME/capsules/<agent id>/. Each
+// capsule is opened for writing once and kept open, so its journal has a
+// single writer. It implements protocol.Journals: every capsule is shared
+// with every paired peer. Safe for concurrent use.
+type Store struct {
+	dir string
+	log *slog.Logger
+
+	mu   sync.Mutex
+	open map[string]*capsule.Dir
+}
+
+var _ protocol.Journals = (*Store)(nil)
+
+// OpenStore opens (creating) the capsule store in home.
+func OpenStore(home string, log *slog.Logger) (*Store, error) {
+	dir := filepath.Join(home, CapsulesDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Store{dir: dir, log: log, open: map[string]*capsule.Dir{}}, nil
+}
+
+// List returns the ids of the capsules held, sorted.
+func (s *Store) List() ([]string, error) {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && capsule.ValidAgentID(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	sort.Strings(ids)
+	return ids, nil
+}
+
+// get returns the open capsule of agent id. s.mu held.
+func (s *Store) get(id string) (*capsule.Dir, error) {
+	if d, ok := s.open[id]; ok {
+		return d, nil
+	}
+	if !capsule.ValidAgentID(id) {
+		return nil, fmt.Errorf("%q is not an agent id", id)
+	}
+	path := filepath.Join(s.dir, id)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("agent %s: %w", id, ErrUnknownAgent)
+	}
+	d, err := capsule.OpenDir(path, s.log)
+	if err != nil {
+		return nil, err
+	}
+	s.open[id] = d
+	return d, nil
+}
+
+// ErrUnknownAgent means the node holds no capsule of that agent.
+var ErrUnknownAgent = errors.New("this node holds no capsule of that agent")
+
+// Events returns the agent's events, for any paired peer.
+func (s *Store) Events(agent, _ string) ([]*journal.Event, error) {
+	s.mu.Lock()
+	d, err := s.get(agent)
+	s.mu.Unlock()
+	if errors.Is(err, ErrUnknownAgent) {
+		return nil, fmt.Errorf("%w: %v", protocol.ErrNotShared, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d.Events()
+}
+
+// Add stores events a peer sent, durably.
+func (s *Store) Add(ctx context.Context, agent, peer string, events []*journal.Event) error {
+	s.mu.Lock()
+	d, err := s.get(agent)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	added, err := d.AddEvents(ctx, events)
+	if len(added) > 0 {
+		s.log.Info("received events", "agent", agent, "peer", peer, "events", len(added))
+	}
+	return err
+}
+
+// Append appends drafts to the agent's journal as events signed by s.
+func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer, drafts []journal.Draft) ([]*journal.Event, error) {
+	s.mu.Lock()
+	d, err := s.get(agent)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return d.Append(ctx, signer, 0, drafts...)
+}
+
+// Vector returns the agent's version vector.
+func (s *Store) Vector(agent string) (journal.Vector, error) {
+	evs, err := s.Events(agent, "")
+	if err != nil {
+		return nil, err
+	}
+	return journal.VectorOf(evs), nil
+}
+
+// Import takes a capsule tar or folder into the store. A capsule the store
+// does not hold is unpacked (verified) under its id; one it holds is merged
+// with it, as a set union, and replaces it. It returns the agent id and
+// whether it merged.
+func (s *Store) Import(path string) (string, bool, error) {
+	src, err := capsule.Open(path)
+	if err != nil {
+		return "", false, err
+	}
+	defer src.Close()
+	id := src.ID()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	final := filepath.Join(s.dir, id)
+	tmp, err := os.MkdirTemp(s.dir, ".import-*")
+	if err != nil {
+		return "", false, err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := os.Stat(final); errors.Is(err, fs.ErrNotExist) {
+		tarPath := path
+		if st, err := os.Stat(path); err == nil && st.IsDir() {
+			tarPath = filepath.Join(tmp, "in.tar")
+			if err := capsule.PackFile(src, tarPath, capsule.PackOptions{}); err != nil {
+				return "", false, err
+			}
+		}
+		if err := capsule.Unpack(tarPath, final, capsule.Limits{}); err != nil {
+			return "", false, err
+		}
+		return id, false, nil
+	}
+	// Merge with the held copy, then swap folders.
+	if d, ok := s.open[id]; ok {
+		d.Close()
+		delete(s.open, id)
+	}
+	held, err := capsule.Open(final)
+	if err != nil {
+		return "", false, err
+	}
+	merged := filepath.Join(tmp, "merged")
+	_, err = capsule.Merge(held, src, merged)
+	held.Close()
+	if err != nil {
+		return "", false, err
+	}
+	old := filepath.Join(tmp, "old")
+	if err := os.Rename(final, old); err != nil {
+		return "", false, err
+	}
+	if err := os.Rename(merged, final); err != nil {
+		os.Rename(old, final) // put the held copy back
+		return "", false, err
+	}
+	return id, true, nil
+}
+
+// Export packs the agent's capsule to out.
+func (s *Store) Export(agent, out string) error {
+	s.mu.Lock()
+	d, err := s.get(agent)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c, err := capsule.Open(filepath.Join(s.dir, agent))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = d // held open so that no other writer appends meanwhile
+	return capsule.PackFile(c, out, capsule.PackOptions{})
+}
+
+// Close closes every open capsule.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for id, d := range s.open {
+		errs = append(errs, d.Close())
+		delete(s.open, id)
+	}
+	return errors.Join(errs...)
+}
