@@ -20,7 +20,8 @@ func capsuleCmd(e *env) *cobra.Command {
 		RunE:  showHelp,
 	}
 	c.AddCommand(capsuleNewCmd(e), capsuleInspectCmd(e), capsuleVerifyCmd(e), capsulePackCmd(e),
-		capsuleUnpackCmd(e), capsuleMergeCmd(e), capsuleSnapshotCmd(e), capsuleMaterializeCmd(e), capsuleAcceptCmd(e))
+		capsuleUnpackCmd(e), capsuleMergeCmd(e), capsuleSnapshotCmd(e), capsuleMaterializeCmd(e), capsuleAcceptCmd(e),
+		capsuleImportCmd(e), capsuleExportCmd(e), capsuleListCmd(e))
 	return c
 }
 

@@ -3,9 +3,12 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"unicode/utf8"
@@ -33,11 +36,12 @@ func journalCmd(e *env) *cobra.Command {
 func journalAppendCmd(e *env) *cobra.Command {
 	var file string
 	c := &cobra.Command{
-		Use:   "append DIR [--file F|-]",
+		Use:   "append DIR|AGENT-ID [--file F|-]",
 		Short: "Append draft events {type, session, turn, body}, one JSON object per line; prints each new event id",
 		Long: "Reads draft events, one JSON object per line, from --file or standard input, and appends\n" +
 			"them to the capsule's journal as events signed by this machine, all or nothing. Every\n" +
-			"line is checked before anything is written.",
+			"line is checked before anything is written. Given an agent id instead of a folder, it\n" +
+			"appends to the running node's copy of that capsule (which then syncs it to its peers).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var in io.Reader = e.stdin
@@ -56,6 +60,9 @@ func journalAppendCmd(e *env) *cobra.Command {
 			}
 			if len(drafts) == 0 {
 				return fmt.Errorf("journal append: %s holds no draft events", name)
+			}
+			if _, err := os.Stat(args[0]); err != nil && capsule.ValidAgentID(args[0]) {
+				return e.appendThroughNode(cmd.Context(), args[0], drafts)
 			}
 			id, err := e.identity()
 			if err != nil {
@@ -193,4 +200,30 @@ func summary(ev *journal.Event) string {
 		s = string([]rune(s)[:79]) + "…"
 	}
 	return s
+}
+
+// appendThroughNode appends drafts to the running node's copy of agent.
+func (e *env) appendThroughNode(ctx context.Context, agent string, drafts []journal.Draft) error {
+	cl, err := e.client()
+	if err != nil {
+		return err
+	}
+	var body bytes.Buffer
+	for _, d := range drafts {
+		b, err := json.Marshal(d)
+		if err != nil {
+			return err
+		}
+		body.Write(append(b, '\n'))
+	}
+	var res struct {
+		IDs []string `json:"ids"`
+	}
+	if err := cl.Do(ctx, http.MethodPost, "/v1/capsules/"+url.PathEscape(agent)+"/events", &body, &res); err != nil {
+		return err
+	}
+	for _, id := range res.IDs {
+		fmt.Fprintln(e.stdout, id)
+	}
+	return nil
 }

@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/node"
+)
+
+func nodeCmd(e *env) *cobra.Command {
+	var cfg node.Config
+	c := &cobra.Command{
+		Use:   "node [--listen MULTIADDR]... [--api HOST:PORT]",
+		Short: "Run this machine's tern node until interrupted",
+		Long: "Runs the node: a libp2p host that only paired peers can reach, syncing every capsule it\n" +
+			"holds with them, and a loopback API (its address and token in $TERN_HOME/node.json).\n" +
+			"SIGINT or SIGTERM stops it cleanly.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			home, err := node.Home()
+			if err != nil {
+				return err
+			}
+			n, err := node.Start(home, cfg, e.log)
+			if err != nil {
+				return err
+			}
+			info := n.Info()
+			fmt.Fprintf(e.stdout, "peer %s\napi  %s\n", info.PeerID, info.API)
+			for _, a := range info.Addrs {
+				fmt.Fprintf(e.stdout, "addr %s\n", a)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			<-ctx.Done()
+			e.log.Info("stopping")
+			return n.Close()
+		},
+	}
+	c.Flags().StringArrayVar(&cfg.Listen, "listen", nil, "multiaddr to listen on (repeatable; default TCP and QUIC on every interface, free ports)")
+	c.Flags().StringVar(&cfg.API, "api", "127.0.0.1:0", "loopback host:port of the HTTP API (port 0: a free one)")
+	c.Flags().BoolVar(&cfg.NoMDNS, "no-mdns", false, "do not look for peers on the LAN")
+	c.Flags().BoolVar(&cfg.NAT, "nat", false, "enable AutoNAT, port mapping and hole punching")
+	c.Flags().DurationVar(&cfg.SyncInterval, "sync-interval", 30*time.Second, "how often to compare journals with every connected peer")
+	return c
+}
+
+// client finds the running node of $TERN_HOME.
+func (e *env) client() (*node.Client, error) {
+	home, err := node.Home()
+	if err != nil {
+		return nil, err
+	}
+	return node.Dial(home)
+}
+
+func peerCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "peer", Short: "Pair and unpair machines (only paired peers can connect)", Args: cobra.NoArgs, RunE: showHelp}
+	var name string
+	add := &cobra.Command{
+		Use:   "add PEERID [ADDR...] [--name N]",
+		Short: "Pair a machine, optionally with addresses to dial it at",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.editPeers(cmd.Context(), func(p *node.Peers) error {
+				return p.Add(node.Peer{ID: args[0], Name: name, Addrs: args[1:]})
+			})
+		},
+	}
+	add.Flags().StringVar(&name, "name", "", "a name for people")
+	remove := &cobra.Command{
+		Use:   "remove PEERID",
+		Short: "Unpair a machine; a running node drops its connections at once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.editPeers(cmd.Context(), func(p *node.Peers) error {
+				ok, err := p.Remove(args[0])
+				if err == nil && !ok {
+					err = fmt.Errorf("peer %s is not paired", args[0])
+				}
+				return err
+			})
+		},
+	}
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List paired machines",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			home, err := node.Home()
+			if err != nil {
+				return err
+			}
+			p, err := node.LoadPeers(home)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(e.stdout).Encode(p.List())
+			}
+			for _, x := range p.List() {
+				fmt.Fprintf(e.stdout, "%s\t%s\t%v\n", x.ID, x.Name, x.Addrs)
+			}
+			return nil
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.AddCommand(add, remove, list)
+	return c
+}
+
+// editPeers changes peers.json and tells a running node to reload it.
+func (e *env) editPeers(ctx context.Context, edit func(*node.Peers) error) error {
+	home, err := node.Home()
+	if err != nil {
+		return err
+	}
+	p, err := node.LoadPeers(home)
+	if err != nil {
+		return err
+	}
+	if err := edit(p); err != nil {
+		return err
+	}
+	cl, err := node.Dial(home)
+	if errors.Is(err, node.ErrNotRunning) {
+		return nil // the node reads the file when it starts
+	}
+	if err != nil {
+		return err
+	}
+	if err := cl.Do(ctx, http.MethodPost, "/v1/peers/reload", nil, nil); err != nil && !errors.Is(err, node.ErrNotRunning) {
+		return fmt.Errorf("peers.json is saved, but the running node did not reload it: %w", err)
+	}
+	return nil
+}
+
+func statusCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Show the running node: peer ID, addresses, peers, capsules and their journals",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			var st node.Status
+			if err := cl.Do(cmd.Context(), http.MethodGet, "/v1/status", nil, &st); err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(e.stdout).Encode(st)
+			}
+			w := e.stdout
+			fmt.Fprintf(w, "peer   %s\napi    %s\n", st.PeerID, st.API)
+			for _, a := range st.Addrs {
+				fmt.Fprintf(w, "addr   %s\n", a)
+			}
+			for _, p := range st.Peers {
+				state := "not connected"
+				if p.Connected {
+					state = "connected"
+				}
+				fmt.Fprintf(w, "paired %s %s (%s)\n", p.ID, p.Name, state)
+			}
+			for _, c := range st.Capsules {
+				fmt.Fprintf(w, "agent  %s: %d events from %d machines\n", c.ID, c.Events, len(c.Vector))
+				for _, f := range c.Forks {
+					fmt.Fprintf(w, "       FORK machine %s seq %d; %d events quarantined\n", f.Machine, f.Seq, c.Quarantined)
+				}
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	return c
+}
+
+func capsuleImportCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "import FILE.tar|DIR",
+		Short: "Give a capsule to the running node (merged if it holds it already); prints the agent id",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			path := args[0]
+			if st, err := os.Stat(path); err != nil {
+				return err
+			} else if st.IsDir() {
+				c, err := capsule.Open(path)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				tmp, err := os.MkdirTemp("", "tern-import-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(tmp)
+				path = filepath.Join(tmp, "capsule.tar")
+				if err := capsule.PackFile(c, path, capsule.PackOptions{}); err != nil {
+					return err
+				}
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			var res struct {
+				ID     string `json:"id"`
+				Merged bool   `json:"merged"`
+			}
+			if err := cl.Do(cmd.Context(), http.MethodPost, "/v1/capsules", f, &res); err != nil {
+				return err
+			}
+			fmt.Fprintln(e.stdout, res.ID)
+			return nil
+		},
+	}
+}
+
+func capsuleExportCmd(e *env) *cobra.Command {
+	var out string
+	c := &cobra.Command{
+		Use:   "export ID -o FILE.tar",
+		Short: "Write the running node's copy of a capsule as a tar",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return fmt.Errorf("capsule export: -o FILE.tar is required")
+			}
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Raw(cmd.Context(), http.MethodGet, "/v1/capsules/"+url.PathEscape(args[0])+"/export", nil)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			abs, err := filepath.Abs(out)
+			if err != nil {
+				return err
+			}
+			if err := writeAtomicFrom(abs, resp.Body); err != nil {
+				return err
+			}
+			rep, err := capsule.Verify(abs, capsule.VerifyOptions{})
+			if err != nil {
+				return err
+			}
+			if !rep.OK() {
+				os.Remove(abs)
+				return checkFailed("the exported tar does not verify: %v", rep.Problems[0])
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&out, "output", "o", "", "the tar file to write")
+	return c
+}
+
+// writeAtomicFrom writes r to path through a temporary file and a rename.
+func writeAtomicFrom(path string, r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	return capsule.WriteFileAtomic(path, data, 0o644)
+}
+
+func capsuleListCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List the capsules the running node holds",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			var list []node.CapsuleStatus
+			if err := cl.Do(cmd.Context(), http.MethodGet, "/v1/capsules", nil, &list); err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(e.stdout).Encode(list)
+			}
+			for _, c := range list {
+				fmt.Fprintf(e.stdout, "%s\t%d events\n", c.ID, c.Events)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func syncCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "sync", Short: "Watch capsules sync between nodes", Args: cobra.NoArgs, RunE: showHelp}
+	var peerID string
+	var timeout time.Duration
+	wait := &cobra.Command{
+		Use:   "wait ID --peer PEERID [--timeout DUR]",
+		Short: "Wait until a peer holds the same events of a capsule; exit 1 at the timeout",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if peerID == "" {
+				return fmt.Errorf("sync wait: --peer is required")
+			}
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			path := "/v1/capsules/" + url.PathEscape(args[0]) + "/sync?peer=" + url.QueryEscape(peerID)
+			for {
+				var st node.SyncState
+				err := cl.Do(ctx, http.MethodGet, path, nil, &st)
+				switch {
+				case err == nil && st.InSync:
+					fmt.Fprintf(e.stdout, "in sync: %d machines\n", len(st.Ours))
+					return nil
+				case err != nil && ctx.Err() == nil:
+					return err
+				}
+				select {
+				case <-ctx.Done():
+					return checkFailed("sync wait: %s does not hold the same events after %s", peerID, timeout)
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		},
+	}
+	wait.Flags().StringVar(&peerID, "peer", "", "the peer that must hold the same events")
+	wait.Flags().DurationVar(&timeout, "timeout", time.Minute, "give up after this long (exit 1)")
+	c.AddCommand(wait)
+	return c
+}

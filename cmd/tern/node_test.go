@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tern-dev/tern/node"
+)
+
+// runNode starts a node for home on 127.0.0.1, in-process, as tern node would.
+func runNode(t *testing.T, home string) *node.Node {
+	t.Helper()
+	n, err := node.Start(home, node.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func TestTwoNodesSyncACapsuleThroughTheCLI(t *testing.T) {
+	homeA, homeB := t.TempDir(), t.TempDir()
+	a, b := runNode(t, homeA), runNode(t, homeB)
+	ia, ib := a.Info(), b.Info()
+	mustTern(t, homeA, "", "peer", "add", ib.PeerID, ib.Addrs[0], "--name", "desktop")
+	mustTern(t, homeB, "", "peer", "add", ia.PeerID, ia.Addrs[0], "--name", "laptop")
+	if out := mustTern(t, homeA, "", "peer", "list"); !strings.Contains(out, "desktop") {
+		t.Fatalf("peer list: %s", out)
+	}
+
+	dir := newAgent(t, homeA)
+	tarPath := filepath.Join(t.TempDir(), "a.tar")
+	mustTern(t, homeA, "", "capsule", "pack", dir, "-o", tarPath)
+	id := strings.TrimSpace(mustTern(t, homeA, "", "capsule", "import", tarPath))
+	if id2 := strings.TrimSpace(mustTern(t, homeB, "", "capsule", "import", dir)); id2 != id {
+		t.Fatalf("imported ids %s and %s", id, id2)
+	}
+	mustTern(t, homeA, conversation, "journal", "append", id)
+	mustTern(t, homeB, conversation, "journal", "append", id)
+	mustTern(t, homeA, "", "sync", "wait", id, "--peer", ib.PeerID, "--timeout", "20s")
+
+	var st node.Status
+	if err := json.Unmarshal([]byte(mustTern(t, homeB, "", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Capsules) != 1 || st.Capsules[0].Events != 7 || len(st.Peers) != 1 {
+		t.Fatalf("status of b: %+v", st)
+	}
+	out := filepath.Join(t.TempDir(), "b.tar")
+	mustTern(t, homeB, "", "capsule", "export", id, "-o", out)
+	if v := mustTern(t, homeB, "", "capsule", "verify", out); !strings.Contains(v, "7 events") {
+		t.Fatalf("verify of b's export: %s", v)
+	}
+	if l := mustTern(t, homeB, "", "capsule", "list"); !strings.Contains(l, id) {
+		t.Fatalf("capsule list: %s", l)
+	}
+}
+
+func TestNodeCommandsWithoutANodeSayHowToStartOne(t *testing.T) {
+	code, _, errs := tern(t, t.TempDir(), "", "status")
+	if code != 2 || !strings.Contains(errs, "tern node") {
+		t.Fatalf("exit %d, %q", code, errs)
+	}
+}
+
+func TestSyncWaitTimesOutWithExitOne(t *testing.T) {
+	home := t.TempDir()
+	runNode(t, home)
+	dir := newAgent(t, home)
+	id := strings.TrimSpace(mustTern(t, home, "", "capsule", "import", dir))
+	code, _, _ := tern(t, home, "", "sync", "wait", id, "--peer", "12D3KooWRBy97UB99e3J6hiPesre1MZeuNQvfan4gBziswrRJsNK", "--timeout", "300ms")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+}
