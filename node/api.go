@@ -190,7 +190,7 @@ func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, err)
 		return
 	}
-	evs, err := n.store.Append(r.Context(), r.PathValue("id"), n.id, drafts)
+	evs, err := n.Append(r.Context(), r.PathValue("id"), drafts)
 	if err != nil {
 		httpError(w, statusOf(err), err)
 		return
@@ -198,9 +198,6 @@ func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
 	ids := make([]string, len(evs))
 	for i, e := range evs {
 		ids[i] = e.ID
-	}
-	for _, p := range n.host.Network().Peers() {
-		n.goSync(p)
 	}
 	writeJSON(w, map[string]any{"ids": ids})
 }

@@ -233,6 +233,31 @@ func (n *Node) recordSynced(p peer.ID, agent string) {
 	n.synced[p][agent] = v
 }
 
+// Append appends drafts to the agent's journal as events signed by this
+// node, durably, and pushes them to every connected peer at once.
+func (n *Node) Append(ctx context.Context, agent string, drafts []journal.Draft) ([]*journal.Event, error) {
+	evs, err := n.store.Append(ctx, agent, n.id, drafts)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range n.host.Network().Peers() {
+		n.goSync(p)
+	}
+	return evs, nil
+}
+
+// Pair adds p to the allowlist and dials it at once if it has addresses.
+func (n *Node) Pair(p Peer) error {
+	if err := n.peers.Add(p); err != nil {
+		return err
+	}
+	n.wg.Go(n.dialPeers)
+	return nil
+}
+
+// Peers returns the node's allowlist; changes take effect at once.
+func (n *Node) Peers() *Peers { return n.peers }
+
 // Store returns the node's capsule store.
 func (n *Node) Store() *Store { return n.store }
 
