@@ -32,7 +32,10 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/capsules/{id}/events", n.handleAppend)
 	mux.HandleFunc("GET /v1/capsules/{id}/sync", n.handleSyncState)
 	mux.HandleFunc("POST /v1/peers/reload", n.handleReloadPeers)
-	return n.auth(mux)
+	root := http.NewServeMux()
+	root.Handle("GET /metrics", n.stats.handler()) // loopback only, no secrets: no token, as Prometheus expects
+	root.Handle("/", n.auth(mux))
+	return root
 }
 
 func (n *Node) auth(next http.Handler) http.Handler {

@@ -64,6 +64,7 @@ type Node struct {
 	host  host.Host
 	api   *http.Server
 	info  Info
+	stats *metrics
 
 	mu     sync.Mutex
 	synced map[peer.ID]map[string]journal.Vector // the vector both sides held after the last good exchange
@@ -120,6 +121,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{home: home, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
 		synced: map[peer.ID]map[string]journal.Vector{}, ctx: ctx, cancel: cancel}
+	n.stats = newMetrics(n)
 	protocol.HandleSync(h, store, log)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
 		n.goSync(c.RemotePeer())
@@ -210,7 +212,9 @@ func (n *Node) SyncPeer(ctx context.Context, p peer.ID) {
 		return
 	}
 	for _, id := range ids {
-		if _, err := protocol.Sync(ctx, n.host, p, id, n.store); err != nil {
+		st, err := protocol.Sync(ctx, n.host, p, id, n.store)
+		n.stats.observe(st, err)
+		if err != nil {
 			n.log.Debug("sync", "peer", p, "agent", id, "err", err)
 			continue
 		}

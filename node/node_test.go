@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"os"
 	"path/filepath"
 	"testing"
@@ -171,5 +174,33 @@ func TestNodeJSONSaysWhereTheAPIIs(t *testing.T) {
 	}
 	if st, _ := os.Stat(filepath.Join(home, InfoFile)); st.Mode().Perm() != 0o600 {
 		t.Fatalf("node.json mode %v", st.Mode())
+	}
+}
+
+func TestTheAPINeedsTheTokenButMetricsDoNot(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	resp, err := http.Get(n.info.API + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("status without a token: %d", resp.StatusCode)
+	}
+	resp, err = http.Get(n.info.API + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "tern_peers_connected") {
+		t.Fatalf("metrics: %d %.200s", resp.StatusCode, body)
+	}
+}
+
+func TestTheAPIListensOnLoopbackOnly(t *testing.T) {
+	_, err := Start(t.TempDir(), Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, API: "0.0.0.0:0"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("a public API address was accepted: %v", err)
 	}
 }
