@@ -1,7 +1,10 @@
 package protocol
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"io"
 	"log/slog"
 	"testing"
 
@@ -52,5 +55,51 @@ func TestSyncOfAnAgentThePeerDoesNotShareFails(t *testing.T) {
 	connect(t, ha, hb)
 	if _, err := Sync(context.Background(), ha, hb.ID(), agent, a); err == nil {
 		t.Fatal("sync of an unshared agent succeeded")
+	}
+}
+
+func TestAMalformedOrOversizedFrameResetsTheStreamAndTheNodeKeepsServing(t *testing.T) {
+	server, attacker, honest := newHost(t), newHost(t), newHost(t)
+	b := newMem(agent)
+	newWriter(t).append(t, b, 5)
+	HandleSync(server, b, slog.New(slog.DiscardHandler))
+	connect(t, attacker, server)
+	connect(t, honest, server)
+
+	for name, frame := range map[string][]byte{
+		"an oversized frame": binary.AppendUvarint(nil, MaxSyncFrame+1),
+		"a hello that is not JSON": func() []byte {
+			var buf bytes.Buffer
+			WriteFrame(&buf, append([]byte{tagHello}, "{{{"...))
+			return buf.Bytes()
+		}(),
+		"an unknown tag": func() []byte {
+			var buf bytes.Buffer
+			WriteFrame(&buf, []byte("Zzz"))
+			return buf.Bytes()
+		}(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := attacker.NewStream(context.Background(), server.ID(), SyncID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Write(frame)
+			s.CloseWrite()
+			buf := make([]byte, 16)
+			_, err = io.ReadFull(s, buf)
+			if err == nil {
+				t.Fatal("the server answered a malformed stream")
+			}
+			s.Reset()
+		})
+	}
+	// The server still serves an honest peer.
+	a := newMem(agent)
+	if _, err := Sync(context.Background(), honest, server.ID(), agent, a); err != nil {
+		t.Fatalf("honest sync after the attacks: %v", err)
+	}
+	if a.ids(agent) != b.ids(agent) {
+		t.Fatal("the honest peer did not get the events")
 	}
 }
