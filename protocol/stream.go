@@ -86,3 +86,61 @@ func Sync(ctx context.Context, h host.Host, p peer.ID, agent string, j Journals)
 	}
 	return stats, s.Close()
 }
+
+// BlobTimeout bounds one blob stream; a large blob that needs longer is
+// resumed on a new stream.
+const BlobTimeout = 10 * time.Minute
+
+// MaxBlobStreams bounds how many blob streams a node serves at once.
+const MaxBlobStreams = 8
+
+// HandleBlob serves /tern/blob/1.0.0 on h from src, at most MaxBlobStreams
+// at a time (more are reset, and their peers retry).
+func HandleBlob(h host.Host, src BlobSource, log *slog.Logger) {
+	slots := make(chan struct{}, MaxBlobStreams)
+	h.SetStreamHandler(BlobID, func(s network.Stream) {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		default:
+			s.Reset()
+			return
+		}
+		if err := s.Scope().ReserveMemory(2*maxBlobFrame, network.ReservationPriorityLow); err != nil {
+			s.Reset()
+			return
+		}
+		defer s.Scope().ReleaseMemory(2 * maxBlobFrame)
+		_ = s.SetDeadline(time.Now().Add(BlobTimeout))
+		if err := ServeBlob(s, src); err != nil {
+			log.Debug("blob request failed", "peer", s.Conn().RemotePeer(), "err", err)
+			s.Reset()
+			return
+		}
+		s.Close()
+	})
+}
+
+// Fetch fetches one blob from p into the partial file (see FetchBlob).
+func Fetch(ctx context.Context, h host.Host, p peer.ID, sha256Hex, partial string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, BlobTimeout)
+	defer cancel()
+	s, err := h.NewStream(ctx, p, BlobID)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.Scope().ReserveMemory(2*maxBlobFrame, network.ReservationPriorityLow); err != nil {
+		s.Reset()
+		return 0, err
+	}
+	defer s.Scope().ReleaseMemory(2 * maxBlobFrame)
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	n, err := FetchBlob(s, sha256Hex, partial)
+	if err != nil {
+		s.Reset()
+		return n, err
+	}
+	return n, s.Close()
+}

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/libp2p/go-libp2p"
@@ -101,5 +103,20 @@ func TestAMalformedOrOversizedFrameResetsTheStreamAndTheNodeKeepsServing(t *test
 	}
 	if a.ids(agent) != b.ids(agent) {
 		t.Fatal("the honest peer did not get the events")
+	}
+}
+
+func TestABlobCrossesBetweenTwoRealHosts(t *testing.T) {
+	server, client := newHost(t), newHost(t)
+	blob, h := randomBlob(5*BlobChunk + 7)
+	HandleBlob(server, memBlobs{h: blob}, slog.New(slog.DiscardHandler))
+	connect(t, client, server)
+	partial := filepath.Join(t.TempDir(), "p")
+	n, err := Fetch(context.Background(), client, server.ID(), h, partial)
+	if err != nil || n != int64(len(blob)) {
+		t.Fatalf("fetch: %d %v", n, err)
+	}
+	if got, _ := os.ReadFile(partial); !bytes.Equal(got, blob) {
+		t.Fatal("content differs")
 	}
 }

@@ -1,0 +1,167 @@
+package protocol
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// memBlobs serves blobs from memory.
+type memBlobs map[string][]byte
+
+type nopSeekCloser struct{ *bytes.Reader }
+
+func (nopSeekCloser) Close() error { return nil }
+
+func (m memBlobs) OpenBlob(h string) (io.ReadSeekCloser, int64, error) {
+	b, ok := m[h]
+	if !ok {
+		return nil, 0, fmt.Errorf("blob %s: %w", h, ErrNoBlob)
+	}
+	return nopSeekCloser{bytes.NewReader(b)}, int64(len(b)), nil
+}
+
+func randomBlob(n int) ([]byte, string) {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(uint64(n), 9))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	s := sha256.Sum256(b)
+	return b, hex.EncodeToString(s[:])
+}
+
+// cutAfter is a connection that fails once n bytes have been read from it.
+type cutAfter struct {
+	net.Conn
+	n int
+}
+
+func (c *cutAfter) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	if len(p) > c.n {
+		p = p[:c.n]
+	}
+	k, err := c.Conn.Read(p)
+	c.n -= k
+	return k, err
+}
+
+// corrupting flips one byte of the server's output at a given offset.
+type corrupting struct {
+	net.Conn
+	at, seen int
+}
+
+func (c *corrupting) Write(p []byte) (int, error) {
+	if c.at >= c.seen && c.at < c.seen+len(p) {
+		p = bytes.Clone(p)
+		p[c.at-c.seen] ^= 0xff
+	}
+	c.seen += len(p)
+	return c.Conn.Write(p)
+}
+
+// fetch runs one transfer; wrap lets a test break the client's or server's side.
+func fetch(t *testing.T, src BlobSource, h, partial string, client func(net.Conn) net.Conn, server func(net.Conn) net.Conn) (int64, error) {
+	t.Helper()
+	cc, sc := net.Pipe()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		ServeBlob(server(sc), src)
+		sc.Close()
+	})
+	n, err := FetchBlob(client(cc), h, partial)
+	cc.Close()
+	wg.Wait()
+	return n, err
+}
+
+func same(c net.Conn) net.Conn { return c }
+
+func TestABlobArrivesWholeAndChecked(t *testing.T) {
+	blob, h := randomBlob(3*BlobChunk + 1234)
+	partial := filepath.Join(t.TempDir(), "p")
+	n, err := fetch(t, memBlobs{h: blob}, h, partial, same, same)
+	if err != nil || n != int64(len(blob)) {
+		t.Fatalf("fetch: %d %v", n, err)
+	}
+	if got, _ := os.ReadFile(partial); !bytes.Equal(got, blob) {
+		t.Fatal("content differs")
+	}
+}
+
+func TestATransferCutInTheMiddleResumesWithoutStartingOver(t *testing.T) {
+	blob, h := randomBlob(8 * BlobChunk)
+	partial := filepath.Join(t.TempDir(), "p")
+	first, err := fetch(t, memBlobs{h: blob}, h, partial, func(c net.Conn) net.Conn { return &cutAfter{Conn: c, n: 5*BlobChunk + 100} }, same)
+	if err == nil {
+		t.Fatal("a cut link went unnoticed")
+	}
+	if first < 4*BlobChunk {
+		t.Fatalf("only %d bytes kept before the cut", first)
+	}
+	second, err := fetch(t, memBlobs{h: blob}, h, partial, same, same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first+second != int64(len(blob)) {
+		t.Fatalf("resumed transfer moved %d + %d bytes for a %d-byte blob: it started over", first, second, len(blob))
+	}
+	if got, _ := os.ReadFile(partial); !bytes.Equal(got, blob) {
+		t.Fatal("content differs after resume")
+	}
+}
+
+func TestACorruptChunkIsRejectedAndFetchedAgain(t *testing.T) {
+	blob, h := randomBlob(6 * BlobChunk)
+	partial := filepath.Join(t.TempDir(), "p")
+	// Corrupt a byte inside the third chunk as the server sends it.
+	at := 2*(3+sha256.Size+BlobChunk) + 200 // past a small header and two frames (3-byte varint each)
+	_, err := fetch(t, memBlobs{h: blob}, h, partial, same, func(c net.Conn) net.Conn { return &corrupting{Conn: c, at: at} })
+	if !errors.Is(err, ErrBadChunk) {
+		t.Fatalf("corrupt chunk: %v", err)
+	}
+	kept, _ := os.Stat(partial)
+	if kept.Size() != 2*BlobChunk {
+		t.Fatalf("kept %d bytes, want the two good chunks", kept.Size())
+	}
+	if _, err := fetch(t, memBlobs{h: blob}, h, partial, same, same); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(partial); !bytes.Equal(got, blob) {
+		t.Fatal("content differs after refetch")
+	}
+}
+
+func TestAPeerThatSendsOtherBytesIsCaughtAtTheEnd(t *testing.T) {
+	blob, h := randomBlob(2 * BlobChunk)
+	other, _ := randomBlob(2*BlobChunk + 1)
+	partial := filepath.Join(t.TempDir(), "p")
+	_, err := fetch(t, memBlobs{h: other[:len(blob)]}, h, partial, same, same)
+	if !errors.Is(err, ErrBlobHash) {
+		t.Fatalf("lying peer: %v", err)
+	}
+	if _, err := os.Stat(partial); err == nil {
+		t.Fatal("the bad partial file was kept")
+	}
+	_ = blob
+}
+
+func TestAMissingBlobIsReported(t *testing.T) {
+	_, h := randomBlob(10)
+	if _, err := fetch(t, memBlobs{}, h, filepath.Join(t.TempDir(), "p"), same, same); !errors.Is(err, ErrNoBlob) {
+		t.Fatalf("missing blob: %v", err)
+	}
+}
