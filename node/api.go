@@ -81,7 +81,8 @@ type CapsuleStatus struct {
 	Events      int            `json:"events"`
 	Vector      journal.Vector `json:"vector"`
 	Forks       []journal.Fork `json:"forks"`
-	Quarantined int            `json:"quarantined"`
+	Quarantined int            `json:"quarantined"` // events of forked or broken chains, kept in the journal
+	Rejected    int            `json:"rejected"`    // lines peers sent that failed their checks (quarantine folder)
 }
 
 // Status reports the node's state.
@@ -105,7 +106,7 @@ func (n *Node) Status() (Status, error) {
 		if forks == nil {
 			forks = []journal.Fork{}
 		}
-		st.Capsules = append(st.Capsules, CapsuleStatus{ID: id, Events: len(evs), Vector: journal.VectorOf(evs), Forks: forks, Quarantined: len(q)})
+		st.Capsules = append(st.Capsules, CapsuleStatus{ID: id, Events: len(evs), Vector: journal.VectorOf(evs), Forks: forks, Quarantined: len(q), Rejected: n.store.quarantine.count(id)})
 	}
 	return st, nil
 }

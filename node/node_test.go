@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/protocol"
 )
 
 // startNode runs a node on 127.0.0.1 with a fresh home.
@@ -202,5 +204,54 @@ func TestTheAPIListensOnLoopbackOnly(t *testing.T) {
 	_, err := Start(t.TempDir(), Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, API: "0.0.0.0:0"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Fatalf("a public API address was accepted: %v", err)
+	}
+}
+
+func TestATamperedEventFromAPeerIsQuarantinedAndShown(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	pair(t, a, b)
+	agent := sharedCapsule(t, a, b)
+	appendN(t, b, agent, 1)
+	evs, _ := b.store.Events(agent, "")
+	bad := bytes.Replace(evs[0].Line(), []byte(`"text":"`), []byte(`"text":"forged `), 1)
+
+	// b plays a peer that lies: it opens a sync stream to a and sends the
+	// tampered line as an event a lacks.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := b.host.NewStream(ctx, a.host.ID(), protocol.SyncID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello, _ := json.Marshal(map[string]any{"agent": agent, "vector": map[string]any{}})
+	protocol.WriteFrame(s, append([]byte{'H'}, hello...))
+	protocol.WriteFrame(s, append([]byte{'E'}, bad...))
+	protocol.WriteFrame(s, []byte(`D{"vector":{}}`))
+	io.Copy(io.Discard, s)
+	s.Close()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := a.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Capsules[0].Rejected == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status does not show the rejected event: %+v", st.Capsules)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	held, _ := a.store.Events(agent, "")
+	for _, e := range held {
+		if bytes.Contains(e.Line(), []byte("forged")) {
+			t.Fatal("the tampered event entered the journal")
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(a.home, QuarantineDir, agent+".jsonl"))
+	if err != nil || !bytes.Contains(data, []byte("forged")) || !bytes.Contains(data, []byte(b.info.PeerID)) {
+		t.Fatalf("quarantine file: %s %v", data, err)
 	}
 }

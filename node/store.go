@@ -25,8 +25,9 @@ const CapsulesDir = "capsules"
 // single writer. It implements protocol.Journals: every capsule is shared
 // with every paired peer. Safe for concurrent use.
 type Store struct {
-	dir string
-	log *slog.Logger
+	dir        string
+	log        *slog.Logger
+	quarantine *quarantine
 
 	mu   sync.Mutex
 	open map[string]*capsule.Dir
@@ -40,7 +41,7 @@ func OpenStore(home string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, log: log, open: map[string]*capsule.Dir{}}, nil
+	return &Store{dir: dir, log: log, open: map[string]*capsule.Dir{}, quarantine: newQuarantine(home)}, nil
 }
 
 // List returns the ids of the capsules held, sorted.
@@ -109,6 +110,15 @@ func (s *Store) Add(ctx context.Context, agent, peer string, events []*journal.E
 		s.log.Info("received events", "agent", agent, "peer", peer, "events", len(added))
 	}
 	return err
+}
+
+// Reject keeps aside an event line a peer sent that failed its checks
+// (protocol.Rejecter), and logs it.
+func (s *Store) Reject(agent, peer string, line []byte, err error) {
+	s.log.Warn("quarantined an event a peer sent", "agent", agent, "peer", peer, "reason", err)
+	if qerr := s.quarantine.add(agent, peer, line, err); qerr != nil {
+		s.log.Error("could not write the quarantine", "agent", agent, "err", qerr)
+	}
 }
 
 // Append appends drafts to the agent's journal as events signed by s.

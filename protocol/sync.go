@@ -52,6 +52,14 @@ type Journals interface {
 	Add(ctx context.Context, agent, peer string, events []*journal.Event) error
 }
 
+// Rejecter is an optional interface of a Journals: it is told of every
+// event a peer sent that did not check (bad signature, bad id, not
+// canonical, …) before the exchange is ended, so that a node can keep it
+// aside and show it rather than only log it.
+type Rejecter interface {
+	Reject(agent, peer string, line []byte, err error)
+}
+
 // SyncStats says what one exchange moved, in events and in frame bytes.
 type SyncStats struct {
 	Sent, Received           int
@@ -162,7 +170,10 @@ func (s *stream) receiveEvents(ctx context.Context, j Journals, agent, peer stri
 		case tagEvent:
 			e, err := journal.ParseLine(payload)
 			if err != nil {
-				return nil, fmt.Errorf("%w: event %d from %s: %v", ErrProtocol, s.stats.Received+1, peer, err)
+				if r, ok := j.(Rejecter); ok {
+					r.Reject(agent, peer, payload, err)
+				}
+				return nil, fmt.Errorf("%w: event %d from %s: %w", ErrProtocol, s.stats.Received+1, peer, err)
 			}
 			s.stats.Received++
 			if batch = append(batch, e); len(batch) == addBatch {

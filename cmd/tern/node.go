@@ -184,6 +184,9 @@ func statusCmd(e *env) *cobra.Command {
 				for _, f := range c.Forks {
 					fmt.Fprintf(w, "       FORK machine %s seq %d; %d events quarantined\n", f.Machine, f.Seq, c.Quarantined)
 				}
+				if c.Rejected > 0 {
+					fmt.Fprintf(w, "       REJECTED %d events from peers that failed their checks (see $TERN_HOME/quarantine/%s.jsonl)\n", c.Rejected, c.ID)
+				}
 			}
 			return nil
 		},
