@@ -66,8 +66,10 @@ type Node struct {
 	info  Info
 	stats *metrics
 
-	mu     sync.Mutex
-	synced map[peer.ID]map[string]journal.Vector // the vector both sides held after the last good exchange
+	mu      sync.Mutex
+	synced  map[peer.ID]map[string]journal.Vector // the vector both sides held after the last good exchange
+	syncing map[peer.ID]bool                      // a sync round with that peer is running
+	again   map[peer.ID]bool                      // and another was asked for meanwhile
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -120,7 +122,8 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{home: home, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
-		synced: map[peer.ID]map[string]journal.Vector{}, ctx: ctx, cancel: cancel}
+		synced: map[peer.ID]map[string]journal.Vector{}, syncing: map[peer.ID]bool{}, again: map[peer.ID]bool{},
+		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)
 	protocol.HandleSync(h, store, log)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
@@ -196,12 +199,34 @@ func (n *Node) dialPeers() {
 	}
 }
 
-// goSync syncs every capsule with p in the background.
+// goSync syncs every capsule with p in the background. At most one round
+// runs per peer; a request that arrives meanwhile runs one more round when
+// it ends, so bursts of appends never pile up streams.
 func (n *Node) goSync(p peer.ID) {
 	if !n.peers.Allowed(p) {
 		return
 	}
-	n.wg.Go(func() { n.SyncPeer(n.ctx, p) })
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.syncing[p] {
+		n.again[p] = true
+		return
+	}
+	n.syncing[p] = true
+	n.wg.Go(func() {
+		for {
+			n.SyncPeer(n.ctx, p)
+			n.mu.Lock()
+			if !n.again[p] || n.ctx.Err() != nil {
+				delete(n.syncing, p)
+				delete(n.again, p)
+				n.mu.Unlock()
+				return
+			}
+			n.again[p] = false
+			n.mu.Unlock()
+		}
+	})
 }
 
 // SyncPeer runs one sync exchange with p for every capsule held.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
@@ -219,6 +221,9 @@ func TestATamperedEventFromAPeerIsQuarantinedAndShown(t *testing.T) {
 	// tampered line as an event a lacks.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if err := b.host.Connect(ctx, peer.AddrInfo{ID: a.host.ID(), Addrs: a.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
 	s, err := b.host.NewStream(ctx, a.host.ID(), protocol.SyncID)
 	if err != nil {
 		t.Fatal(err)

@@ -18,8 +18,10 @@ import (
 const SyncTimeout = 2 * time.Minute
 
 // syncMemory is reserved in a stream's resource scope while it syncs: the
-// largest frame plus the read buffer.
-const syncMemory = MaxSyncFrame + 64<<10
+// read buffer and a typical batch of frames. (An exceptional frame of up
+// to MaxSyncFrame is allocated when it comes; reserving that much for
+// every stream would exhaust a peer's default limits with two streams.)
+const syncMemory = 1 << 20
 
 // HandleSync serves /tern/sync/1.0.0 on h from j. Each stream gets a
 // deadline and a memory reservation; any error resets it, and is logged.
