@@ -1,0 +1,204 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/simnet"
+)
+
+// simnetReport is what tern simnet --json prints. The first fields are
+// pinned; scripts may rely on them.
+type simnetReport struct {
+	Seeds          int            `json:"seeds"`
+	Steps          int64          `json:"steps"`
+	Violations     int            `json:"violations"`
+	Coverage       map[string]int `json:"coverage"`
+	SeedsPerSecond float64        `json:"seeds_per_second"`
+
+	StepsPerSecond   float64         `json:"steps_per_second"`
+	FirstSeed        uint64          `json:"first_seed"`
+	Nodes            int             `json:"nodes"`
+	Migrations       int             `json:"migrations_per_seed"`
+	Faults           string          `json:"faults"`
+	Flaw             string          `json:"flaw,omitempty"`
+	Workers          int             `json:"workers"`
+	ElapsedSeconds   float64         `json:"elapsed_seconds"`
+	Started          int64           `json:"migrations_started"`
+	Operator         int64           `json:"operator_overrides"`
+	CoverageEnforced bool            `json:"coverage_enforced"`
+	Uncovered        []string        `json:"uncovered"`
+	Failures         []simnetFailure `json:"failures"`
+}
+
+type simnetFailure struct {
+	Seed      uint64 `json:"seed"`
+	Violation string `json:"violation"`
+	Settings  string `json:"settings"`
+	Replay    string `json:"replay"`
+}
+
+func simnetCmd(e *env) *cobra.Command {
+	var (
+		seeds, nodes, migrations, workers int
+		seed                              uint64
+		faults, flaw                      string
+		asJSON, trace                     bool
+	)
+	c := &cobra.Command{
+		Use:   "simnet",
+		Short: "Simulate migrations under faults with the real fencing code and check the invariant",
+		Long: `Simulate nodes that migrate an agent back and forth while the network drops,
+duplicates, reorders, delays, partitions and replays messages and corrupts
+transfers, and nodes crash, lose their registry, or pause and wake up stale.
+Every seed is a deterministic run of the real fencing state machines; a
+checker runs after every step. A failing seed prints the command that
+replays it step by step.
+
+Exit 1 on any violation, or if a batch of at least ` + fmt.Sprint(simnet.MinCoverageSeeds) + ` seeds with every
+fault never saw one of the outcomes:
+` + outcomeNames() + `.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := simnet.ParseFaults(faults)
+			if err != nil {
+				return fmt.Errorf("simnet: --faults: %w", err)
+			}
+			opt := simnet.Options{Nodes: nodes, Migrations: migrations, Faults: f}
+			if flaw != "" {
+				fl, ok := fencing.ParseFlaw(flaw)
+				if !ok {
+					return fmt.Errorf("simnet: --flaw %q: unknown", flaw)
+				}
+				opt.Flaw = fl
+			}
+			if err := opt.Check(); err != nil {
+				return fmt.Errorf("simnet: --%w", err)
+			}
+			if !cmd.Flags().Changed("seeds") && cmd.Flags().Changed("seed") {
+				seeds = 1 // --seed alone replays one seed
+			}
+			if seeds < 1 {
+				return fmt.Errorf("simnet: --seeds %d: want at least 1", seeds)
+			}
+			if trace {
+				if seeds != 1 {
+					return fmt.Errorf("simnet: --trace replays one seed; drop --seeds or set it to 1")
+				}
+				opt.Trace = e.stdout
+			}
+			if workers <= 0 {
+				workers = runtime.GOMAXPROCS(0)
+			}
+			workers = min(workers, seeds)
+			start := time.Now()
+			s := simnet.RunBatch(seed, seeds, opt, workers)
+			elapsed := time.Since(start).Seconds()
+			rep := report(s, opt, seed, workers, elapsed)
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				printReport(e, rep)
+			}
+			switch {
+			case s.Violations > 0:
+				return checkFailed("simnet: %d of %d seeds violated the invariant (first: seed %d)", s.Violations, s.Seeds, s.Failures[0].Seed)
+			case len(rep.Uncovered) > 0:
+				return checkFailed("simnet: outcomes never seen in %d seeds: %s", s.Seeds, strings.Join(rep.Uncovered, ", "))
+			}
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.IntVar(&seeds, "seeds", 1000, "number of seeds to run")
+	fl.Uint64Var(&seed, "seed", 1, "first seed; alone, replays that one seed")
+	fl.IntVar(&nodes, "nodes", 3, fmt.Sprintf("nodes per run (2 to %d)", simnet.MaxNodes))
+	fl.IntVar(&migrations, "migrations", 20, "migration commands per run")
+	fl.StringVar(&faults, "faults", "all", "comma-separated faults to inject: "+strings.Join(simnet.FaultNames(), ",")+", all or none")
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
+	fl.BoolVar(&trace, "trace", false, "print every step of the one seed run")
+	fl.IntVar(&workers, "workers", 0, "parallel runs (default: one per core)")
+	fl.StringVar(&flaw, "flaw", "", "run a deliberately broken protocol to show the checker catches it: query-without-fence, query-held-epoch, retire-without-compare")
+	fl.MarkHidden("flaw")
+	return c
+}
+
+func outcomeNames() string {
+	var names []string
+	for _, k := range simnet.Outcomes {
+		names = append(names, k.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+func report(s simnet.Summary, opt simnet.Options, first uint64, workers int, elapsed float64) simnetReport {
+	def := simnet.DefaultOptions()
+	if opt.Nodes == 0 {
+		opt.Nodes = def.Nodes
+	}
+	if opt.Migrations == 0 {
+		opt.Migrations = def.Migrations
+	}
+	rep := simnetReport{
+		Seeds: s.Seeds, Steps: s.Steps, Violations: s.Violations, Coverage: map[string]int{},
+		FirstSeed: first, Nodes: opt.Nodes, Migrations: opt.Migrations, Faults: opt.Faults.String(),
+		Workers: workers, ElapsedSeconds: elapsed, Started: s.Migrations, Operator: s.Operator,
+		CoverageEnforced: s.Seeds >= simnet.MinCoverageSeeds && opt.Faults == simnet.AllFaults,
+		Uncovered:        s.Uncovered(opt), Failures: []simnetFailure{},
+	}
+	if rep.Uncovered == nil {
+		rep.Uncovered = []string{}
+	}
+	if opt.Flaw != fencing.Sound {
+		rep.Flaw = opt.Flaw.String()
+	}
+	if elapsed > 0 {
+		rep.SeedsPerSecond = float64(s.Seeds) / elapsed
+		rep.StepsPerSecond = float64(s.Steps) / elapsed
+	}
+	for _, k := range simnet.Outcomes {
+		rep.Coverage[k.String()] = s.Coverage[k]
+	}
+	for _, f := range s.Failures {
+		rep.Failures = append(rep.Failures, simnetFailure{Seed: f.Seed, Violation: f.Violation,
+			Settings: f.Settings.String(), Replay: simnet.ReplayCommand(f.Seed, opt)})
+	}
+	return rep
+}
+
+func printReport(e *env, r simnetReport) {
+	w := e.stdout
+	last := r.FirstSeed + uint64(r.Seeds) - 1
+	fmt.Fprintf(w, "simnet: seeds %d..%d, %d nodes, %d migrations each, faults %s", r.FirstSeed, last, r.Nodes, r.Migrations, r.Faults)
+	if r.Flaw != "" {
+		fmt.Fprintf(w, ", flaw %s", r.Flaw)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "runs        %d (%d migrations started, %d operator overrides)\n", r.Seeds, r.Started, r.Operator)
+	fmt.Fprintf(w, "steps       %d\n", r.Steps)
+	fmt.Fprintf(w, "violations  %d\n", r.Violations)
+	fmt.Fprintf(w, "coverage   ")
+	for _, k := range simnet.Outcomes {
+		fmt.Fprintf(w, " %s=%d", k, r.Coverage[k.String()])
+	}
+	fmt.Fprintln(w)
+	if !r.CoverageEnforced {
+		fmt.Fprintf(w, "            (not enforced: it is, for %d seeds or more with every fault)\n", simnet.MinCoverageSeeds)
+	}
+	fmt.Fprintf(w, "speed       %.0f seeds/s, %.0f steps/s (%d workers, %.2fs)\n", r.SeedsPerSecond, r.StepsPerSecond, r.Workers, r.ElapsedSeconds)
+	for _, f := range r.Failures {
+		fmt.Fprintf(w, "FAIL seed %d: %s\n  faults: %s\n  replay: %s\n", f.Seed, f.Violation, f.Settings, f.Replay)
+	}
+	if n := r.Violations - len(r.Failures); n > 0 {
+		fmt.Fprintf(w, "… and %d more failing seeds\n", n)
+	}
+}

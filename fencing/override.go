@@ -1,0 +1,167 @@
+package fencing
+
+import "fmt"
+
+// override is an operator override in progress.
+type override struct {
+	on       bool
+	epoch    uint64 // the fence: every peer refuses anything older
+	gone     string // the peer the operator declared gone for good
+	answered []bool
+	count    int
+	held     Holder // the newest peer found holding the agent
+	retryIn  int
+}
+
+// Override is the explicit way out for an operator whose target is gone
+// for good (a dead disk, a lost laptop), which leaves a source frozen, or
+// leaves no node holding the agent. It must be logged by the caller
+// (EvOverride carries what it did). The node fences every peer at a fresh
+// epoch f (each records it as its highest and refuses the epoch it was
+// staging), waits for an answer from every peer but gone, and then:
+//
+//   - if a peer holds the agent (active or frozen) at an epoch newer than
+//     the one frozen here, the agent moved on: a frozen node retires;
+//   - if a peer holds it otherwise, nothing changes (EvOverrideRefused);
+//   - else this node activates f and runs the agent.
+//
+// Safety rests on the operator's word that gone does not run the agent and
+// never will; everything else is checked. It fails with ErrRegistryLost
+// while relearning, ErrBusy if the agent is active or staging here or an
+// override is in progress, ErrUnknownPeer if gone is not a peer.
+func (m *Machine) Override(gone string) error {
+	r := &m.rec
+	switch {
+	case m.lost:
+		return fmt.Errorf("override %s: %w", m.cfg.Agent, ErrRegistryLost)
+	case r.State == Active || r.State == Staging || m.ovr.on:
+		return fmt.Errorf("override %s: the agent is %v here: %w", m.cfg.Agent, r.State, ErrBusy)
+	case gone != "" && m.peerIndex(gone) < 0:
+		return fmt.Errorf("override %s: gone peer %s: %w", m.cfg.Agent, gone, ErrUnknownPeer)
+	}
+	m.ovr = override{on: true, gone: gone, answered: resize(m.ovr.answered, len(m.cfg.Peers))}
+	m.fenceAll(r.Highest + 1)
+	return nil
+}
+
+// fenceAll starts (or restarts) the override with fence epoch f.
+func (m *Machine) fenceAll(f uint64) {
+	m.rec.Highest = f
+	m.save()
+	o := &m.ovr
+	o.epoch, o.count, o.held, o.retryIn = f, 0, Holder{}, m.tm.Retry
+	clear(o.answered)
+	for _, p := range m.cfg.Peers {
+		m.send(Message{Type: MsgFence, To: p, Epoch: f})
+	}
+	m.checkOverride()
+}
+
+func (m *Machine) tickOverride() {
+	o := &m.ovr
+	o.retryIn--
+	if o.retryIn > 0 {
+		return
+	}
+	o.retryIn = m.tm.Retry
+	for i, p := range m.cfg.Peers {
+		if !o.answered[i] {
+			m.send(Message{Type: MsgFence, To: p, Epoch: o.epoch})
+		}
+	}
+}
+
+// onFence makes this node refuse everything older than the fence.
+func (m *Machine) onFence(msg *Message) {
+	r := &m.rec
+	f := msg.Epoch
+	reply := Message{Type: MsgFenced, To: msg.From, Epoch: f}
+	switch {
+	case m.lost:
+	case m.lastFence == Holder{msg.From, f}: // a duplicate
+		reply.Highest, reply.Info = r.Highest, m.info()
+	case f <= r.Highest:
+		reply.Reason, reply.Highest, reply.Info = ReasonStale, r.Highest, m.info()
+	default:
+		if r.State == Staging {
+			m.refuseStaging(errFenced)
+		}
+		r.Highest = f
+		m.save()
+		m.lastFence = Holder{msg.From, f}
+		reply.Highest, reply.Info = r.Highest, m.info()
+	}
+	m.send(reply)
+}
+
+func (m *Machine) onFenced(msg *Message) {
+	o := &m.ovr
+	if !o.on || msg.Epoch != o.epoch || !msg.Info.Known {
+		return
+	}
+	if msg.Reason == ReasonStale {
+		m.fenceAll(max(m.rec.Highest, msg.Highest) + 1)
+		return
+	}
+	i := m.peerIndex(msg.From)
+	if o.answered[i] {
+		return
+	}
+	o.answered[i] = true
+	o.count++
+	if (msg.Info.State == Active || msg.Info.State == Frozen) && msg.Info.Epoch >= o.held.Epoch {
+		o.held = Holder{msg.From, msg.Info.Epoch}
+	}
+	m.checkOverride()
+}
+
+// checkOverride finishes the override once every peer but the gone one
+// has answered.
+func (m *Machine) checkOverride() {
+	o := &m.ovr
+	need := len(m.cfg.Peers)
+	if g := m.peerIndex(o.gone); g >= 0 && !o.answered[g] {
+		need--
+	}
+	if o.count < need {
+		return
+	}
+	done := *o
+	m.ovr = override{answered: o.answered[:0]}
+	r := &m.rec
+	if done.held.Peer != "" {
+		if r.State == Frozen && done.held.Epoch > r.Epoch {
+			n := r.Next
+			m.src = migration{}
+			r.State, r.Peer, r.Next, r.Committing = Retired, done.held.Peer, 0, false
+			if done.held.Epoch > r.Holder.Epoch {
+				r.Holder = done.held
+			}
+			m.save()
+			m.event(EvOverride, n, done.gone, fmt.Errorf("override: %s holds epoch %d: retired", done.held.Peer, done.held.Epoch))
+			return
+		}
+		m.event(EvOverrideRefused, done.epoch, done.held.Peer,
+			fmt.Errorf("override: %s holds epoch %d: %w", done.held.Peer, done.held.Epoch, ErrHeld))
+		return
+	}
+	f := done.epoch
+	m.src = migration{}
+	r.decide(f, Activated)
+	r.State, r.Epoch, r.Peer, r.Next, r.Committing = Active, f, "", 0, false
+	r.Holder = Holder{m.cfg.Self, f}
+	m.save()
+	m.setRunning(true)
+	m.event(EvOverride, f, done.gone, fmt.Errorf("override: %s declared gone for good; activated epoch %d here", done.gone, f))
+}
+
+// cancelOverride ends an override whose frozen migration the target
+// resolved after all: its answer is the truth the override stood in for.
+func (m *Machine) cancelOverride(n uint64) {
+	if !m.ovr.on {
+		return
+	}
+	m.event(EvOverrideRefused, m.ovr.epoch, m.rec.Peer,
+		fmt.Errorf("override: the target decided epoch %d after all", n))
+	m.ovr = override{answered: m.ovr.answered[:0]}
+}

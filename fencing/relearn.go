@@ -1,0 +1,195 @@
+package fencing
+
+import "fmt"
+
+// What a node asks its peers for.
+const (
+	askRelearn = iota + 1 // the registry is lost: relearn everything
+	askStartup            // starting while holding active: is there a newer holder?
+)
+
+// asking is a round of Ask messages and the Tells collected for it.
+type asking struct {
+	on       bool
+	purpose  int
+	answered []bool
+	tells    []Message // by peer index
+	count    int
+	elapsed  int
+	retryIn  int
+}
+
+// startAsking asks every peer what it knows, with the incarnation as nonce
+// so that answers to an earlier life of this node are ignored.
+func (m *Machine) startAsking(purpose int) {
+	if len(m.cfg.Peers) == 0 {
+		m.ask = asking{purpose: purpose}
+		m.finishAsking()
+		return
+	}
+	n := len(m.cfg.Peers)
+	a := &m.ask
+	*a = asking{on: true, purpose: purpose, retryIn: m.tm.Retry,
+		answered: resize(a.answered, n), tells: resize(a.tells, n)}
+	for _, p := range m.cfg.Peers {
+		m.send(Message{Type: MsgAsk, To: p, Nonce: m.cfg.Incarnation})
+	}
+}
+
+// startupCheck is what a node that starts holding active does before it
+// runs: ask every peer for its records, and step down if any knows a newer
+// holder. With no peer it runs at once.
+func (m *Machine) startupCheck() {
+	m.startAsking(askStartup)
+}
+
+func (m *Machine) info() Info {
+	if m.lost {
+		return Info{}
+	}
+	r := &m.rec
+	return Info{Known: true, State: r.State, Epoch: r.Epoch, Peer: r.Peer, Holder: r.Holder,
+		Decided: r.Decision(r.Highest), Floor: r.Floor}
+}
+
+func (m *Machine) onAsk(msg *Message) {
+	m.send(Message{Type: MsgTell, To: msg.From, Nonce: msg.Nonce, Highest: m.rec.Highest, Info: m.info()})
+}
+
+func (m *Machine) onTell(msg *Message) {
+	a := &m.ask
+	if !a.on || msg.Nonce != m.cfg.Incarnation || !msg.Info.Known {
+		return // not asking, an old question, or a peer that knows nothing
+	}
+	i := m.peerIndex(msg.From)
+	if !a.answered[i] {
+		a.answered[i] = true
+		a.count++
+	}
+	a.tells[i] = *msg
+	if a.count == len(m.cfg.Peers) {
+		m.finishAsking()
+	}
+}
+
+func (m *Machine) tickAsking() {
+	a := &m.ask
+	a.elapsed++
+	if a.purpose == askStartup && a.elapsed >= m.tm.Startup && (a.count > 0 || !m.cfg.Strict) {
+		m.finishAsking()
+		return
+	}
+	a.retryIn--
+	if a.retryIn > 0 {
+		return
+	}
+	a.retryIn = m.tm.Retry
+	for i, p := range m.cfg.Peers {
+		if !a.answered[i] {
+			m.send(Message{Type: MsgAsk, To: p, Nonce: m.cfg.Incarnation})
+		}
+	}
+}
+
+// newestFact returns the latest activation any answer shows: a peer's own
+// active or frozen state, its decision for its highest epoch, or the
+// holder it knows of.
+func newestFact(tells []Message, answered []bool) (h Holder, highest uint64) {
+	for i := range tells {
+		if !answered[i] {
+			continue
+		}
+		t := &tells[i]
+		highest = max(highest, t.Highest)
+		facts := [3]Holder{t.Info.Holder}
+		if t.Info.State == Active || t.Info.State == Frozen {
+			facts[1] = Holder{t.From, t.Info.Epoch}
+		}
+		if t.Info.Decided == Activated {
+			facts[2] = Holder{t.From, t.Highest}
+		}
+		for _, f := range facts {
+			if f.Epoch > h.Epoch {
+				h = f
+			}
+		}
+	}
+	return h, highest
+}
+
+func (m *Machine) finishAsking() {
+	a := m.ask
+	m.ask = asking{answered: a.answered[:0], tells: a.tells[:0]}
+	fact, highest := newestFact(a.tells, a.answered)
+	r := &m.rec
+	if a.purpose == askStartup {
+		r.Highest = max(r.Highest, highest)
+		if fact.Epoch > r.Holder.Epoch {
+			r.Holder = fact
+		}
+		m.save()
+		if fact.Epoch > r.Epoch && r.State == Active {
+			r.State, r.Peer = Retired, fact.Peer
+			m.event(EvSteppedDown, r.Epoch, fact.Peer,
+				fmt.Errorf("%s activated epoch %d, newer than the held %d: %w", fact.Peer, fact.Epoch, r.Epoch, ErrStaleEpoch))
+			return
+		}
+		if r.State == Active {
+			m.setRunning(true)
+		}
+		return
+	}
+	m.relearn(a, fact, highest)
+}
+
+// relearn rebuilds the record of a node that lost its registry from every
+// peer's answer. Every epoch up to the highest any peer has seen becomes
+// unknown (the floor) unless a fact proves what this node decided: the
+// peers' facts say it held epoch k, and no peer that once lost its own
+// registry may have decided an epoch after k (its floor is at most k).
+// Then it holds k again: frozen on the newest proposal if a peer still
+// stages it (so that the usual query fences it), active if nothing newer
+// was proposed or the newest proposal was refused or never arrived.
+func (m *Machine) relearn(a asking, fact Holder, highest uint64) {
+	m.lost = false
+	m.rec = Record{Highest: highest, Floor: highest, Holder: fact, Decisions: m.rec.Decisions[:0]}
+	r := &m.rec
+	m.save()
+	m.event(EvRelearned, highest, "", nil)
+	if fact.Peer != m.cfg.Self || fact.Epoch == 0 {
+		return
+	}
+	k := fact.Epoch
+	for i := range a.tells {
+		if a.tells[i].Info.Floor > k {
+			return // a peer may have activated a newer epoch and forgotten it
+		}
+	}
+	r.decide(k, Activated)
+	r.State, r.Epoch = Active, k
+	if highest > k {
+		for i := range a.tells {
+			t := &a.tells[i]
+			if t.Info.State == Staging && t.Info.Epoch == highest && t.Info.Peer == m.cfg.Self {
+				r.State, r.Peer, r.Next, r.Committing = Frozen, t.From, highest, true
+				m.src = migration{on: true, committing: true, retryIn: m.tm.Retry}
+				m.sendRequest(MsgQuery)
+				m.event(EvRestored, k, t.From, fmt.Errorf("frozen: %s stages epoch %d", t.From, highest))
+				return
+			}
+		}
+	}
+	m.setRunning(true)
+	m.event(EvRestored, k, "", nil)
+}
+
+// resize returns s with length n and every element zero, reusing its
+// memory when it can.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}

@@ -1,0 +1,228 @@
+package fencing
+
+import (
+	"fmt"
+)
+
+// migration is the volatile side of a frozen source.
+type migration struct {
+	on         bool
+	committing bool   // past the point of no return: only the decision resolves it
+	proposing  bool   // no accept yet
+	files      []File // what the proposal moves (nil after a restart)
+	silent     int    // ticks since the target last answered
+	retryIn    int
+}
+
+// Migrate freezes the agent and starts moving it to target: the runtime
+// stops, the record becomes frozen at the held epoch with the next epoch
+// proposed, and the proposal goes out after it is persisted. files is
+// everything the target must hold (the capsule's files with their hashes);
+// the slice must not be modified afterwards. The outcome arrives as an
+// event: EvCommit or EvRetireByQuery (retired), EvAbort or EvResumeByQuery
+// (running again at the same epoch).
+//
+// It fails with ErrNotRunning if the agent does not run here, ErrBusy if a
+// Ready with a pending start is not yet applied, ErrUnknownPeer for a target
+// that is not a peer.
+func (m *Machine) Migrate(target string, files []File) error {
+	switch {
+	case m.lost:
+		return fmt.Errorf("migrate %s to %s: %w", m.cfg.Agent, target, ErrRegistryLost)
+	case !m.running || m.rec.State != Active:
+		return fmt.Errorf("migrate %s to %s: %w", m.cfg.Agent, target, ErrNotRunning)
+	case m.rd.Run:
+		return fmt.Errorf("migrate %s to %s: apply the pending Ready first: %w", m.cfg.Agent, target, ErrBusy)
+	case m.peerIndex(target) < 0:
+		return fmt.Errorf("migrate %s to %s: %w", m.cfg.Agent, target, ErrUnknownPeer)
+	}
+	r := &m.rec
+	n := r.Highest + 1
+	r.Highest, r.State, r.Peer, r.Next, r.Committing = n, Frozen, target, n, false
+	m.save()
+	m.setRunning(false)
+	m.src = migration{on: true, proposing: true, files: files, retryIn: m.tm.Retry}
+	m.send(Message{Type: MsgPropose, To: target, Epoch: n, Files: files})
+	m.event(EvFrozen, n, target, nil)
+	return nil
+}
+
+// sendRequest sends a request about the migration in progress.
+func (m *Machine) sendRequest(t MsgType) {
+	msg := Message{Type: t, To: m.rec.Peer, Epoch: m.rec.Next}
+	if t == MsgPropose {
+		msg.Files = m.src.files
+	}
+	m.send(msg)
+}
+
+func (m *Machine) tickSource() {
+	s := &m.src
+	s.silent++
+	s.retryIn--
+	if !s.committing && s.silent >= m.tm.Abort {
+		n, target := m.rec.Next, m.rec.Peer
+		m.resume(EvAbort, ErrTimeout)
+		m.send(Message{Type: MsgAbort, To: target, Epoch: n})
+		return
+	}
+	if s.retryIn > 0 {
+		return
+	}
+	s.retryIn = m.tm.Retry
+	switch {
+	case s.committing:
+		m.sendRequest(MsgQuery) // the lost activate reply: ask, and fence
+	case s.proposing:
+		m.sendRequest(MsgPropose)
+	default:
+		m.sendRequest(MsgPrepare) // answered by prepared, or by what is still missing
+	}
+}
+
+// onReply handles a target's answer. Only an answer about the migration in
+// progress counts: frozen, to that peer, on that epoch (compare-and-clear).
+func (m *Machine) onReply(msg *Message) {
+	r := &m.rec
+	if msg.Type == MsgDecision && msg.Decision == Activated && m.cfg.Flaw == FlawRetireWithoutCompare {
+		m.flawedRetire(msg)
+		return
+	}
+	if !m.src.on || r.State != Frozen || msg.From != r.Peer || msg.Epoch != r.Next {
+		return
+	}
+	s := &m.src
+	s.silent = 0
+	switch msg.Type {
+	case MsgAccept:
+		if !s.proposing || s.committing {
+			return
+		}
+		s.proposing = false
+		m.sendFiles(msg.Missing)
+		m.sendRequest(MsgPrepare)
+		s.retryIn = m.tm.Retry
+	case MsgMissing:
+		if s.committing || s.proposing {
+			return
+		}
+		m.sendFiles(msg.Missing)
+		m.sendRequest(MsgPrepare)
+		s.retryIn = m.tm.Retry
+	case MsgPrepared:
+		if s.committing {
+			return
+		}
+		// The point of no return: persisted before activate goes out.
+		s.committing, s.proposing = true, false
+		r.Committing = true
+		m.save()
+		m.sendRequest(MsgActivate)
+		s.retryIn = m.tm.Retry
+	case MsgRefuse:
+		if s.committing {
+			return // only a decision resolves a committing source
+		}
+		if msg.Highest > r.Highest {
+			r.Highest = msg.Highest
+		}
+		m.resume(EvAbort, msg.Reason.Err())
+	case MsgDecision:
+		switch msg.Decision {
+		case Activated:
+			if !s.committing {
+				return // cannot happen: the target activates only on activate
+			}
+			kind := EvCommit
+			if msg.Re != MsgActivate {
+				kind = EvRetireByQuery
+			}
+			m.retire(kind)
+		case Refused:
+			kind, err := EvAbort, error(nil)
+			if msg.Re == MsgQuery {
+				kind = EvResumeByQuery
+			} else if s.committing {
+				err = errActivateRefused
+			}
+			m.resume(kind, err)
+		case Unknown:
+			// The target lost its decision. If it knows of an activation
+			// newer than the epoch held here, the agent moved on: only
+			// this node could propose after it, so the newer epoch
+			// descends from this migration, which therefore committed.
+			// Otherwise stay frozen and keep asking.
+			if f := msg.Info.Holder; s.committing && f.Epoch > r.Epoch {
+				if f.Epoch > r.Holder.Epoch {
+					r.Holder = f
+				}
+				m.retire(EvRetireByQuery)
+				m.rd.Events[len(m.rd.Events)-1].Err = errMovedOn
+			}
+		}
+	}
+}
+
+func (m *Machine) sendFiles(idx []int) {
+	for _, i := range idx {
+		if i >= 0 && i < len(m.src.files) {
+			m.send(Message{Type: MsgTransfer, To: m.rec.Peer, Epoch: m.rec.Next, Index: i})
+		}
+	}
+}
+
+// unfreeze makes a frozen source active again at its epoch.
+func (m *Machine) unfreeze() {
+	r := &m.rec
+	r.State, r.Peer, r.Next, r.Committing = Active, "", 0, false
+	m.save()
+	m.src = migration{}
+}
+
+// resume ends the migration in progress with the agent running here again
+// at the held epoch.
+func (m *Machine) resume(kind EventKind, err error) {
+	n, target := m.rec.Next, m.rec.Peer
+	m.unfreeze()
+	m.setRunning(true)
+	m.event(kind, n, target, err)
+	m.cancelOverride(n)
+}
+
+// retire ends the migration in progress with the agent held by the target.
+func (m *Machine) retire(kind EventKind) {
+	r := &m.rec
+	n, target := r.Next, r.Peer
+	r.State, r.Next, r.Committing = Retired, 0, false
+	if n > r.Holder.Epoch {
+		r.Holder = Holder{target, n}
+	}
+	r.Highest = max(r.Highest, r.Holder.Epoch)
+	m.save()
+	m.src = migration{}
+	m.event(kind, n, target, nil)
+	m.cancelOverride(n)
+}
+
+// flawedRetire is FlawRetireWithoutCompare: retire on any activated answer.
+func (m *Machine) flawedRetire(msg *Message) {
+	r := &m.rec
+	if r.State == Retired || r.State == None {
+		return
+	}
+	if r.State == Staging {
+		return
+	}
+	m.setRunning(false)
+	r.State, r.Peer, r.Next, r.Committing = Retired, msg.From, 0, false
+	if msg.Epoch > r.Holder.Epoch {
+		r.Holder = Holder{msg.From, msg.Epoch}
+	}
+	if msg.Epoch > r.Highest {
+		r.Highest = msg.Epoch
+	}
+	m.save()
+	m.src = migration{}
+	m.ask = asking{}
+	m.event(EvCommit, msg.Epoch, msg.From, nil)
+}
