@@ -251,7 +251,11 @@ func (d *Dir) AddEvents(ctx context.Context, events []*journal.Event) ([]*journa
 	if err != nil || len(added) == 0 {
 		return added, err
 	}
-	return added, d.commit(nil, nil)
+	files, err := d.derivedUpdates(nil)
+	if err != nil {
+		return added, err
+	}
+	return added, d.commit(files, nil)
 }
 
 // Events returns the journal's events as the open log holds them, in file

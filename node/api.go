@@ -83,6 +83,7 @@ type CapsuleStatus struct {
 	Forks       []journal.Fork `json:"forks"`
 	Quarantined int            `json:"quarantined"` // events of forked or broken chains, kept in the journal
 	Rejected    int            `json:"rejected"`    // lines peers sent that failed their checks (quarantine folder)
+	Wants       int            `json:"wants"`       // blobs the journal refers to that are not here yet
 }
 
 // Status reports the node's state.
@@ -106,7 +107,12 @@ func (n *Node) Status() (Status, error) {
 		if forks == nil {
 			forks = []journal.Fork{}
 		}
-		st.Capsules = append(st.Capsules, CapsuleStatus{ID: id, Events: len(evs), Vector: journal.VectorOf(evs), Forks: forks, Quarantined: len(q), Rejected: n.store.quarantine.count(id)})
+		wants, err := n.store.Wanted(id)
+		if err != nil {
+			return st, err
+		}
+		st.Capsules = append(st.Capsules, CapsuleStatus{ID: id, Events: len(evs), Vector: journal.VectorOf(evs), Forks: forks,
+			Quarantined: len(q), Rejected: n.store.quarantine.count(id), Wants: len(wants)})
 	}
 	return st, nil
 }

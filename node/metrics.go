@@ -17,6 +17,7 @@ type metrics struct {
 	eventsSent     prometheus.Counter
 	eventsReceived prometheus.Counter
 	syncBytes      *prometheus.CounterVec
+	blobBytes      prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -34,8 +35,11 @@ func newMetrics(n *Node) *metrics {
 		syncBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tern_sync_bytes_total", Help: "Frame bytes of exchanges this node started, by direction.",
 		}, []string{"direction"}),
+		blobBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tern_blob_bytes_received_total", Help: "Blob bytes received from peers (before their hash check).",
+		}),
 	}
-	m.reg.MustRegister(m.syncs, m.eventsSent, m.eventsReceived, m.syncBytes,
+	m.reg.MustRegister(m.syncs, m.eventsSent, m.eventsReceived, m.syncBytes, m.blobBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tern_peers_connected", Help: "Paired peers connected now."},
 			func() float64 { return float64(len(n.host.Network().Peers())) }),

@@ -126,6 +126,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)
 	protocol.HandleSync(h, store, log)
+	protocol.HandleBlob(h, store, log)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
 		n.goSync(c.RemotePeer())
 	}})
@@ -244,6 +245,52 @@ func (n *Node) SyncPeer(ctx context.Context, p peer.ID) {
 			continue
 		}
 		n.recordSynced(p, id)
+		n.fetchWanted(ctx, p, id)
+	}
+}
+
+// PartialDir holds blobs being fetched, inside $TERN_HOME, named by their
+// sha256; a transfer cut short resumes from what is there.
+const PartialDir = "partial"
+
+// fetchWanted fetches from p every blob the agent's capsule wants, until
+// nothing more is wanted or p lacks what is left. A snapshot's files are
+// wanted once its own blob has arrived, hence the rounds.
+func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
+	dir := filepath.Join(n.home, PartialDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		n.log.Warn("blob fetch", "err", err)
+		return
+	}
+	tried := map[string]bool{}
+	for ctx.Err() == nil {
+		want, err := n.store.Wanted(agent)
+		if err != nil {
+			n.log.Warn("wanted blobs", "agent", agent, "err", err)
+			return
+		}
+		progress := false
+		for _, h := range want {
+			if tried[h] {
+				continue
+			}
+			tried[h] = true
+			partial := filepath.Join(dir, h)
+			got, err := protocol.Fetch(ctx, n.host, p, h, partial)
+			n.stats.blobBytes.Add(float64(got))
+			if err != nil {
+				n.log.Debug("blob fetch", "peer", p, "blob", h, "err", err)
+				continue
+			}
+			if err := n.store.AdoptBlob(agent, h, partial); err != nil {
+				n.log.Warn("blob fetched but not adopted", "blob", h, "err", err)
+				continue
+			}
+			progress = true
+		}
+		if !progress {
+			return
+		}
 	}
 }
 

@@ -260,3 +260,52 @@ func TestATamperedEventFromAPeerIsQuarantinedAndShown(t *testing.T) {
 		t.Fatalf("quarantine file: %s %v", data, err)
 	}
 }
+
+func TestAWorkspaceSnapshotReachesThePeerWithEveryBlob(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	pair(t, a, b)
+	agent := sharedCapsule(t, a, b)
+	ws := filepath.Join(t.TempDir(), "ws")
+	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
+	os.WriteFile(filepath.Join(ws, "src", "main.go"), []byte("package main\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "big.bin"), bytes.Repeat([]byte("0123456789"), 100_000), 0o644)
+	a.store.mu.Lock()
+	d, err := a.store.get(agent)
+	a.store.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Snapshot(context.Background(), a.id, ws); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range a.host.Network().Peers() {
+		a.goSync(p)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, _ := b.Status()
+		evs, _ := b.store.Events(agent, "")
+		if len(evs) == 1 && st.Capsules[0].Wants == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b did not get the snapshot and its blobs: %+v", st.Capsules)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	c, err := capsule.Open(filepath.Join(b.home, CapsulesDir, agent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Materialize(out); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(out, "big.bin")); len(got) != 1_000_000 {
+		t.Fatalf("big.bin has %d bytes on b", len(got))
+	}
+	if rep, _ := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); !rep.OK() {
+		t.Fatalf("b's capsule: %+v", rep.Problems)
+	}
+}

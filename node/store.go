@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/tern-dev/tern/capsule"
@@ -130,6 +132,57 @@ func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer,
 		return nil, err
 	}
 	return d.Append(ctx, signer, 0, drafts...)
+}
+
+// Wanted returns the blobs the agent's capsule lacks (see capsule.Dir.Wanted).
+// The list is derived from the durable journal and manifest, so it
+// survives restarts, and a blob leaves it only once verified and listed.
+func (s *Store) Wanted(agent string) ([]string, error) {
+	s.mu.Lock()
+	d, err := s.get(agent)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return d.Wanted()
+}
+
+// AdoptBlob moves a fetched, complete file into the agent's blob store
+// (see capsule.Dir.AdoptBlob).
+func (s *Store) AdoptBlob(agent, sha256Hex, path string) error {
+	s.mu.Lock()
+	d, err := s.get(agent)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return d.AdoptBlob(sha256Hex, path)
+}
+
+// OpenBlob serves a blob held in any of the store's capsules
+// (protocol.BlobSource). Blob files are named by their content, and the
+// fetching side checks every byte.
+func (s *Store) OpenBlob(sha256Hex string) (io.ReadSeekCloser, int64, error) {
+	ids, err := s.List()
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(sha256Hex) != 64 || strings.Trim(sha256Hex, "0123456789abcdef") != "" {
+		return nil, 0, fmt.Errorf("%q: %w", sha256Hex, protocol.ErrNoBlob)
+	}
+	for _, id := range ids {
+		f, err := os.Open(filepath.Join(s.dir, id, filepath.FromSlash(capsule.BlobPath(sha256Hex))))
+		if err != nil {
+			continue
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			continue
+		}
+		return f, st.Size(), nil
+	}
+	return nil, 0, fmt.Errorf("blob %s: %w", sha256Hex, protocol.ErrNoBlob)
 }
 
 // Vector returns the agent's version vector.

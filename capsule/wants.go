@@ -1,0 +1,192 @@
+package capsule
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/tern-dev/tern/journal"
+)
+
+// referencedBlobs returns the sha256 names of the blobs the readable
+// journal refers to: snapshots, accepted edits, and the images and files
+// of messages and tool results.
+func referencedBlobs(view []*journal.Event) map[string]bool {
+	refs := map[string]bool{}
+	add := func(c string) {
+		if h, err := ParseBlobCID(c); err == nil {
+			refs[h] = true
+		}
+	}
+	for _, e := range view {
+		switch e.Type {
+		case SnapshotEventType:
+			var b SnapshotEventBody
+			if json.Unmarshal(e.Body, &b) == nil {
+				add(b.Snapshot)
+			}
+		case FileUpdatedEventType:
+			var b FileUpdatedBody
+			if json.Unmarshal(e.Body, &b) == nil {
+				add(b.CID)
+			}
+		case "message", "tool_result":
+			var b struct {
+				Content []struct {
+					CID string `json:"cid"`
+				} `json:"content"`
+			}
+			if json.Unmarshal(e.Body, &b) == nil {
+				for _, p := range b.Content {
+					if p.CID != "" {
+						add(p.CID)
+					}
+				}
+			}
+		}
+	}
+	return refs
+}
+
+// Wanted returns the sha256 names of the blobs this capsule lacks: those
+// its journal refers to, and the files of the latest snapshot once that
+// snapshot's own blob is held. Sorted.
+func (d *Dir) Wanted() ([]string, error) {
+	evs, err := d.Events()
+	if err != nil {
+		return nil, err
+	}
+	view, _ := journal.Readable(evs)
+	refs := referencedBlobs(view)
+	d.commitMu.Lock()
+	files := d.Manifest.Files
+	d.commitMu.Unlock()
+	if snap, ok := latestSnapshotBlob(view); ok {
+		if _, held := files[BlobPath(snap)]; held {
+			data, err := os.ReadFile(d.path(BlobPath(snap)))
+			if err != nil {
+				return nil, err
+			}
+			s, err := ParseSnapshot(data)
+			if err != nil {
+				return nil, fmt.Errorf("snapshot blob %s: %w", snap, err)
+			}
+			for _, h := range s.Blobs() {
+				refs[h] = true
+			}
+		}
+	}
+	var out []string
+	for h := range refs {
+		if _, held := files[BlobPath(h)]; !held {
+			out = append(out, h)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func latestSnapshotBlob(view []*journal.Event) (string, bool) {
+	for i := len(view) - 1; i >= 0; i-- {
+		if view[i].Type != SnapshotEventType {
+			continue
+		}
+		var b SnapshotEventBody
+		if json.Unmarshal(view[i].Body, &b) != nil {
+			return "", false
+		}
+		h, err := ParseBlobCID(b.Snapshot)
+		return h, err == nil
+	}
+	return "", false
+}
+
+// AdoptBlob moves the verified file at path (on the same file system)
+// into the blob store as the blob sha256Hex, lists it in the manifest, and
+// brings snapshot.json and the editable files up to the latest events
+// whose blobs are now all held. A file that does not hash to its name is
+// refused and left where it is.
+func (d *Dir) AdoptBlob(sha256Hex, path string) error {
+	e, err := hashFile(path, -1)
+	if err != nil {
+		return err
+	}
+	if e.SHA256 != sha256Hex {
+		return fmt.Errorf("adopt blob %s: %w (it hashes to %s)", sha256Hex, ErrHashMismatch, e.SHA256)
+	}
+	final := d.path(BlobPath(sha256Hex))
+	if err := os.Chmod(path, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(path, final); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Dir(final)); err != nil {
+		return err
+	}
+	files, err := d.derivedUpdates(map[string]FileEntry{BlobPath(sha256Hex): e})
+	if err != nil {
+		return err
+	}
+	return d.commit(files, map[string]FileEntry{BlobPath(sha256Hex): e})
+}
+
+// derivedUpdates returns new contents for snapshot.json and the editable
+// files when the latest events name content that differs from them and
+// whose blobs are all held (counting extra, about to be listed).
+func (d *Dir) derivedUpdates(extra map[string]FileEntry) (map[string][]byte, error) {
+	evs, err := d.Events()
+	if err != nil {
+		return nil, err
+	}
+	view, _ := journal.Readable(evs)
+	d.commitMu.Lock()
+	held := make(map[string]FileEntry, len(d.Manifest.Files)+len(extra))
+	for k, v := range d.Manifest.Files {
+		held[k] = v
+	}
+	d.commitMu.Unlock()
+	for k, v := range extra {
+		held[k] = v
+	}
+	read := func(h string) ([]byte, bool) {
+		if _, ok := held[BlobPath(h)]; !ok {
+			return nil, false
+		}
+		data, err := os.ReadFile(d.path(BlobPath(h)))
+		return data, err == nil
+	}
+	out := map[string][]byte{}
+	if snapHex, ok := latestSnapshotBlob(view); ok {
+		if data, ok := read(snapHex); ok && entryOf(data) != held[SnapshotFile] {
+			if s, err := ParseSnapshot(data); err == nil {
+				complete := true
+				for _, h := range s.Blobs() {
+					if _, ok := held[BlobPath(h)]; !ok {
+						complete = false
+					}
+				}
+				if complete {
+					out[SnapshotFile] = data
+				}
+			}
+		}
+	}
+	for _, name := range Editable {
+		for i := len(view) - 1; i >= 0; i-- {
+			var b FileUpdatedBody
+			if view[i].Type != FileUpdatedEventType || json.Unmarshal(view[i].Body, &b) != nil || b.Path != name {
+				continue
+			}
+			if h, err := ParseBlobCID(b.CID); err == nil {
+				if data, ok := read(h); ok && entryOf(data) != held[name] && checkEditable(name, data) == nil {
+					out[name] = data
+				}
+			}
+			break
+		}
+	}
+	return out, nil
+}

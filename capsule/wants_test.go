@@ -1,0 +1,90 @@
+package capsule
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// copyOut copies a blob of capsule dir to a temporary file, as a transfer would.
+func copyOut(t *testing.T, dir, h string) string {
+	t.Helper()
+	src, err := os.Open(filepath.Join(dir, filepath.FromSlash(BlobPath(h))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst := filepath.Join(t.TempDir(), h)
+	f, _ := os.Create(dst)
+	io.Copy(f, src)
+	f.Close()
+	return dst
+}
+
+func TestACopyThatReceivedEventsWantsTheirBlobsAndCatchesUpWhenTheyArrive(t *testing.T) {
+	a, b, laptop, _ := diverge(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	writeTree(t, ws, map[string]string{"x.txt": "only on a", "y/z.bin": strings.Repeat("z", 5000)})
+	da, _ := OpenDir(a, nil)
+	if _, err := da.Snapshot(context.Background(), laptop, ws); err != nil {
+		t.Fatal(err)
+	}
+	evsA, _ := da.Events()
+	da.Close()
+
+	db, err := OpenDir(b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.AddEvents(context.Background(), evsA); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, b) // events without their blobs are a consistent capsule
+	rounds := 0
+	for {
+		want, err := db.Wanted()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 {
+			break
+		}
+		if rounds++; rounds > 3 {
+			t.Fatalf("still wanting %v", want)
+		}
+		for _, h := range want {
+			if err := db.AdoptBlob(h, copyOut(t, a, h)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if rounds != 2 {
+		t.Errorf("took %d rounds, want 2 (the snapshot, then its files)", rounds)
+	}
+	mustVerify(t, b)
+	out := filepath.Join(t.TempDir(), "out")
+	if err := mustOpen(t, b).Materialize(out); err != nil {
+		t.Fatal(err)
+	}
+	assertSameTree(t, ws, out)
+}
+
+func TestAdoptBlobRefusesBytesThatDoNotMatchTheName(t *testing.T) {
+	dir := fullCapsule(t, newSigner(t))
+	d, _ := OpenDir(dir, nil)
+	defer d.Close()
+	p := filepath.Join(t.TempDir(), "x")
+	os.WriteFile(p, []byte("hello"), 0o644)
+	err := d.AdoptBlob(strings.Repeat("0", 64), p)
+	if err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Fatalf("adopt of a mismatching blob: %v", err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal("the refused file was moved")
+	}
+	mustVerify(t, dir)
+}
