@@ -1,0 +1,58 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/tern-dev/tern/capsule"
+)
+
+// toolDef is a tool definition from agent.json, ready for any provider.
+type toolDef struct {
+	name        string
+	description string
+	params      []byte // a compact JSON Schema object that has a "type"
+	tokens      int
+}
+
+// emptySchema is the parameters of a tool that declares none: every
+// provider accepts an object schema, and Anthropic requires one.
+var emptySchema = []byte(`{"type":"object","properties":{}}`)
+
+// toolDefs prepares the agent's tools, in agent.json's order. A schema
+// that is not a JSON object is replaced by the empty object schema, with a
+// note; one without "type" gets "type":"object" (Anthropic's input_schema
+// is always an object schema).
+func toolDefs(a capsule.Agent, n *notes) []toolDef {
+	defs := make([]toolDef, 0, len(a.Tools))
+	for _, t := range a.Tools {
+		d := toolDef{name: t.Name, description: t.Description, params: emptySchema}
+		raw := bytes.TrimSpace(t.Parameters)
+		switch {
+		case len(raw) == 0 || string(raw) == "null":
+		case raw[0] != '{' || !validJSON(raw):
+			n.addf("tool %q: parameters are not a JSON object; sent as an empty object schema", t.Name)
+		default:
+			var buf bytes.Buffer
+			json.Compact(&buf, raw) // valid: checked above
+			d.params = withType(buf.Bytes())
+		}
+		d.tokens = EventOverhead + estimateString(d.name) + estimateString(d.description) + Estimate(d.params)
+		defs = append(defs, d)
+	}
+	return defs
+}
+
+// withType adds "type":"object" to a schema object that has no "type".
+func withType(obj []byte) []byte {
+	it := object(obj)
+	for k, _, ok := it.member(); ok; k, _, ok = it.member() {
+		if keyIs(k, "type") {
+			return obj
+		}
+	}
+	if string(obj) == "{}" {
+		return []byte(`{"type":"object"}`)
+	}
+	return append([]byte(`{"type":"object",`), obj[1:]...)
+}
