@@ -15,6 +15,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/render"
 )
 
 func demoCmd(e *env) *cobra.Command {
@@ -98,6 +99,23 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 		return err
 	}
 	say("   %d events, each signed by the laptop and chained to the one before", len(evs))
+
+	title("The same conversation renders for any provider: switch models mid-thread")
+	agent, err := d.Agent()
+	if err != nil {
+		return err
+	}
+	for _, t := range []render.Target{
+		{Provider: render.OpenAIChat, Model: "gpt-4.1"},
+		{Provider: render.Anthropic, Model: "claude-sonnet-4-5"},
+		{Provider: render.Gemini, Model: "gemini-2.5-pro"},
+	} {
+		res, err := render.Render(render.Request{Events: evs, Agent: agent, Target: t})
+		if err != nil {
+			return err
+		}
+		say("   %-16s request body of %d bytes, about %d tokens", t.Provider, len(res.Body), res.Tokens)
+	}
 
 	title("It snapshots a workspace into content-addressed blobs")
 	ws := path("workspace")
