@@ -170,7 +170,7 @@ func (n *Node) handleExport(w http.ResponseWriter, r *http.Request) {
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "capsule.tar")
-	if err := n.store.Export(r.PathValue("id"), out); err != nil {
+	if err := n.store.ExportFile(r.PathValue("id"), out); err != nil {
 		httpError(w, statusOf(err), err)
 		return
 	}

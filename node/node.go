@@ -127,6 +127,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	n.stats = newMetrics(n)
 	protocol.HandleSync(h, store, log)
 	protocol.HandleBlob(h, store, log)
+	protocol.HandleCapsules(h, store, log)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
 		n.goSync(c.RemotePeer())
 	}})
@@ -230,8 +231,10 @@ func (n *Node) goSync(p peer.ID) {
 	})
 }
 
-// SyncPeer runs one sync exchange with p for every capsule held.
+// SyncPeer takes a copy of every capsule p shares that this node lacks,
+// then runs one sync exchange with p for every capsule held.
 func (n *Node) SyncPeer(ctx context.Context, p peer.ID) {
+	n.takeMissing(ctx, p)
 	ids, err := n.store.List()
 	if err != nil {
 		n.log.Warn("list capsules", "err", err)
@@ -247,6 +250,43 @@ func (n *Node) SyncPeer(ctx context.Context, p peer.ID) {
 		n.recordSynced(p, id)
 		n.fetchWanted(ctx, p, id)
 	}
+}
+
+// takeMissing copies from p every capsule it shares that this node does
+// not hold; each tar is checked completely before the capsule appears.
+func (n *Node) takeMissing(ctx context.Context, p peer.ID) {
+	ids, err := protocol.PeerCapsules(ctx, n.host, p)
+	if err != nil {
+		n.log.Debug("capsule list", "peer", p, "err", err)
+		return
+	}
+	for _, id := range ids {
+		if n.store.Holds(id) || !capsule.ValidAgentID(id) {
+			continue
+		}
+		if err := n.takeCapsule(ctx, p, id); err != nil {
+			n.log.Warn("could not take a capsule a peer shares", "peer", p, "agent", id, "err", err)
+			continue
+		}
+		n.log.Info("took a capsule a peer shares", "peer", p, "agent", id)
+	}
+}
+
+func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
+	f, err := os.CreateTemp(n.home, ".take-*.tar")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = protocol.TakeCapsule(ctx, n.host, p, id, f, capsule.DefaultLimits.MaxTotalSize)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	_, _, err = n.store.Import(f.Name())
+	return err
 }
 
 // PartialDir holds blobs being fetched, inside $TERN_HOME, named by their

@@ -252,8 +252,34 @@ func (s *Store) Import(path string) (string, bool, error) {
 	return id, true, nil
 }
 
-// Export packs the agent's capsule to out.
-func (s *Store) Export(agent, out string) error {
+// Shared returns the agents shared with peer: every capsule held is shared
+// with every paired peer (protocol.Capsules).
+func (s *Store) Shared(peer string) ([]string, error) { return s.List() }
+
+// Export writes the agent's capsule as a tar to w (protocol.Capsules).
+func (s *Store) Export(agent, peer string, w io.Writer) error {
+	s.mu.Lock()
+	_, err := s.get(agent)
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: %v", protocol.ErrNoCapsule, err)
+	}
+	c, err := capsule.Open(filepath.Join(s.dir, agent))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return capsule.Pack(c, w, capsule.PackOptions{})
+}
+
+// Holds reports whether the store holds the agent's capsule.
+func (s *Store) Holds(agent string) bool {
+	_, err := os.Stat(filepath.Join(s.dir, agent))
+	return capsule.ValidAgentID(agent) && err == nil
+}
+
+// ExportFile packs the agent's capsule to the file out.
+func (s *Store) ExportFile(agent, out string) error {
 	s.mu.Lock()
 	d, err := s.get(agent)
 	s.mu.Unlock()

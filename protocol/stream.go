@@ -146,3 +146,49 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, sha256Hex, partial strin
 	}
 	return n, s.Close()
 }
+
+// CapsuleTimeout bounds one capsule stream (a list, or one whole tar).
+const CapsuleTimeout = 30 * time.Minute
+
+// HandleCapsules serves /tern/capsule/1.0.0 on h from c.
+func HandleCapsules(h host.Host, c Capsules, log *slog.Logger) {
+	h.SetStreamHandler(CapsuleID, func(s network.Stream) {
+		_ = s.SetDeadline(time.Now().Add(CapsuleTimeout))
+		if err := ServeCapsules(s, c, s.Conn().RemotePeer().String()); err != nil {
+			log.Debug("capsule request failed", "peer", s.Conn().RemotePeer(), "err", err)
+			s.Reset()
+			return
+		}
+		s.Close()
+	})
+}
+
+// PeerCapsules asks p which agents it shares with us.
+func PeerCapsules(ctx context.Context, h host.Host, p peer.ID) ([]string, error) {
+	s, err := h.NewStream(ctx, p, CapsuleID)
+	if err != nil {
+		return nil, err
+	}
+	_ = s.SetDeadline(time.Now().Add(time.Minute))
+	ids, err := ListCapsules(s)
+	if err != nil {
+		s.Reset()
+		return nil, err
+	}
+	return ids, s.Close()
+}
+
+// TakeCapsule copies the agent's capsule from p as a tar into w.
+func TakeCapsule(ctx context.Context, h host.Host, p peer.ID, agent string, w io.Writer, max int64) (int64, error) {
+	s, err := h.NewStream(ctx, p, CapsuleID)
+	if err != nil {
+		return 0, err
+	}
+	_ = s.SetDeadline(time.Now().Add(CapsuleTimeout))
+	n, err := FetchCapsule(s, agent, w, max)
+	if err != nil {
+		s.Reset()
+		return n, err
+	}
+	return n, s.Close()
+}

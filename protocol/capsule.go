@@ -1,0 +1,176 @@
+package protocol
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// CapsuleID is the libp2p protocol ID with which a node learns which
+// capsules a peer holds and takes a copy of one it lacks.
+const CapsuleID = "/tern/capsule/1.0.0"
+
+// ErrNoCapsule means the peer does not share that capsule.
+var ErrNoCapsule = errors.New("the peer does not share that capsule")
+
+// Capsules is what a node shares with a peer.
+type Capsules interface {
+	// Shared returns the ids of the agents shared with peer.
+	Shared(peer string) ([]string, error)
+	// Export writes the agent's capsule as a tar to w, or returns an
+	// error wrapping ErrNoCapsule when it is not shared with peer.
+	Export(agent, peer string, w io.Writer) error
+}
+
+type capsuleRequest struct {
+	Op    string `json:"op"` // "list" or "get"
+	Agent string `json:"agent,omitempty"`
+}
+
+type capsuleAnswer struct {
+	Agents []string `json:"agents,omitempty"`
+	Error  string   `json:"error,omitempty"`
+}
+
+// ServeCapsules answers one request on rw: the list of shared agents, or
+// one capsule as a tar (a header frame, then the tar's bytes in frames).
+func ServeCapsules(rw io.ReadWriter, c Capsules, peer string) error {
+	p, err := ReadFrame(bufio.NewReader(rw), 1<<10)
+	if err != nil {
+		return err
+	}
+	var req capsuleRequest
+	if err := json.Unmarshal(p, &req); err != nil {
+		return fmt.Errorf("%w: capsule request: %v", ErrProtocol, err)
+	}
+	answer := func(a capsuleAnswer) error {
+		b, _ := json.Marshal(a)
+		return WriteFrame(rw, b)
+	}
+	switch req.Op {
+	case "list":
+		ids, err := c.Shared(peer)
+		if err != nil {
+			answer(capsuleAnswer{Error: "cannot list"})
+			return err
+		}
+		if ids == nil {
+			ids = []string{}
+		}
+		return answer(capsuleAnswer{Agents: ids})
+	case "get":
+		ids, err := c.Shared(peer)
+		if err != nil {
+			return err
+		}
+		shared := false
+		for _, id := range ids {
+			shared = shared || id == req.Agent
+		}
+		if !shared {
+			return answer(capsuleAnswer{Error: "not shared"})
+		}
+		if err := answer(capsuleAnswer{}); err != nil {
+			return err
+		}
+		fw := &frameWriter{w: rw}
+		if err := c.Export(req.Agent, peer, fw); err != nil {
+			return err // the stream is reset: the fetcher sees a cut, not a capsule
+		}
+		return fw.flush()
+	default:
+		return fmt.Errorf("%w: capsule request op %q", ErrProtocol, req.Op)
+	}
+}
+
+// frameWriter cuts a byte stream into frames of at most BlobChunk bytes;
+// an empty frame ends it.
+type frameWriter struct {
+	w   io.Writer
+	buf []byte
+}
+
+func (f *frameWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		k := min(BlobChunk-len(f.buf), len(p))
+		f.buf = append(f.buf, p[:k]...)
+		p = p[k:]
+		if len(f.buf) == BlobChunk {
+			if err := WriteFrame(f.w, f.buf); err != nil {
+				return 0, err
+			}
+			f.buf = f.buf[:0]
+		}
+	}
+	return n, nil
+}
+
+func (f *frameWriter) flush() error {
+	if len(f.buf) > 0 {
+		if err := WriteFrame(f.w, f.buf); err != nil {
+			return err
+		}
+	}
+	return WriteFrame(f.w, nil)
+}
+
+// ListCapsules asks the peer on rw which agents it shares with us.
+func ListCapsules(rw io.ReadWriter) ([]string, error) {
+	req, _ := json.Marshal(capsuleRequest{Op: "list"})
+	if err := WriteFrame(rw, req); err != nil {
+		return nil, err
+	}
+	p, err := ReadFrame(bufio.NewReader(rw), 16<<20)
+	if err != nil {
+		return nil, err
+	}
+	var a capsuleAnswer
+	if err := json.Unmarshal(p, &a); err != nil {
+		return nil, fmt.Errorf("%w: capsule list: %v", ErrProtocol, err)
+	}
+	if a.Error != "" {
+		return nil, fmt.Errorf("capsule list: %s", a.Error)
+	}
+	return a.Agents, nil
+}
+
+// FetchCapsule asks the peer on rw for the agent's capsule and writes the
+// tar to w, at most max bytes. The caller checks the tar (capsule.Unpack
+// verifies everything before a capsule appears).
+func FetchCapsule(rw io.ReadWriter, agent string, w io.Writer, max int64) (int64, error) {
+	req, _ := json.Marshal(capsuleRequest{Op: "get", Agent: agent})
+	if err := WriteFrame(rw, req); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReaderSize(rw, 64<<10)
+	p, err := ReadFrame(r, 1<<10)
+	if err != nil {
+		return 0, err
+	}
+	var a capsuleAnswer
+	if err := json.Unmarshal(p, &a); err != nil {
+		return 0, fmt.Errorf("%w: capsule header: %v", ErrProtocol, err)
+	}
+	if a.Error != "" {
+		return 0, fmt.Errorf("%w: %s", ErrNoCapsule, a.Error)
+	}
+	var n int64
+	for {
+		p, err := ReadFrame(r, BlobChunk)
+		if err != nil {
+			return n, err
+		}
+		if len(p) == 0 {
+			return n, nil
+		}
+		if n += int64(len(p)); n > max {
+			return n, fmt.Errorf("capsule %s is over the limit of %d bytes", agent, max)
+		}
+		if _, err := w.Write(p); err != nil {
+			return n, err
+		}
+	}
+}
