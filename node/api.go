@@ -151,13 +151,10 @@ func (n *Node) handleImport(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, fmt.Errorf("upload: %w", err))
 		return
 	}
-	id, merged, err := n.store.Import(f.Name())
+	id, merged, err := n.Import(f.Name())
 	if err != nil {
 		httpError(w, http.StatusBadRequest, err)
 		return
-	}
-	for _, p := range n.host.Network().Peers() {
-		n.goSync(p)
 	}
 	writeJSON(w, map[string]any{"id": id, "merged": merged})
 }

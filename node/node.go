@@ -125,7 +125,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		synced: map[peer.ID]map[string]journal.Vector{}, syncing: map[peer.ID]bool{}, again: map[peer.ID]bool{},
 		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)
-	protocol.HandleSync(h, store, log)
+	protocol.HandleSync(h, offerAware{store, n}, log)
 	protocol.HandleBlob(h, store, log)
 	protocol.HandleCapsules(h, store, log)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
@@ -360,6 +360,37 @@ func (n *Node) Append(ctx context.Context, agent string, drafts []journal.Draft)
 		n.goSync(p)
 	}
 	return evs, nil
+}
+
+// offerAware serves sync from the store; a peer syncing an agent this node
+// does not hold has just offered it, so the node starts a round with that
+// peer, which takes the capsule.
+type offerAware struct {
+	*Store
+	n *Node
+}
+
+func (o offerAware) Events(agent, from string) ([]*journal.Event, error) {
+	evs, err := o.Store.Events(agent, from)
+	if errors.Is(err, protocol.ErrNotShared) && capsule.ValidAgentID(agent) {
+		if p, derr := peer.Decode(from); derr == nil {
+			o.n.goSync(p)
+		}
+	}
+	return evs, err
+}
+
+// Import takes a capsule tar or folder into the store (merging it with a
+// copy already held) and offers it to every connected peer at once.
+func (n *Node) Import(path string) (string, bool, error) {
+	id, merged, err := n.store.Import(path)
+	if err != nil {
+		return "", false, err
+	}
+	for _, p := range n.host.Network().Peers() {
+		n.goSync(p)
+	}
+	return id, merged, nil
 }
 
 // Pair adds p to the allowlist and dials it at once if it has addresses.

@@ -263,19 +263,23 @@ func demoLiveSync(ctx context.Context, e *env, dir, tarPath string, say func(str
 		}
 	}
 	say("   laptop node %s and desktop node %s, each allowing only the other", short(laptop.Info().PeerID), short(desktop.Info().PeerID))
-	var agent string
-	for _, n := range nodes {
-		id, _, err := n.Store().Import(tarPath)
-		if err != nil {
-			return err
-		}
-		agent = id
-	}
-	evs, err := laptop.Append(ctx, agent, []journal.Draft{demoDraft("message", "s3", "t1", text("user", "Written on the laptop, read on the desktop."))})
+	agent, _, err := laptop.Import(tarPath)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
+	for !desktop.Store().Holds(agent) {
+		if time.Since(start) > 20*time.Second {
+			return fmt.Errorf("demo: the desktop node did not take the capsule")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	say("   the capsule, imported on the laptop node only, reached the desktop node in %s, verified", time.Since(start).Round(time.Millisecond))
+	evs, err := laptop.Append(ctx, agent, []journal.Draft{demoDraft("message", "s3", "t1", text("user", "Written on the laptop, read on the desktop."))})
+	if err != nil {
+		return err
+	}
+	start = time.Now()
 	for {
 		held, err := desktop.Store().Events(agent, "")
 		if err != nil {
