@@ -21,14 +21,15 @@ const nextSuffix = ".next"
 // same folder, fsyncs it, renames it over path and fsyncs the folder. After a
 // crash path holds either its old content or data, never a mix.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return writeAtomic(path, perm, func(w io.Writer) error {
+	return WriteAtomic(path, perm, func(w io.Writer) error {
 		_, err := w.Write(data)
 		return err
 	})
 }
 
-// writeAtomic is WriteFileAtomic with the content streamed by fill.
-func writeAtomic(path string, perm os.FileMode, fill func(io.Writer) error) (err error) {
+// WriteAtomic is WriteFileAtomic with the content streamed by fill; if
+// fill fails, path is left as it was.
+func WriteAtomic(path string, perm os.FileMode, fill func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, tempPrefix+"*")
 	if err != nil {

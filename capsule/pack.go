@@ -145,7 +145,7 @@ func PackFile(c *Capsule, out string, opt PackOptions) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(abs, 0o644, func(w io.Writer) error {
+	return WriteAtomic(abs, 0o644, func(w io.Writer) error {
 		bw := newBufferedWriter(w)
 		if err := Pack(c, bw, opt); err != nil {
 			return err

@@ -265,7 +265,11 @@ func capsuleExportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := writeAtomicFrom(abs, resp.Body); err != nil {
+			err = capsule.WriteAtomic(abs, 0o644, func(w io.Writer) error {
+				_, err := io.Copy(w, resp.Body)
+				return err
+			})
+			if err != nil {
 				return err
 			}
 			rep, err := capsule.Verify(abs, capsule.VerifyOptions{})
@@ -281,15 +285,6 @@ func capsuleExportCmd(e *env) *cobra.Command {
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "the tar file to write")
 	return c
-}
-
-// writeAtomicFrom writes r to path through a temporary file and a rename.
-func writeAtomicFrom(path string, r io.Reader) error {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	return capsule.WriteFileAtomic(path, data, 0o644)
 }
 
 func capsuleListCmd(e *env) *cobra.Command {
