@@ -32,6 +32,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/capsules/{id}/events", n.handleAppend)
 	mux.HandleFunc("GET /v1/capsules/{id}/sync", n.handleSyncState)
 	mux.HandleFunc("POST /v1/peers/reload", n.handleReloadPeers)
+	mux.HandleFunc("POST /v1/shares/reload", n.handleReloadShares)
 	root := http.NewServeMux()
 	root.Handle("GET /metrics", n.stats.handler()) // loopback only, no secrets: no token, as Prometheus expects
 	root.Handle("/", n.auth(mux))
@@ -266,6 +267,14 @@ func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
 	}
 	n.wg.Go(n.dialPeers)
 	writeJSON(w, n.peers.List())
+}
+
+func (n *Node) handleReloadShares(w http.ResponseWriter, r *http.Request) {
+	if err := n.store.shares.Reload(); err != nil {
+		httpError(w, http.StatusBadRequest, err)
+		return
+	}
+	writeJSON(w, map[string]bool{"ok": true})
 }
 
 func statusOf(err error) int {

@@ -372,7 +372,7 @@ type offerAware struct {
 
 func (o offerAware) Events(agent, from string) ([]*journal.Event, error) {
 	evs, err := o.Store.Events(agent, from)
-	if errors.Is(err, protocol.ErrNotShared) && capsule.ValidAgentID(agent) {
+	if errors.Is(err, protocol.ErrNotShared) && capsule.ValidAgentID(agent) && !o.Store.Holds(agent) {
 		if p, derr := peer.Decode(from); derr == nil {
 			o.n.goSync(p)
 		}

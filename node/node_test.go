@@ -324,3 +324,28 @@ func TestAPeerTakesACapsuleItDoesNotHoldYet(t *testing.T) {
 		t.Fatalf("b's copy: %v %+v", err, rep)
 	}
 }
+
+func TestAnUnsharedCapsuleStaysHome(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	kept := sharedCapsule(t, a)
+	given := sharedCapsule(t, a)
+	if err := a.store.shares.Set(kept, b.info.PeerID, false); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, a, given, 2)
+	pair(t, a, b)
+	converged(t, given, 2, a, b)
+	time.Sleep(300 * time.Millisecond) // a few more anti-entropy rounds
+	if b.store.Holds(kept) {
+		t.Fatal("b took a capsule a does not share with it")
+	}
+	// Sharing it again lets it through.
+	if err := a.store.shares.Set(kept, b.info.PeerID, true); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, kept, 0, a, b)
+	again, err := LoadShares(a.home)
+	if err != nil || !again.Shared(kept, b.info.PeerID) {
+		t.Fatalf("shares after reload: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,9 +31,29 @@ type Store struct {
 	dir        string
 	log        *slog.Logger
 	quarantine *quarantine
+	shares     *Shares
 
 	mu   sync.Mutex
 	open map[string]*capsule.Dir
+
+	// swap is held for reading while a capsule is in use, and for writing
+	// while Import replaces a capsule folder with a merged one, so that no
+	// event lands in a journal that is being swapped away.
+	swap sync.RWMutex
+}
+
+// use returns the agent's open capsule with the swap lock held for
+// reading; call done (non-nil exactly when err is nil) when finished.
+func (s *Store) use(agent string) (d *capsule.Dir, done func(), err error) {
+	s.swap.RLock()
+	s.mu.Lock()
+	d, err = s.get(agent)
+	s.mu.Unlock()
+	if err != nil {
+		s.swap.RUnlock()
+		return nil, nil, err
+	}
+	return d, s.swap.RUnlock, nil
 }
 
 var _ protocol.Journals = (*Store)(nil)
@@ -43,7 +64,11 @@ func OpenStore(home string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, log: log, open: map[string]*capsule.Dir{}, quarantine: newQuarantine(home)}, nil
+	shares, err := LoadShares(home)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{dir: dir, log: log, open: map[string]*capsule.Dir{}, quarantine: newQuarantine(home), shares: shares}, nil
 }
 
 // List returns the ids of the capsules held, sorted.
@@ -85,11 +110,16 @@ func (s *Store) get(id string) (*capsule.Dir, error) {
 // ErrUnknownAgent means the node holds no capsule of that agent.
 var ErrUnknownAgent = errors.New("this node holds no capsule of that agent")
 
-// Events returns the agent's events, for any paired peer.
-func (s *Store) Events(agent, _ string) ([]*journal.Event, error) {
-	s.mu.Lock()
-	d, err := s.get(agent)
-	s.mu.Unlock()
+// Events returns the agent's events for peer ("" for this node itself),
+// unless the agent is withheld from that peer (see Shares).
+func (s *Store) Events(agent, peer string) ([]*journal.Event, error) {
+	if peer != "" && !s.shares.Shared(agent, peer) {
+		return nil, fmt.Errorf("agent %s: %w", agent, protocol.ErrNotShared)
+	}
+	d, done, err := s.use(agent)
+	if done != nil {
+		defer done()
+	}
 	if errors.Is(err, ErrUnknownAgent) {
 		return nil, fmt.Errorf("%w: %v", protocol.ErrNotShared, err)
 	}
@@ -101,9 +131,10 @@ func (s *Store) Events(agent, _ string) ([]*journal.Event, error) {
 
 // Add stores events a peer sent, durably.
 func (s *Store) Add(ctx context.Context, agent, peer string, events []*journal.Event) error {
-	s.mu.Lock()
-	d, err := s.get(agent)
-	s.mu.Unlock()
+	d, done, err := s.use(agent)
+	if done != nil {
+		defer done()
+	}
 	if err != nil {
 		return err
 	}
@@ -125,9 +156,10 @@ func (s *Store) Reject(agent, peer string, line []byte, err error) {
 
 // Append appends drafts to the agent's journal as events signed by s.
 func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer, drafts []journal.Draft) ([]*journal.Event, error) {
-	s.mu.Lock()
-	d, err := s.get(agent)
-	s.mu.Unlock()
+	d, done, err := s.use(agent)
+	if done != nil {
+		defer done()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -138,9 +170,10 @@ func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer,
 // The list is derived from the durable journal and manifest, so it
 // survives restarts, and a blob leaves it only once verified and listed.
 func (s *Store) Wanted(agent string) ([]string, error) {
-	s.mu.Lock()
-	d, err := s.get(agent)
-	s.mu.Unlock()
+	d, done, err := s.use(agent)
+	if done != nil {
+		defer done()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -150,9 +183,10 @@ func (s *Store) Wanted(agent string) ([]string, error) {
 // AdoptBlob moves a fetched, complete file into the agent's blob store
 // (see capsule.Dir.AdoptBlob).
 func (s *Store) AdoptBlob(agent, sha256Hex, path string) error {
-	s.mu.Lock()
-	d, err := s.get(agent)
-	s.mu.Unlock()
+	d, done, err := s.use(agent)
+	if done != nil {
+		defer done()
+	}
 	if err != nil {
 		return err
 	}
@@ -205,6 +239,8 @@ func (s *Store) Import(path string) (string, bool, error) {
 	}
 	defer src.Close()
 	id := src.ID()
+	s.swap.Lock() // no one may use the capsule while it is replaced
+	defer s.swap.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	final := filepath.Join(s.dir, id)
@@ -252,18 +288,26 @@ func (s *Store) Import(path string) (string, bool, error) {
 	return id, true, nil
 }
 
-// Shared returns the agents shared with peer: every capsule held is shared
-// with every paired peer (protocol.Capsules).
-func (s *Store) Shared(peer string) ([]string, error) { return s.List() }
+// Shared returns the agents shared with peer: every capsule held, unless
+// withheld from that peer (protocol.Capsules).
+func (s *Store) Shared(peer string) ([]string, error) {
+	ids, err := s.List()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(ids, func(id string) bool { return !s.shares.Shared(id, peer) }), nil
+}
 
 // Export writes the agent's capsule as a tar to w (protocol.Capsules).
 func (s *Store) Export(agent, peer string, w io.Writer) error {
-	s.mu.Lock()
-	_, err := s.get(agent)
-	s.mu.Unlock()
+	if !s.shares.Shared(agent, peer) {
+		return fmt.Errorf("agent %s: %w", agent, protocol.ErrNoCapsule)
+	}
+	_, done, err := s.use(agent)
 	if err != nil {
 		return fmt.Errorf("%w: %v", protocol.ErrNoCapsule, err)
 	}
+	defer done()
 	c, err := capsule.Open(filepath.Join(s.dir, agent))
 	if err != nil {
 		return err
@@ -280,9 +324,10 @@ func (s *Store) Holds(agent string) bool {
 
 // ExportFile packs the agent's capsule to the file out.
 func (s *Store) ExportFile(agent, out string) error {
-	s.mu.Lock()
-	d, err := s.get(agent)
-	s.mu.Unlock()
+	d, done, err := s.use(agent)
+	if done != nil {
+		defer done()
+	}
 	if err != nil {
 		return err
 	}
@@ -291,7 +336,7 @@ func (s *Store) ExportFile(agent, out string) error {
 		return err
 	}
 	defer c.Close()
-	_ = d // held open so that no other writer appends meanwhile
+	_ = d // held open, under the swap lock, so that no import replaces it meanwhile
 	return capsule.PackFile(c, out, capsule.PackOptions{})
 }
 

@@ -21,7 +21,7 @@ func capsuleCmd(e *env) *cobra.Command {
 	}
 	c.AddCommand(capsuleNewCmd(e), capsuleInspectCmd(e), capsuleVerifyCmd(e), capsulePackCmd(e),
 		capsuleUnpackCmd(e), capsuleMergeCmd(e), capsuleSnapshotCmd(e), capsuleMaterializeCmd(e), capsuleAcceptCmd(e),
-		capsuleImportCmd(e), capsuleExportCmd(e), capsuleListCmd(e))
+		capsuleImportCmd(e), capsuleExportCmd(e), capsuleListCmd(e), capsuleShareCmd(e, true), capsuleShareCmd(e, false))
 	return c
 }
 

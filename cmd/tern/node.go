@@ -357,3 +357,41 @@ func syncCmd(e *env) *cobra.Command {
 	c.AddCommand(wait)
 	return c
 }
+
+// capsuleShareCmd is capsule share (on) or capsule unshare (off): every
+// capsule is shared with every paired peer unless unshared from it.
+func capsuleShareCmd(e *env, on bool) *cobra.Command {
+	use, short := "share ID PEERID", "Share a capsule with a paired peer again (every capsule is shared by default)"
+	if !on {
+		use, short = "unshare ID PEERID", "Stop sharing a capsule with a paired peer"
+	}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			home, err := node.Home()
+			if err != nil {
+				return err
+			}
+			s, err := node.LoadShares(home)
+			if err != nil {
+				return err
+			}
+			if err := s.Set(args[0], args[1], on); err != nil {
+				return err
+			}
+			cl, err := node.Dial(home)
+			if errors.Is(err, node.ErrNotRunning) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := cl.Do(cmd.Context(), http.MethodPost, "/v1/shares/reload", nil, nil); err != nil && !errors.Is(err, node.ErrNotRunning) {
+				return fmt.Errorf("shares.json is saved, but the running node did not reload it: %w", err)
+			}
+			return nil
+		},
+	}
+}

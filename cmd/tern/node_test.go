@@ -76,3 +76,20 @@ func TestSyncWaitTimesOutWithExitOne(t *testing.T) {
 		t.Fatalf("exit %d, want 1", code)
 	}
 }
+
+func TestUnshareAndShareWorkWithoutANode(t *testing.T) {
+	home := t.TempDir()
+	const agent, peer = "6f1c9a52-0d1e-4a8e-9b7f-2a4c1e9d3b10", "12D3KooWRBy97UB99e3J6hiPesre1MZeuNQvfan4gBziswrRJsNK"
+	mustTern(t, home, "", "capsule", "unshare", agent, peer)
+	s, err := node.LoadShares(home)
+	if err != nil || s.Shared(agent, peer) {
+		t.Fatalf("after unshare: %v", err)
+	}
+	mustTern(t, home, "", "capsule", "share", agent, peer)
+	if s, _ := node.LoadShares(home); !s.Shared(agent, peer) {
+		t.Fatal("share did not undo unshare")
+	}
+	if code, _, errs := tern(t, home, "", "capsule", "unshare", "not-an-id", peer); code != 2 || !strings.Contains(errs, "agent id") {
+		t.Fatalf("bad id: exit %d %q", code, errs)
+	}
+}
