@@ -136,15 +136,21 @@ func (e *env) editPeers(ctx context.Context, edit func(*node.Peers) error) error
 	if err := edit(p); err != nil {
 		return err
 	}
+	return reloadNode(ctx, home, "/v1/peers/reload", node.PeersFile)
+}
+
+// reloadNode tells the running node of home, if any, to reread a file a
+// command just changed; a node that is not running reads it when it starts.
+func reloadNode(ctx context.Context, home, path, file string) error {
 	cl, err := node.Dial(home)
 	if errors.Is(err, node.ErrNotRunning) {
-		return nil // the node reads the file when it starts
+		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if err := cl.Do(ctx, http.MethodPost, "/v1/peers/reload", nil, nil); err != nil && !errors.Is(err, node.ErrNotRunning) {
-		return fmt.Errorf("peers.json is saved, but the running node did not reload it: %w", err)
+	if err := cl.Do(ctx, http.MethodPost, path, nil, nil); err != nil && !errors.Is(err, node.ErrNotRunning) {
+		return fmt.Errorf("%s is saved, but the running node did not reload it: %w", file, err)
 	}
 	return nil
 }
@@ -381,17 +387,7 @@ func capsuleShareCmd(e *env, on bool) *cobra.Command {
 			if err := s.Set(args[0], args[1], on); err != nil {
 				return err
 			}
-			cl, err := node.Dial(home)
-			if errors.Is(err, node.ErrNotRunning) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if err := cl.Do(cmd.Context(), http.MethodPost, "/v1/shares/reload", nil, nil); err != nil && !errors.Is(err, node.ErrNotRunning) {
-				return fmt.Errorf("shares.json is saved, but the running node did not reload it: %w", err)
-			}
-			return nil
+			return reloadNode(cmd.Context(), home, "/v1/shares/reload", node.SharesFile)
 		},
 	}
 }
