@@ -179,21 +179,32 @@ func (m *Machine) PrepareDone(epoch uint64, err error) {
 	m.send(Message{Type: MsgPrepared, To: source, Epoch: epoch})
 }
 
+// answerFromRecord answers msg from what the record already says: unknown
+// while the registry is lost, the decision written for its epoch, or
+// unknown for an undecided epoch at or below the relearnt floor. It
+// reports whether it answered; if not, the caller decides (and fences).
+func (m *Machine) answerFromRecord(msg *Message) bool {
+	r := &m.rec
+	n := msg.Epoch
+	switch d := r.Decision(n); {
+	case m.lost:
+		m.decision(msg, Unknown)
+	case d != Undecided:
+		m.decision(msg, d)
+	case n <= r.Floor:
+		m.decision(msg, Unknown)
+	default:
+		return false
+	}
+	return true
+}
+
 // onActivate activates a prepared epoch, or answers the decision already
 // recorded for it. Anything else is refused, durably.
 func (m *Machine) onActivate(msg *Message) {
 	r := &m.rec
 	n := msg.Epoch
-	if m.lost {
-		m.decision(msg, Unknown)
-		return
-	}
-	if d := r.Decision(n); d != Undecided {
-		m.decision(msg, d)
-		return
-	}
-	if n <= r.Floor {
-		m.decision(msg, Unknown)
+	if m.answerFromRecord(msg) {
 		return
 	}
 	if m.stagingFrom(msg) && r.Prepared {
@@ -244,12 +255,7 @@ func (m *Machine) onQuery(msg *Message) {
 		}
 		return
 	}
-	if d := r.Decision(n); d != Undecided {
-		m.decision(msg, d)
-		return
-	}
-	if n <= r.Floor {
-		m.decision(msg, Unknown)
+	if m.answerFromRecord(msg) {
 		return
 	}
 	m.fence(n, errQueried)
@@ -258,21 +264,10 @@ func (m *Machine) onQuery(msg *Message) {
 
 // onAbort forgets a staged epoch; like a query, it fences.
 func (m *Machine) onAbort(msg *Message) {
-	r := &m.rec
-	n := msg.Epoch
-	if m.lost {
-		m.decision(msg, Unknown)
+	if m.answerFromRecord(msg) {
 		return
 	}
-	if d := r.Decision(n); d != Undecided {
-		m.decision(msg, d)
-		return
-	}
-	if n <= r.Floor {
-		m.decision(msg, Unknown)
-		return
-	}
-	m.fence(n, errAborted)
+	m.fence(msg.Epoch, errAborted)
 	m.decision(msg, Refused)
 }
 
