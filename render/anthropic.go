@@ -83,20 +83,7 @@ func (p *plan) anthropic(w *writer) {
 	w.raw("]")
 	if len(p.tools) > 0 {
 		w.raw(`,"tools":[`)
-		for i, t := range p.tools {
-			if i > 0 {
-				w.raw(",")
-			}
-			w.raw(`{"name":`)
-			w.str(t.name)
-			if t.description != "" {
-				w.raw(`,"description":`)
-				w.str(t.description)
-			}
-			w.raw(`,"input_schema":`)
-			w.rawb(t.params)
-			w.raw("}")
-		}
+		p.writeTools(w, toolsAnthropic)
 		w.raw("]")
 	}
 	w.raw("}")

@@ -84,20 +84,7 @@ func (p *plan) gemini(w *writer) {
 	w.raw("]")
 	if len(p.tools) > 0 {
 		w.raw(`,"tools":[{"functionDeclarations":[`)
-		for i, t := range p.tools {
-			if i > 0 {
-				w.raw(",")
-			}
-			w.raw(`{"name":`)
-			w.str(t.name)
-			if t.description != "" {
-				w.raw(`,"description":`)
-				w.str(t.description)
-			}
-			w.raw(`,"parametersJsonSchema":`)
-			w.rawb(t.params)
-			w.raw("}")
-		}
+		p.writeTools(w, toolsGemini)
 		w.raw("]}]")
 	}
 	w.raw("}")

@@ -54,20 +54,7 @@ func (p *plan) ollama(w *writer) {
 	w.raw("]")
 	if len(p.tools) > 0 {
 		w.raw(`,"tools":[`)
-		for i, t := range p.tools {
-			if i > 0 {
-				w.raw(",")
-			}
-			w.raw(`{"type":"function","function":{"name":`)
-			w.str(t.name)
-			if t.description != "" {
-				w.raw(`,"description":`)
-				w.str(t.description)
-			}
-			w.raw(`,"parameters":`)
-			ollamaParameters(w, t.params)
-			w.raw("}}")
-		}
+		p.writeTools(w, toolsOllama)
 		w.raw("]")
 	}
 	w.raw(`,"options":{}}`)

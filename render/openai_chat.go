@@ -44,20 +44,7 @@ func (p *plan) openAIChat(w *writer) {
 	w.raw("]")
 	if len(p.tools) > 0 {
 		w.raw(`,"tools":[`)
-		for i, t := range p.tools {
-			if i > 0 {
-				w.raw(",")
-			}
-			w.raw(`{"type":"function","function":{"name":`)
-			w.str(t.name)
-			if t.description != "" {
-				w.raw(`,"description":`)
-				w.str(t.description)
-			}
-			w.raw(`,"parameters":`)
-			w.rawb(t.params)
-			w.raw("}}")
-		}
+		p.writeTools(w, toolsChat)
 		w.raw("]")
 	}
 	w.raw("}")

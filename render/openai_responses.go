@@ -45,20 +45,7 @@ func (p *plan) openAIResponses(w *writer) {
 	w.raw("]")
 	if len(p.tools) > 0 {
 		w.raw(`,"tools":[`)
-		for i, t := range p.tools {
-			if i > 0 {
-				w.raw(",")
-			}
-			w.raw(`{"type":"function","name":`)
-			w.str(t.name)
-			if t.description != "" {
-				w.raw(`,"description":`)
-				w.str(t.description)
-			}
-			w.raw(`,"parameters":`)
-			w.rawb(t.params)
-			w.raw(`,"strict":false}`)
-		}
+		p.writeTools(w, toolsResponses)
 		w.raw("]")
 	}
 	w.raw(`,"store":false,"include":["reasoning.encrypted_content"]}`)

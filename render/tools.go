@@ -56,3 +56,40 @@ func withType(obj []byte) []byte {
 	}
 	return append([]byte(`{"type":"object",`), obj[1:]...)
 }
+
+// toolShape is how one provider spells a tool definition: the object opens
+// with head, then the name, an optional description, the schema under
+// schemaKey (written by params), and closes with tail.
+type toolShape struct {
+	head, schemaKey, tail string
+	params                func(w *writer, schema []byte)
+}
+
+func rawSchema(w *writer, schema []byte) { w.rawb(schema) }
+
+// The tool shapes of the providers.
+var (
+	toolsChat      = toolShape{head: `{"type":"function","function":{"name":`, schemaKey: "parameters", tail: "}}", params: rawSchema}
+	toolsOllama    = toolShape{head: `{"type":"function","function":{"name":`, schemaKey: "parameters", tail: "}}", params: ollamaParameters}
+	toolsAnthropic = toolShape{head: `{"name":`, schemaKey: "input_schema", tail: "}", params: rawSchema}
+	toolsGemini    = toolShape{head: `{"name":`, schemaKey: "parametersJsonSchema", tail: "}", params: rawSchema}
+	toolsResponses = toolShape{head: `{"type":"function","name":`, schemaKey: "parameters", tail: `,"strict":false}`, params: rawSchema}
+)
+
+// writeTools writes the agent's tools, comma-separated, in s's shape.
+func (p *plan) writeTools(w *writer, s toolShape) {
+	for i, t := range p.tools {
+		if i > 0 {
+			w.raw(",")
+		}
+		w.raw(s.head)
+		w.str(t.name)
+		if t.description != "" {
+			w.raw(`,"description":`)
+			w.str(t.description)
+		}
+		w.raw(`,"` + s.schemaKey + `":`)
+		s.params(w, t.params)
+		w.raw(s.tail)
+	}
+}
