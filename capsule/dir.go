@@ -268,6 +268,15 @@ func (d *Dir) Events() ([]*journal.Event, error) {
 	return jl.Events(), nil
 }
 
+// Vector returns the journal's version vector, without copying its events.
+func (d *Dir) Vector() (journal.Vector, error) {
+	jl, err := d.journalLog()
+	if err != nil {
+		return nil, err
+	}
+	return jl.Vector(), nil
+}
+
 // Seal records the journal's current length and hash in the manifest.
 func (d *Dir) Seal() error { return d.commit(nil, nil) }
 

@@ -103,6 +103,21 @@ func latestSnapshotBlob(view []*journal.Event) (string, bool) {
 	return "", false
 }
 
+// HeldBlobs returns the sha256 hex names of the blobs the manifest lists,
+// sorted: the blobs this copy of the capsule holds, verified.
+func (d *Dir) HeldBlobs() []string {
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	var out []string
+	for name := range d.Manifest.Files {
+		if h := blobName(name); h != "" {
+			out = append(out, h)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // AdoptBlob moves the verified file at path (on the same file system)
 // into the blob store as the blob sha256Hex, lists it in the manifest, and
 // brings snapshot.json and the editable files up to the latest events

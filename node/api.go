@@ -2,20 +2,24 @@ package node
 
 import (
 	"bufio"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/protocol"
 )
 
 // maxImport bounds a capsule tar uploaded to the API.
@@ -68,6 +72,8 @@ type Status struct {
 	API      string          `json:"api"`
 	Peers    []PeerStatus    `json:"peers"`
 	Capsules []CapsuleStatus `json:"capsules"`
+	// Transfers are the blobs moving between this node and its peers now.
+	Transfers []Transfer `json:"transfers"`
 }
 
 // PeerStatus is a paired peer and whether it is connected now.
@@ -89,7 +95,8 @@ type CapsuleStatus struct {
 
 // Status reports the node's state.
 func (n *Node) Status() (Status, error) {
-	st := Status{PeerID: n.info.PeerID, Addrs: n.info.Addrs, API: n.info.API, Peers: []PeerStatus{}, Capsules: []CapsuleStatus{}}
+	st := Status{PeerID: n.info.PeerID, Addrs: n.info.Addrs, API: n.info.API, Peers: []PeerStatus{}, Capsules: []CapsuleStatus{},
+		Transfers: n.transfers.list()}
 	for _, p := range n.peers.List() {
 		id, _ := peer.Decode(p.ID)
 		st.Peers = append(st.Peers, PeerStatus{Peer: p, Connected: n.host.Network().Connectedness(id) == network.Connected})
@@ -210,12 +217,24 @@ func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"ids": ids})
 }
 
-// SyncState is what the node knows of one capsule and one peer: our vector
-// and the one both held after the last good exchange.
+// SyncState is what the node knows of one capsule and one peer. The peer
+// holds the whole capsule (InSync) once it holds every event this node
+// holds and every blob the capsule holds or wants.
 type SyncState struct {
-	Ours   journal.Vector `json:"ours"`
-	Peer   journal.Vector `json:"peer"`
-	InSync bool           `json:"in_sync"`
+	Ours journal.Vector `json:"ours"`
+	// Peer is a vector of events both held when their last exchange
+	// ended; null before the first.
+	Peer journal.Vector `json:"peer"`
+	// Events says whether the peer holds every event this node holds.
+	Events bool `json:"events"`
+	// Blobs is how many blobs the capsule holds or wants; PeerLacks, how
+	// many of them the peer lacks. The peer is asked only once Events
+	// holds; until then, or when it cannot be asked, all are counted.
+	Blobs     int `json:"blobs"`
+	PeerLacks int `json:"peer_lacks"`
+	// Transfers are the capsule's blobs moving between the two right now.
+	Transfers []Transfer `json:"transfers"`
+	InSync    bool       `json:"in_sync"`
 }
 
 func (n *Node) handleSyncState(w http.ResponseWriter, r *http.Request) {
@@ -225,33 +244,46 @@ func (n *Node) handleSyncState(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, fmt.Errorf("peer: %w", err))
 		return
 	}
-	ours, err := n.store.Vector(id)
+	st, err := n.syncState(r.Context(), p, id)
 	if err != nil {
 		httpError(w, statusOf(err), err)
 		return
 	}
-	n.mu.Lock()
-	theirs := n.synced[p][id]
-	n.mu.Unlock()
-	in := vectorsEqual(ours, theirs)
-	if !in {
-		n.goSync(p)
-	}
-	writeJSON(w, SyncState{Ours: ours, Peer: theirs, InSync: in})
+	writeJSON(w, st)
 }
 
-// vectorsEqual reports whether a peer's recorded vector b (nil: never
-// synced) equals ours, a.
-func vectorsEqual(a, b journal.Vector) bool {
-	if b == nil || len(a) != len(b) {
-		return false
+// syncState says whether p holds the whole of agent's capsule; when it
+// does not, it starts a sync round with p.
+func (n *Node) syncState(ctx context.Context, p peer.ID, agent string) (SyncState, error) {
+	ours, err := n.store.Vector(agent)
+	if err != nil {
+		return SyncState{}, err
 	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
+	blobs, err := n.store.Blobs(agent)
+	if err != nil {
+		return SyncState{}, err
+	}
+	st := SyncState{Ours: ours, Blobs: len(blobs), PeerLacks: len(blobs), Transfers: []Transfer{}}
+	st.Peer, _ = n.synced.Get(syncKey{p, agent})
+	st.Events = st.Peer != nil && maps.Equal(ours, st.Peer)
+	if st.Events && len(blobs) > 0 {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		held, err := protocol.PeerHas(ctx, n.host, p, agent, blobs)
+		cancel()
+		if err == nil {
+			st.PeerLacks = len(blobs) - len(held)
 		}
 	}
-	return true
+	for _, t := range n.transfers.list() {
+		if t.Agent == agent && t.Peer == p.String() {
+			st.Transfers = append(st.Transfers, t)
+		}
+	}
+	st.InSync = st.Events && st.PeerLacks == 0
+	if !st.Events {
+		n.goSync(p)
+	}
+	return st, nil
 }
 
 func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {

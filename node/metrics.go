@@ -18,6 +18,7 @@ type metrics struct {
 	eventsReceived prometheus.Counter
 	syncBytes      *prometheus.CounterVec
 	blobBytes      prometheus.Counter
+	gossip         *prometheus.CounterVec
 }
 
 func newMetrics(n *Node) *metrics {
@@ -38,8 +39,11 @@ func newMetrics(n *Node) *metrics {
 		blobBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tern_blob_bytes_received_total", Help: "Blob bytes received from peers (before their hash check).",
 		}),
+		gossip: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tern_gossip_events_total", Help: "Events peers gossiped, by what this node did with them: accepted (stored and forwarded), ignored (held already, or a gap for anti-entropy to fill), rejected.",
+		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.syncs, m.eventsSent, m.eventsReceived, m.syncBytes, m.blobBytes,
+	m.reg.MustRegister(m.syncs, m.eventsSent, m.eventsReceived, m.syncBytes, m.blobBytes, m.gossip,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tern_peers_connected", Help: "Paired peers connected now."},
 			func() float64 { return float64(len(n.host.Network().Peers())) }),

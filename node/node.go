@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -66,15 +68,30 @@ type Node struct {
 	info  Info
 	stats *metrics
 
+	gossip    *gossip
+	transfers *transfers
+	// synced holds, per peer and agent, a vector of events both sides held
+	// when their last exchange ended: while ours still equals it, the peer
+	// holds everything we hold and an exchange is skipped.
+	synced *lru.Cache[syncKey, journal.Vector]
+
 	mu      sync.Mutex
-	synced  map[peer.ID]map[string]journal.Vector // the vector both sides held after the last good exchange
-	syncing map[peer.ID]bool                      // a sync round with that peer is running
-	again   map[peer.ID]bool                      // and another was asked for meanwhile
+	syncing map[peer.ID]bool // a sync round with that peer is running
+	again   map[peer.ID]bool // and another was asked for meanwhile
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
+
+type syncKey struct {
+	peer  peer.ID
+	agent string
+}
+
+// peerVectors bounds the peers' last vectors kept: a pair of nodes holding
+// 1,000 capsules each uses 1,000.
+const peerVectors = 1 << 16
 
 // Start runs a node from home until Close: the libp2p host (only paired
 // peers get in), the sync protocol, anti-entropy on every connect and on a
@@ -121,14 +138,33 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("start libp2p host: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	synced, _ := lru.New[syncKey, journal.Vector](peerVectors)
 	n := &Node{home: home, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
-		synced: map[peer.ID]map[string]journal.Vector{}, syncing: map[peer.ID]bool{}, again: map[peer.ID]bool{},
+		transfers: newTransfers(), synced: synced, syncing: map[peer.ID]bool{}, again: map[peer.ID]bool{},
 		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)
+	if n.gossip, err = startGossip(ctx, n); err != nil {
+		cancel()
+		h.Close()
+		store.Close()
+		return nil, err
+	}
+	ids, err := store.List()
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
+	for _, id := range ids {
+		if err := n.gossip.join(id); err != nil {
+			n.Close()
+			return nil, err
+		}
+	}
 	protocol.HandleSync(h, offerAware{store, n}, log)
-	protocol.HandleBlob(h, store, log)
+	protocol.HandleBlob(h, servedBlobs{store, n.transfers}, log)
 	protocol.HandleCapsules(h, store, log)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
+		n.forgetSynced(c.RemotePeer()) // it may have restarted from another state
 		n.goSync(c.RemotePeer())
 	}})
 	if !cfg.NoMDNS {
@@ -241,13 +277,15 @@ func (n *Node) SyncPeer(ctx context.Context, p peer.ID) {
 		return
 	}
 	for _, id := range ids {
-		st, err := protocol.Sync(ctx, n.host, p, id, n.store)
-		n.stats.observe(st, err)
-		if err != nil {
-			n.log.Debug("sync", "peer", p, "agent", id, "err", err)
-			continue
+		if !n.peerHoldsAll(p, id) {
+			st, err := protocol.Sync(ctx, n.host, p, id, n.store)
+			n.stats.observe(st, err)
+			if err != nil {
+				n.log.Debug("sync", "peer", p, "agent", id, "err", err)
+				continue
+			}
+			n.recordSynced(p, id, st.Both)
 		}
-		n.recordSynced(p, id)
 		n.fetchWanted(ctx, p, id)
 	}
 }
@@ -285,8 +323,10 @@ func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
 	if err != nil {
 		return err
 	}
-	_, _, err = n.store.Import(f.Name())
-	return err
+	if _, _, err = n.store.Import(f.Name()); err != nil {
+		return err
+	}
+	return n.gossip.join(id)
 }
 
 // PartialDir holds blobs being fetched, inside $TERN_HOME, named by their
@@ -316,7 +356,9 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 			}
 			tried[h] = true
 			partial := filepath.Join(dir, h)
-			got, err := protocol.Fetch(ctx, n.host, p, h, partial)
+			track, end := n.transfers.start(Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
+			got, err := protocol.Fetch(ctx, n.host, p, agent, h, partial, track)
+			end()
 			n.stats.blobBytes.Add(float64(got))
 			if err != nil {
 				n.log.Debug("blob fetch", "peer", p, "blob", h, "err", err)
@@ -334,31 +376,44 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 	}
 }
 
-// recordSynced remembers our vector for agent as the one p also holds,
-// after an exchange that succeeded.
-func (n *Node) recordSynced(p peer.ID, agent string) {
-	v, err := n.store.Vector(agent)
-	if err != nil {
-		return
+// recordSynced remembers both, a vector of events p and this node both
+// held when an exchange of agent ended.
+func (n *Node) recordSynced(p peer.ID, agent string, both journal.Vector) {
+	if both != nil {
+		n.synced.Add(syncKey{p, agent}, both)
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.synced[p] == nil {
-		n.synced[p] = map[string]journal.Vector{}
+}
+
+// forgetSynced forgets what p was known to hold.
+func (n *Node) forgetSynced(p peer.ID) {
+	for _, k := range n.synced.Keys() {
+		if k.peer == p {
+			n.synced.Remove(k)
+		}
 	}
-	n.synced[p][agent] = v
+}
+
+// peerHoldsAll reports whether p is known to hold every event of agent
+// this node holds: our vector equals the one both held after the last
+// exchange. (What p wrote since, p brings: its own vector moved.)
+func (n *Node) peerHoldsAll(p peer.ID, agent string) bool {
+	both, ok := n.synced.Get(syncKey{p, agent})
+	if !ok {
+		return false
+	}
+	ours, err := n.store.Vector(agent)
+	return err == nil && maps.Equal(ours, both)
 }
 
 // Append appends drafts to the agent's journal as events signed by this
-// node, durably, and pushes them to every connected peer at once.
+// node, durably, and gossips them to the peers that share the agent.
+// (Anti-entropy brings them to any peer gossip misses.)
 func (n *Node) Append(ctx context.Context, agent string, drafts []journal.Draft) ([]*journal.Event, error) {
 	evs, err := n.store.Append(ctx, agent, n.id, drafts)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range n.host.Network().Peers() {
-		n.goSync(p)
-	}
+	n.gossip.publish(ctx, agent, evs)
 	return evs, nil
 }
 
@@ -368,6 +423,14 @@ func (n *Node) Append(ctx context.Context, agent string, drafts []journal.Draft)
 type offerAware struct {
 	*Store
 	n *Node
+}
+
+// Synced records what a peer that started an exchange now holds
+// (protocol.Recorder).
+func (o offerAware) Synced(agent, from string, both journal.Vector) {
+	if p, err := peer.Decode(from); err == nil {
+		o.n.recordSynced(p, agent, both)
+	}
 }
 
 func (o offerAware) Events(agent, from string) ([]*journal.Event, error) {
@@ -385,6 +448,9 @@ func (o offerAware) Events(agent, from string) ([]*journal.Event, error) {
 func (n *Node) Import(path string) (string, bool, error) {
 	id, merged, err := n.store.Import(path)
 	if err != nil {
+		return "", false, err
+	}
+	if err := n.gossip.join(id); err != nil {
 		return "", false, err
 	}
 	for _, p := range n.host.Network().Peers() {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/tern-dev/tern/capsule"
@@ -131,18 +130,22 @@ func (s *Store) Events(agent, peer string) ([]*journal.Event, error) {
 
 // Add stores events a peer sent, durably.
 func (s *Store) Add(ctx context.Context, agent, peer string, events []*journal.Event) error {
+	_, err := s.add(ctx, agent, peer, events)
+	return err
+}
+
+// add stores events a peer sent, durably, and returns those that were new.
+func (s *Store) add(ctx context.Context, agent, peer string, events []*journal.Event) ([]*journal.Event, error) {
 	d, done, err := s.use(agent)
-	if done != nil {
-		defer done()
-	}
 	if err != nil {
-		return err
+		return nil, err
 	}
+	defer done()
 	added, err := d.AddEvents(ctx, events)
 	if len(added) > 0 {
-		s.log.Info("received events", "agent", agent, "peer", peer, "events", len(added))
+		s.log.Debug("received events", "agent", agent, "peer", peer, "events", len(added))
 	}
-	return err
+	return added, err
 }
 
 // Reject keeps aside an event line a peer sent that failed its checks
@@ -193,39 +196,77 @@ func (s *Store) AdoptBlob(agent, sha256Hex, path string) error {
 	return d.AdoptBlob(sha256Hex, path)
 }
 
-// OpenBlob serves a blob held in any of the store's capsules
-// (protocol.BlobSource). Blob files are named by their content, and the
-// fetching side checks every byte.
-func (s *Store) OpenBlob(sha256Hex string) (io.ReadSeekCloser, int64, error) {
-	ids, err := s.List()
+// OpenBlob opens a blob of the agent's capsule for peer
+// (protocol.BlobSource): only from a capsule shared with that peer, and
+// only a blob its manifest lists, so a half-adopted file is never served.
+func (s *Store) OpenBlob(agent, peer, sha256Hex string) (io.ReadSeekCloser, int64, error) {
+	if !s.HoldsBlob(agent, peer, sha256Hex) {
+		return nil, 0, fmt.Errorf("agent %s, blob %s: %w", agent, sha256Hex, protocol.ErrNoBlob)
+	}
+	f, err := os.Open(filepath.Join(s.dir, agent, filepath.FromSlash(capsule.BlobPath(sha256Hex))))
 	if err != nil {
+		return nil, 0, fmt.Errorf("agent %s, blob %s: %w: %v", agent, sha256Hex, protocol.ErrNoBlob, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
 		return nil, 0, err
 	}
-	if len(sha256Hex) != 64 || strings.Trim(sha256Hex, "0123456789abcdef") != "" {
-		return nil, 0, fmt.Errorf("%q: %w", sha256Hex, protocol.ErrNoBlob)
+	return f, st.Size(), nil
+}
+
+// HoldsBlob reports whether the agent's capsule, shared with peer, lists
+// the blob.
+func (s *Store) HoldsBlob(agent, peer, sha256Hex string) bool {
+	return len(s.HeldBlobs(agent, peer, []string{sha256Hex})) == 1
+}
+
+// HeldBlobs returns those of hashes that the agent's capsule lists, if it
+// is shared with peer ("" for this node itself) (protocol.BlobSource).
+func (s *Store) HeldBlobs(agent, peer string, hashes []string) []string {
+	if peer != "" && !s.shares.Shared(agent, peer) {
+		return nil
 	}
-	for _, id := range ids {
-		f, err := os.Open(filepath.Join(s.dir, id, filepath.FromSlash(capsule.BlobPath(sha256Hex))))
-		if err != nil {
-			continue
-		}
-		st, err := f.Stat()
-		if err != nil {
-			f.Close()
-			continue
-		}
-		return f, st.Size(), nil
+	d, done, err := s.use(agent)
+	if err != nil {
+		return nil
 	}
-	return nil, 0, fmt.Errorf("blob %s: %w", sha256Hex, protocol.ErrNoBlob)
+	defer done()
+	held := d.HeldBlobs()
+	var out []string
+	for _, h := range hashes {
+		if _, ok := slices.BinarySearch(held, h); ok {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Blobs returns every blob the agent's capsule holds or wants: what a
+// peer must hold to hold the whole capsule.
+func (s *Store) Blobs(agent string) ([]string, error) {
+	d, done, err := s.use(agent)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	want, err := d.Wanted()
+	if err != nil {
+		return nil, err
+	}
+	all := append(d.HeldBlobs(), want...)
+	slices.Sort(all)
+	return slices.Compact(all), nil
 }
 
 // Vector returns the agent's version vector.
 func (s *Store) Vector(agent string) (journal.Vector, error) {
-	evs, err := s.Events(agent, "")
+	d, done, err := s.use(agent)
 	if err != nil {
 		return nil, err
 	}
-	return journal.VectorOf(evs), nil
+	defer done()
+	return d.Vector()
 }
 
 // Import takes a capsule tar or folder into the store. A capsule the store

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // BlobID is the libp2p protocol ID of blob transfer.
@@ -35,45 +36,91 @@ var (
 	ErrBlobHash = errors.New("the blob does not match its sha256")
 )
 
-// BlobSource is what a node serves blobs from.
+// BlobSource is what a node serves blobs from. Blobs are served per
+// agent: a peer gets a blob only from a capsule shared with it.
 type BlobSource interface {
-	// OpenBlob opens the blob with the given sha256 hex name, or returns an
-	// error wrapping ErrNoBlob.
-	OpenBlob(sha256Hex string) (io.ReadSeekCloser, int64, error)
+	// OpenBlob opens the blob with the given sha256 hex name from the
+	// agent's capsule, if that capsule is shared with peer and holds it,
+	// or returns an error wrapping ErrNoBlob.
+	OpenBlob(agent, peer, sha256Hex string) (io.ReadSeekCloser, int64, error)
+	// HeldBlobs returns those of hashes that the agent's capsule holds, if
+	// it is shared with peer; none otherwise.
+	HeldBlobs(agent, peer string, hashes []string) []string
 }
 
+// MaxHaveQuery is the most hashes one have query may name.
+const MaxHaveQuery = 4096
+
+// maxBlobRequest bounds a request frame: a have query of MaxHaveQuery names.
+const maxBlobRequest = 128 + MaxHaveQuery*67
+
+// blobRequest is the first frame of a blob stream: either a fetch of one
+// blob from an offset, or a have query.
 type blobRequest struct {
-	SHA256 string `json:"sha256"`
-	Offset int64  `json:"offset"`
+	Agent  string   `json:"agent"`
+	SHA256 string   `json:"sha256,omitempty"`
+	Offset int64    `json:"offset,omitempty"`
+	Have   []string `json:"have,omitempty"`
 }
 
 type blobHeader struct {
-	Size  int64  `json:"size"`
-	Error string `json:"error,omitempty"`
+	Size  int64    `json:"size"`
+	Have  []string `json:"have,omitempty"`
+	Error string   `json:"error,omitempty"`
 }
 
-// ServeBlob answers one blob request on rw: a header with the blob's size
-// (or an error), then the bytes from the requested offset in frames of at
-// most BlobChunk bytes, each preceded by its sha256.
-func ServeBlob(rw io.ReadWriter, src BlobSource) error {
+// Progress is told, after each chunk that checked, how many bytes of the
+// blob are on disk and its whole size.
+type Progress func(done, size int64)
+
+func isSHA256Hex(s string) bool {
+	return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == ""
+}
+
+// ServeBlob answers one request from peer on rw. A have query gets the
+// subset of its names that the agent's capsule holds. A fetch gets a
+// header with the blob's size (or an error), then the bytes from the
+// requested offset in frames of at most BlobChunk bytes, each preceded by
+// its sha256.
+func ServeBlob(rw io.ReadWriter, src BlobSource, peer string) error {
 	r := bufio.NewReader(rw)
-	p, err := ReadFrame(r, 1<<10)
+	p, err := ReadFrame(r, maxBlobRequest)
 	if err != nil {
 		return err
 	}
 	var req blobRequest
-	if err := json.Unmarshal(p, &req); err != nil || len(req.SHA256) != 64 || req.Offset < 0 {
+	if err := json.Unmarshal(p, &req); err != nil || req.Agent == "" || req.Offset < 0 || len(req.Have) > MaxHaveQuery {
 		return fmt.Errorf("%w: bad blob request", ErrProtocol)
 	}
-	f, size, err := src.OpenBlob(req.SHA256)
+	answer := func(h blobHeader) error {
+		b, _ := json.Marshal(h)
+		return WriteFrame(rw, b)
+	}
+	if req.SHA256 == "" {
+		for _, h := range req.Have {
+			if !isSHA256Hex(h) {
+				return fmt.Errorf("%w: have query names %q", ErrProtocol, h)
+			}
+		}
+		held := src.HeldBlobs(req.Agent, peer, req.Have)
+		if held == nil {
+			held = []string{}
+		}
+		return answer(blobHeader{Have: held})
+	}
+	if !isSHA256Hex(req.SHA256) {
+		return fmt.Errorf("%w: bad blob name %q", ErrProtocol, req.SHA256)
+	}
+	f, size, err := src.OpenBlob(req.Agent, peer, req.SHA256)
+	if errors.Is(err, ErrNoBlob) {
+		return answer(blobHeader{Error: "not found"}) // an answer, not a failure: the stream closes cleanly
+	}
 	if err != nil {
-		h, _ := json.Marshal(blobHeader{Error: "not found"})
-		WriteFrame(rw, h)
+		answer(blobHeader{Error: "cannot read it"})
 		return err
 	}
 	defer f.Close()
-	h, _ := json.Marshal(blobHeader{Size: size})
-	if err := WriteFrame(rw, h); err != nil {
+	if err := answer(blobHeader{Size: size}); err != nil {
 		return err
 	}
 	if req.Offset > size {
@@ -102,14 +149,44 @@ func ServeBlob(rw io.ReadWriter, src BlobSource) error {
 	}
 }
 
-// FetchBlob fetches the blob named sha256Hex over rw into the partial file
-// at partial, resuming after the bytes it already holds. Each chunk is
+// AskHave asks which of hashes the peer holds for agent, over rw (one
+// query of at most MaxHaveQuery names).
+func AskHave(rw io.ReadWriter, agent string, hashes []string) ([]string, error) {
+	if len(hashes) > MaxHaveQuery {
+		return nil, fmt.Errorf("a have query names at most %d blobs, not %d", MaxHaveQuery, len(hashes))
+	}
+	req, _ := json.Marshal(blobRequest{Agent: agent, Have: hashes})
+	if err := WriteFrame(rw, req); err != nil {
+		return nil, err
+	}
+	p, err := ReadFrame(bufio.NewReader(rw), maxBlobRequest)
+	if err != nil {
+		return nil, err
+	}
+	var hdr blobHeader
+	if err := json.Unmarshal(p, &hdr); err != nil {
+		return nil, fmt.Errorf("%w: have answer: %v", ErrProtocol, err)
+	}
+	asked := make(map[string]bool, len(hashes))
+	for _, h := range hashes {
+		asked[h] = true
+	}
+	for _, h := range hdr.Have {
+		if !asked[h] {
+			return nil, fmt.Errorf("%w: have answer names %q, which was not asked", ErrProtocol, h)
+		}
+	}
+	return hdr.Have, nil
+}
+
+// FetchBlob fetches the agent's blob named sha256Hex over rw into the
+// partial file at partial, resuming after the bytes it already holds. Each chunk is
 // checked against its hash as it arrives and fsynced before the next
 // request could resume after it; the whole file is checked against the
 // blob's name at the end. It returns the number of bytes received. On
 // ErrBadChunk or a broken stream, partial keeps every good byte; on
-// ErrBlobHash it is removed.
-func FetchBlob(rw io.ReadWriter, sha256Hex, partial string) (int64, error) {
+// ErrBlobHash it is removed. progress, if not nil, follows the transfer.
+func FetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Progress) (int64, error) {
 	want, err := hex.DecodeString(sha256Hex)
 	if err != nil || len(want) != sha256.Size {
 		return 0, fmt.Errorf("%q is not a sha256 hex name", sha256Hex)
@@ -124,7 +201,7 @@ func FetchBlob(rw io.ReadWriter, sha256Hex, partial string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	req, _ := json.Marshal(blobRequest{SHA256: sha256Hex, Offset: offset})
+	req, _ := json.Marshal(blobRequest{Agent: agent, SHA256: sha256Hex, Offset: offset})
 	if err := WriteFrame(rw, req); err != nil {
 		return 0, err
 	}
@@ -163,6 +240,9 @@ func FetchBlob(rw io.ReadWriter, sha256Hex, partial string) (int64, error) {
 		h.Write(chunk)
 		offset += int64(len(chunk))
 		got += int64(len(chunk))
+		if progress != nil {
+			progress(offset, hdr.Size)
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return got, err

@@ -22,12 +22,31 @@ type nopSeekCloser struct{ *bytes.Reader }
 
 func (nopSeekCloser) Close() error { return nil }
 
-func (m memBlobs) OpenBlob(h string) (io.ReadSeekCloser, int64, error) {
+// memAgent is the one agent memBlobs serves; memPeer is who asks.
+const (
+	memAgent = "agent"
+	memPeer  = "peer"
+)
+
+func (m memBlobs) OpenBlob(agent, peer, h string) (io.ReadSeekCloser, int64, error) {
 	b, ok := m[h]
+	if agent != memAgent {
+		ok = false
+	}
 	if !ok {
 		return nil, 0, fmt.Errorf("blob %s: %w", h, ErrNoBlob)
 	}
 	return nopSeekCloser{bytes.NewReader(b)}, int64(len(b)), nil
+}
+
+func (m memBlobs) HeldBlobs(agent, peer string, hashes []string) []string {
+	var held []string
+	for _, h := range hashes {
+		if _, ok := m[h]; ok && agent == memAgent {
+			held = append(held, h)
+		}
+	}
+	return held
 }
 
 func randomBlob(n int) ([]byte, string) {
@@ -79,10 +98,10 @@ func fetch(t *testing.T, src BlobSource, h, partial string, client func(net.Conn
 	cc, sc := net.Pipe()
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		ServeBlob(server(sc), src)
+		ServeBlob(server(sc), src, memPeer)
 		sc.Close()
 	})
-	n, err := FetchBlob(client(cc), h, partial)
+	n, err := FetchBlob(client(cc), memAgent, h, partial, nil)
 	cc.Close()
 	wg.Wait()
 	return n, err
@@ -163,5 +182,47 @@ func TestAMissingBlobIsReported(t *testing.T) {
 	_, h := randomBlob(10)
 	if _, err := fetch(t, memBlobs{}, h, filepath.Join(t.TempDir(), "p"), same, same); !errors.Is(err, ErrNoBlob) {
 		t.Fatalf("missing blob: %v", err)
+	}
+}
+
+func TestAHaveQueryAnswersWhichBlobsTheAgentsCapsuleHolds(t *testing.T) {
+	a, ha := randomBlob(10)
+	_, hb := randomBlob(11)
+	ask := func(agent string, hashes []string) ([]string, error) {
+		cc, sc := net.Pipe()
+		defer cc.Close()
+		go func() { ServeBlob(sc, memBlobs{ha: a}, memPeer); sc.Close() }()
+		return AskHave(cc, agent, hashes)
+	}
+	if got, err := ask(memAgent, []string{ha, hb}); err != nil || len(got) != 1 || got[0] != ha {
+		t.Fatalf("have %v: %v, want only %s", got, err, ha)
+	}
+	if got, err := ask("another-agent", []string{ha}); err != nil || len(got) != 0 {
+		t.Fatalf("a blob of another agent's capsule was offered: %v %v", got, err)
+	}
+	if _, err := ask(memAgent, []string{"not-a-hash"}); err == nil {
+		t.Fatal("a malformed have query was answered")
+	}
+	if _, err := AskHave(nil, memAgent, make([]string, MaxHaveQuery+1)); err == nil {
+		t.Fatal("an oversized have query was sent")
+	}
+}
+
+func TestAProgressFunctionFollowsEveryChunk(t *testing.T) {
+	blob, h := randomBlob(3*BlobChunk + 5)
+	partial := filepath.Join(t.TempDir(), "p")
+	cc, sc := net.Pipe()
+	go func() { ServeBlob(sc, memBlobs{h: blob}, memPeer); sc.Close() }()
+	var seen []int64
+	_, err := FetchBlob(cc, memAgent, h, partial, func(done, size int64) {
+		if size != int64(len(blob)) {
+			t.Errorf("size %d, want %d", size, len(blob))
+		}
+		seen = append(seen, done)
+	})
+	cc.Close()
+	want := []int64{BlobChunk, 2 * BlobChunk, 3 * BlobChunk, int64(len(blob))}
+	if err != nil || fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("progress %v (%v), want %v", seen, err, want)
 	}
 }

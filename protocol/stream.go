@@ -114,7 +114,7 @@ func HandleBlob(h host.Host, src BlobSource, log *slog.Logger) {
 		}
 		defer s.Scope().ReleaseMemory(2 * maxBlobFrame)
 		_ = s.SetDeadline(time.Now().Add(BlobTimeout))
-		if err := ServeBlob(s, src); err != nil {
+		if err := ServeBlob(s, src, s.Conn().RemotePeer().String()); err != nil {
 			log.Debug("blob request failed", "peer", s.Conn().RemotePeer(), "err", err)
 			s.Reset()
 			return
@@ -123,8 +123,9 @@ func HandleBlob(h host.Host, src BlobSource, log *slog.Logger) {
 	})
 }
 
-// Fetch fetches one blob from p into the partial file (see FetchBlob).
-func Fetch(ctx context.Context, h host.Host, p peer.ID, sha256Hex, partial string) (int64, error) {
+// Fetch fetches one of the agent's blobs from p into the partial file (see
+// FetchBlob).
+func Fetch(ctx context.Context, h host.Host, p peer.ID, agent, sha256Hex, partial string, progress Progress) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, BlobTimeout)
 	defer cancel()
 	s, err := h.NewStream(ctx, p, BlobID)
@@ -139,12 +140,35 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, sha256Hex, partial strin
 	if dl, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(dl)
 	}
-	n, err := FetchBlob(s, sha256Hex, partial)
+	n, err := FetchBlob(s, agent, sha256Hex, partial, progress)
 	if err != nil {
 		s.Reset()
 		return n, err
 	}
 	return n, s.Close()
+}
+
+// PeerHas asks p which of hashes it holds in the agent's capsule, in
+// queries of at most MaxHaveQuery names.
+func PeerHas(ctx context.Context, h host.Host, p peer.ID, agent string, hashes []string) ([]string, error) {
+	var held []string
+	for len(hashes) > 0 {
+		batch := hashes[:min(len(hashes), MaxHaveQuery)]
+		hashes = hashes[len(batch):]
+		s, err := h.NewStream(ctx, p, BlobID)
+		if err != nil {
+			return nil, err
+		}
+		_ = s.SetDeadline(time.Now().Add(time.Minute))
+		got, err := AskHave(s, agent, batch)
+		if err != nil {
+			s.Reset()
+			return nil, err
+		}
+		s.Close()
+		held = append(held, got...)
+	}
+	return held, nil
 }
 
 // CapsuleTimeout bounds one capsule stream (a list, or one whole tar).

@@ -112,7 +112,7 @@ func TestABlobCrossesBetweenTwoRealHosts(t *testing.T) {
 	HandleBlob(server, memBlobs{h: blob}, slog.New(slog.DiscardHandler))
 	connect(t, client, server)
 	partial := filepath.Join(t.TempDir(), "p")
-	n, err := Fetch(context.Background(), client, server.ID(), h, partial)
+	n, err := Fetch(context.Background(), client, server.ID(), memAgent, h, partial, nil)
 	if err != nil || n != int64(len(blob)) {
 		t.Fatalf("fetch: %d %v", n, err)
 	}

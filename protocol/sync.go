@@ -60,10 +60,22 @@ type Rejecter interface {
 	Reject(agent, peer string, line []byte, err error)
 }
 
+// Recorder is an optional interface of a Journals: it is told, after each
+// exchange a peer started that succeeded, the vector both sides held when
+// it ended (SyncStats.Both), so that a node can skip an exchange with a
+// peer that holds everything it holds.
+type Recorder interface {
+	Synced(agent, peer string, both journal.Vector)
+}
+
 // SyncStats says what one exchange moved, in events and in frame bytes.
 type SyncStats struct {
 	Sent, Received           int
 	BytesSent, BytesReceived int64
+	// Both is, once the exchange succeeded, a vector of events both sides
+	// hold: the initiator's vector after it stored what it received, which
+	// is what it announces in its last frame.
+	Both journal.Vector
 }
 
 type hello struct {
@@ -137,15 +149,17 @@ func (s *stream) recv() (byte, []byte, error) {
 }
 
 // sendMissing sends, in total order (so each chain in its own order),
-// every event the peer's vector says it lacks, then our vector.
-func (s *stream) sendMissing(events []*journal.Event, theirs journal.Vector) error {
+// every event the peer's vector says it lacks, then our vector, which it
+// returns.
+func (s *stream) sendMissing(events []*journal.Event, theirs journal.Vector) (journal.Vector, error) {
 	for _, e := range journal.Since(events, theirs) {
 		if err := s.send(tagEvent, e.Line()); err != nil {
-			return err
+			return nil, err
 		}
 		s.stats.Sent++
 	}
-	return s.sendJSON(tagDone, done{Vector: journal.VectorOf(events)})
+	ours := journal.VectorOf(events)
+	return ours, s.sendJSON(tagDone, done{Vector: ours})
 }
 
 // receiveEvents reads event frames up to the sender's done frame, checks
@@ -224,7 +238,11 @@ func Initiate(ctx context.Context, rw io.ReadWriter, j Journals, peer, agent str
 	if ours, err = j.Events(agent, peer); err != nil { // now with what we received
 		return s.stats, err
 	}
-	return s.stats, s.sendMissing(ours, theirs)
+	both, err := s.sendMissing(ours, theirs)
+	if err == nil {
+		s.stats.Both = both
+	}
+	return s.stats, err
 }
 
 // Respond runs the responder's side of a sync exchange with peer over rw:
@@ -252,9 +270,16 @@ func Respond(ctx context.Context, rw io.ReadWriter, j Journals, peer string) (Sy
 		_ = s.sendJSON(tagRefuse, refusal{Reason: reason})
 		return s.stats, err
 	}
-	if err := s.sendMissing(ours, h.Vector); err != nil {
+	if _, err := s.sendMissing(ours, h.Vector); err != nil {
 		return s.stats, err
 	}
-	_, err = s.receiveEvents(ctx, j, h.Agent, peer)
-	return s.stats, err
+	both, err := s.receiveEvents(ctx, j, h.Agent, peer)
+	if err != nil {
+		return s.stats, err
+	}
+	s.stats.Both = both
+	if r, ok := j.(Recorder); ok {
+		r.Synced(h.Agent, peer, both)
+	}
+	return s.stats, nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"sync"
 	"testing"
@@ -137,6 +138,10 @@ func TestTwoNodesWithConcurrentAppendsConverge(t *testing.T) {
 	}
 	if sa.Received != 20 || sa.Sent != 30 || sb.Received != 30 || sb.Sent != 20 {
 		t.Errorf("stats a %+v b %+v", sa, sb)
+	}
+	union := journal.VectorOf(a.events[agent])
+	if !maps.Equal(sa.Both, union) || !maps.Equal(sb.Both, union) {
+		t.Errorf("both sides should report the union's vector %v: a %v, b %v", union, sa.Both, sb.Both)
 	}
 	// An unchanged pair moves nothing.
 	sa, _, errA, errB = exchange(t, a, b)

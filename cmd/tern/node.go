@@ -187,12 +187,22 @@ func statusCmd(e *env) *cobra.Command {
 			}
 			for _, c := range st.Capsules {
 				fmt.Fprintf(w, "agent  %s: %d events from %d machines\n", c.ID, c.Events, len(c.Vector))
+				if c.Wants > 0 {
+					fmt.Fprintf(w, "       wants %d blobs\n", c.Wants)
+				}
 				for _, f := range c.Forks {
 					fmt.Fprintf(w, "       FORK machine %s seq %d; %d events quarantined\n", f.Machine, f.Seq, c.Quarantined)
 				}
 				if c.Rejected > 0 {
 					fmt.Fprintf(w, "       REJECTED %d events from peers that failed their checks (see $TERN_HOME/quarantine/%s.jsonl)\n", c.Rejected, c.ID)
 				}
+			}
+			for _, t := range st.Transfers {
+				dir := "from"
+				if t.Direction == "out" {
+					dir = "to"
+				}
+				fmt.Fprintf(w, "blob   %s %s %s: %d of %d bytes\n", t.Blob, dir, t.Peer, t.Done, t.Size)
 			}
 			return nil
 		},
@@ -327,8 +337,10 @@ func syncCmd(e *env) *cobra.Command {
 	var timeout time.Duration
 	wait := &cobra.Command{
 		Use:   "wait ID --peer PEERID [--timeout DUR]",
-		Short: "Wait until a peer holds the same events of a capsule; exit 1 at the timeout",
-		Args:  cobra.ExactArgs(1),
+		Short: "Wait until a peer holds the whole capsule, every event and blob; exit 1 at the timeout",
+		Long: "Waits until the peer holds every event of the capsule this node holds and every blob the\n" +
+			"capsule holds or wants. On a terminal, a bar follows the blobs moving between the two.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if peerID == "" {
 				return fmt.Errorf("sync wait: --peer is required")
@@ -340,19 +352,30 @@ func syncCmd(e *env) *cobra.Command {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			path := "/v1/capsules/" + url.PathEscape(args[0]) + "/sync?peer=" + url.QueryEscape(peerID)
+			bar := newProgress(e.stderr)
+			defer bar.done()
+			var last node.SyncState
 			for {
 				var st node.SyncState
 				err := cl.Do(ctx, http.MethodGet, path, nil, &st)
 				switch {
 				case err == nil && st.InSync:
-					fmt.Fprintf(e.stdout, "in sync: %d machines\n", len(st.Ours))
+					bar.done()
+					fmt.Fprintf(e.stdout, "in sync: events of %d machines, %d blobs\n", len(st.Ours), st.Blobs)
 					return nil
-				case err != nil && ctx.Err() == nil:
+				case err == nil:
+					last = st
+					bar.show(st.Transfers)
+				case ctx.Err() == nil:
 					return err
 				}
 				select {
 				case <-ctx.Done():
-					return checkFailed("sync wait: %s does not hold the same events after %s", peerID, timeout)
+					bar.done()
+					if !last.Events {
+						return checkFailed("sync wait: after %s, %s still lacks events of %s", timeout, peerID, args[0])
+					}
+					return checkFailed("sync wait: after %s, %s holds every event but lacks %d of the %d blobs", timeout, peerID, last.PeerLacks, last.Blobs)
 				case <-time.After(200 * time.Millisecond):
 				}
 			}

@@ -1,0 +1,159 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tern-dev/tern/protocol"
+)
+
+// snapshotOn snapshots a workspace holding one file of size random bytes
+// into n's copy of agent, and returns the file's blob name.
+func snapshotOn(t *testing.T, n *Node, agent string, size int) string {
+	t.Helper()
+	ws := filepath.Join(t.TempDir(), "ws")
+	os.MkdirAll(ws, 0o755)
+	data := make([]byte, size)
+	r := rand.New(rand.NewPCG(uint64(size), 1))
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	os.WriteFile(filepath.Join(ws, "big.bin"), data, 0o644)
+	d, done, err := n.store.use(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if _, err := d.Snapshot(context.Background(), n.id, ws); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// serveBlobsCut makes n serve blobs that break off after limit bytes of
+// each stream, like a link that drops in the middle of a transfer.
+func serveBlobsCut(n *Node, limit int) {
+	n.host.SetStreamHandler(protocol.BlobID, func(s network.Stream) {
+		protocol.ServeBlob(&cutWriter{Stream: s, left: limit}, servedBlobs{n.store, n.transfers}, s.Conn().RemotePeer().String())
+		s.Reset()
+	})
+}
+
+type cutWriter struct {
+	network.Stream
+	left int
+}
+
+func (c *cutWriter) Write(p []byte) (int, error) {
+	if len(p) > c.left {
+		c.Stream.Write(p[:c.left])
+		c.left = 0
+		return 0, errors.New("link dropped")
+	}
+	c.left -= len(p)
+	return c.Stream.Write(p)
+}
+
+func wants(t *testing.T, n *Node, agent string) []string {
+	t.Helper()
+	w, err := n.store.Wanted(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestARestartInTheMiddleOfABlobTransferLosesNoWantAndResumes(t *testing.T) {
+	homeB := t.TempDir()
+	a, b := startNode(t, t.TempDir()), startNode(t, homeB)
+	pair(t, a, b)
+	agent := sharedCapsule(t, a, b)
+	serveBlobsCut(a, 3*protocol.BlobChunk)
+	const size = 8 * protocol.BlobChunk
+	blob := snapshotOn(t, a, agent, size)
+	a.goSync(b.host.ID())
+	partial := filepath.Join(homeB, PartialDir, blob)
+	eventually(t, "b holds part of the blob", func() bool {
+		st, err := os.Stat(partial)
+		return err == nil && st.Size() > 0
+	})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	kept, _ := os.Stat(partial)
+
+	b = startNode(t, homeB) // same home, new port
+	if w := wants(t, b, agent); len(w) == 0 || !slices.Contains(w, blob) {
+		t.Fatalf("after the restart b wants %v, not the blob %s", w, blob)
+	}
+	protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // the link is good again
+	if err := a.peers.Add(Peer{ID: b.info.PeerID, Addrs: hostAddrs(b)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b holds every blob", func() bool { return len(wants(t, b, agent)) == 0 })
+	if got := testutil.ToFloat64(b.stats.blobBytes); got != float64(size-kept.Size()) {
+		t.Fatalf("b fetched %v bytes after the restart; it kept %d of %d, so want %d", got, kept.Size(), size, size-kept.Size())
+	}
+}
+
+func TestSyncStateWaitsForThePeersBlobs(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	pair(t, a, b)
+	agent := sharedCapsule(t, a, b)
+	a.host.RemoveStreamHandler(protocol.BlobID) // b can learn the events, not fetch the blob
+	snapshotOn(t, a, agent, 100_000)
+	a.goSync(b.host.ID())
+	ctx := context.Background()
+	eventually(t, "b holds the events", func() bool {
+		st, err := a.syncState(ctx, b.host.ID(), agent)
+		return err == nil && st.Events
+	})
+	st, _ := a.syncState(ctx, b.host.ID(), agent)
+	if st.InSync || st.PeerLacks == 0 || st.Blobs == 0 {
+		t.Fatalf("b lacks the snapshot's blobs, yet %+v", st)
+	}
+	protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log)
+	eventually(t, "b holds the whole capsule", func() bool {
+		st, err := a.syncState(ctx, b.host.ID(), agent)
+		return err == nil && st.InSync && st.PeerLacks == 0
+	})
+}
+
+func TestABlobIsServedOnlyFromACapsuleSharedWithThePeer(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	kept, given := sharedCapsule(t, a), sharedCapsule(t, a)
+	if err := a.store.shares.Set(kept, b.info.PeerID, false); err != nil {
+		t.Fatal(err)
+	}
+	blob := snapshotOn(t, a, kept, 1000)
+	pair(t, a, b)
+	converged(t, given, 0, a, b)
+	ctx := context.Background()
+	for _, agent := range []string{kept, given} {
+		_, err := protocol.Fetch(ctx, b.host, a.host.ID(), agent, blob, filepath.Join(t.TempDir(), "p"), nil)
+		if !errors.Is(err, protocol.ErrNoBlob) {
+			t.Errorf("fetch of %s's blob as %s: %v, want ErrNoBlob", kept, agent, err)
+		}
+		if held, err := protocol.PeerHas(ctx, b.host, a.host.ID(), agent, []string{blob}); err != nil || len(held) != 0 {
+			t.Errorf("have query as %s: %v %v, want none", agent, held, err)
+		}
+	}
+	// Shared again, it is served.
+	if err := a.store.shares.Set(kept, b.info.PeerID, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := protocol.Fetch(ctx, b.host, a.host.ID(), kept, blob, filepath.Join(t.TempDir(), "p"), nil); err != nil {
+		t.Fatal(err)
+	}
+}

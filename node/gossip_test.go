@@ -1,0 +1,210 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tern-dev/tern/journal"
+)
+
+// startQuietNode runs a node whose anti-entropy timer never fires within
+// a test: after the sync on connect, only gossip moves events.
+func startQuietNode(t *testing.T) *Node {
+	t.Helper()
+	n, err := Start(t.TempDir(), Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: time.Hour}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// eventually fails the test unless cond holds within 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func inTopic(n *Node, agent string, p peer.ID) bool {
+	return slices.Contains(n.gossip.ps.ListPeers(topicPrefix+agent), p)
+}
+
+func eventCount(t *testing.T, n *Node, agent string) int {
+	t.Helper()
+	evs, err := n.store.Events(agent, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(evs)
+}
+
+func TestNewEventsReachAPeerByGossipAlone(t *testing.T) {
+	a, b := startQuietNode(t), startQuietNode(t)
+	agent := sharedCapsule(t, a, b)
+	pair(t, a, b)
+	if err := a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "each node sees the other in the agent's topic", func() bool {
+		return inTopic(a, agent, b.host.ID()) && inTopic(b, agent, a.host.ID())
+	})
+	start := eventCount(t, b, agent)
+	for i := 1; i <= 10; i++ {
+		body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": "hello"}}})
+		if _, err := a.Append(context.Background(), agent, []journal.Draft{{Type: "message", Session: "s", Body: body}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "b holds the new event", func() bool { return eventCount(t, b, agent) == start+i })
+	}
+	if got := testutil.ToFloat64(b.stats.gossip.WithLabelValues("accepted")); got != 10 {
+		t.Fatalf("b accepted %v events by gossip, want all 10", got)
+	}
+}
+
+// rogue is a paired peer that speaks gossip directly, to send what a tern
+// node never would.
+type rogue struct {
+	signer *journal.KeySigner
+	ps     *pubsub.PubSub
+	topic  *pubsub.Topic
+}
+
+// newRogue pairs a rogue peer with home, calls setup with its peer ID, then
+// connects it and joins the agent's topic.
+func newRogue(t *testing.T, home *Node, agent string, setup func(id string)) *rogue {
+	t.Helper()
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := realHost(t, libp2p.Identity(k))
+	if err := home.peers.Add(Peer{ID: h.ID().String(), Name: "rogue"}); err != nil {
+		t.Fatal(err)
+	}
+	setup(h.ID().String())
+	ps, err := pubsub.NewGossipSub(t.Context(), h, pubsub.WithFloodPublish(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := ps.Join(topicPrefix + agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := topic.Subscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Connect(t.Context(), peer.AddrInfo{ID: home.host.ID(), Addrs: home.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := journal.NewKeySigner(k)
+	return &rogue{signer: s, ps: ps, topic: topic}
+}
+
+// knows reports whether each side counts the other in the agent's topic.
+func (r *rogue) knows(home *Node, agent string) bool {
+	return inTopic(home, agent, r.signerID()) && slices.Contains(r.topic.ListPeers(), home.host.ID())
+}
+
+func event(t *testing.T, s journal.Signer, seq uint64, prev string) *journal.Event {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": "from the rogue"}}})
+	e, err := journal.NewEvent(s, journal.Stamp{Seq: seq, Prev: prev, Clock: 1000 + seq, Time: time.Unix(0, 0)},
+		journal.Draft{Type: "message", Session: "s", Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestGossipStoresOnlyEventsThatCheckAndComeFromTheirWriter(t *testing.T) {
+	home := startQuietNode(t)
+	agent := sharedCapsule(t, home)
+	r := newRogue(t, home, agent, func(string) {})
+	eventually(t, "the rogue is in the topic", func() bool { return r.knows(home, agent) })
+	count := func(result string) float64 { return testutil.ToFloat64(home.stats.gossip.WithLabelValues(result)) }
+	before := eventCount(t, home, agent)
+
+	// Tampered: quarantined, not stored. (A tampered copy of an event
+	// shares its id, so pubsub would then drop the real one as seen;
+	// anti-entropy brings it. Here the real one is another event.)
+	good := event(t, r.signer, 1, "")
+	bad := bytes.Replace(event(t, r.signer, 2, good.ID).Line(), []byte("from the rogue"), []byte("FROM THE ROGUE"), 1)
+	if err := r.topic.Publish(t.Context(), bad); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the tampered event is rejected", func() bool { return count("rejected") == 1 })
+	if home.store.quarantine.count(agent) != 1 {
+		t.Fatal("the tampered line was not kept in the quarantine")
+	}
+
+	// Written by another machine: a peer gossips only its own events.
+	k, _, _ := crypto.GenerateEd25519Key(nil)
+	other, _ := journal.NewKeySigner(k)
+	if err := r.topic.Publish(t.Context(), event(t, other, 1, "").Line()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the other machine's event is rejected", func() bool { return count("rejected") == 2 })
+
+	// A gap: seq 3 without 2. Not stored; anti-entropy's business.
+	if err := r.topic.Publish(t.Context(), event(t, r.signer, 3, good.ID).Line()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the gap is ignored", func() bool { return count("ignored") == 1 })
+
+	// Its own, well-formed, first of its chain: stored.
+	if err := r.topic.Publish(t.Context(), good.Line()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the good event is accepted", func() bool { return count("accepted") == 1 })
+	if got := eventCount(t, home, agent); got != before+1 {
+		t.Fatalf("home holds %d events, want %d", got, before+1)
+	}
+}
+
+func (r *rogue) signerID() peer.ID { id, _ := peer.Decode(r.signer.Machine()); return id }
+
+func TestAPeerAnAgentIsNotSharedWithIsKeptOutOfItsTopic(t *testing.T) {
+	home := startQuietNode(t)
+	agent := sharedCapsule(t, home)
+	open := sharedCapsule(t, home)
+	r := newRogue(t, home, agent, func(id string) {
+		if err := home.store.shares.Set(agent, id, false); err != nil {
+			t.Fatal(err)
+		}
+	})
+	openTopic, err := r.ps.Join(topicPrefix + open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openTopic.Subscribe(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the rogue is in the topic of the agent shared with it", func() bool { return inTopic(home, open, r.signerID()) })
+	before := eventCount(t, home, agent)
+	if err := r.topic.Publish(t.Context(), event(t, r.signer, 1, "").Line()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if inTopic(home, agent, r.signerID()) {
+		t.Fatal("a peer the agent is not shared with is in its topic")
+	}
+	if eventCount(t, home, agent) != before {
+		t.Fatal("an event from a peer the agent is not shared with was stored")
+	}
+}
