@@ -12,9 +12,11 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/protocol"
 )
 
 // startQuietNode runs a node whose anti-entropy timer never fires within
@@ -206,5 +208,39 @@ func TestAPeerAnAgentIsNotSharedWithIsKeptOutOfItsTopic(t *testing.T) {
 	}
 	if eventCount(t, home, agent) != before {
 		t.Fatal("an event from a peer the agent is not shared with was stored")
+	}
+}
+
+func TestAnUnpairedHostCannotOpenAnyTernProtocolOrJoinATopic(t *testing.T) {
+	home := startQuietNode(t)
+	agent := sharedCapsule(t, home)
+	k, _, _ := crypto.GenerateEd25519Key(nil)
+	stranger := realHost(t, libp2p.Identity(k))
+	ps, err := pubsub.NewGossipSub(t.Context(), stranger, pubsub.WithFloodPublish(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := ps.Join(topicPrefix + agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := topic.Subscribe(); err != nil {
+		t.Fatal(err)
+	}
+	before := eventCount(t, home, agent)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_ = stranger.Connect(ctx, peer.AddrInfo{ID: home.host.ID(), Addrs: home.host.Addrs()}) // may look done on the dialer's side
+	for _, proto := range []string{protocol.SyncID, protocol.BlobID, protocol.CapsuleID, "/meshsub/1.2.0", "/meshsub/1.1.0"} {
+		if s, err := stranger.NewStream(ctx, home.host.ID(), libp2pprotocol.ID(proto)); err == nil {
+			s.Reset()
+			t.Errorf("an unpaired host opened %s", proto)
+		}
+	}
+	signer, _ := journal.NewKeySigner(k)
+	_ = topic.Publish(ctx, event(t, signer, 1, "").Line())
+	time.Sleep(300 * time.Millisecond)
+	if inTopic(home, agent, stranger.ID()) || eventCount(t, home, agent) != before {
+		t.Fatal("an unpaired host joined a topic or got an event stored")
 	}
 }

@@ -45,6 +45,10 @@ type Config struct {
 	NoMDNS       bool          // do not announce or look for peers on the LAN
 	NAT          bool          // AutoNAT, port mapping and hole punching
 	SyncInterval time.Duration // anti-entropy period; default 30 s
+
+	// newHost makes the libp2p host instead of libp2pHost: tests run nodes
+	// on mocknet hosts, whose links they can cut.
+	newHost func(*Identity, *gater, Config) (host.Host, error)
 }
 
 // Info is node.json: where a running node's API is and who it is.
@@ -122,17 +126,11 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []libp2p.Option{
-		libp2p.Identity(id.PrivKey()),
-		libp2p.ListenAddrStrings(cfg.Listen...),
-		libp2p.ConnectionGater(&gater{peers: peers, log: log}),
+	newHost := cfg.newHost
+	if newHost == nil {
+		newHost = libp2pHost
 	}
-	if cfg.NAT {
-		opts = append(opts, libp2p.NATPortMap(), libp2p.EnableHolePunching(), libp2p.EnableAutoNATv2())
-	} else {
-		opts = append(opts, libp2p.DisableRelay())
-	}
-	h, err := libp2p.New(opts...)
+	h, err := newHost(id, &gater{peers: peers, log: log}, cfg)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("start libp2p host: %w", err)
@@ -179,6 +177,22 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	n.wg.Go(n.antiEntropy)
 	log.Info("node running", "peer", h.ID(), "addrs", h.Addrs(), "api", n.info.API)
 	return n, nil
+}
+
+// libp2pHost makes the node's host: TCP and QUIC on cfg.Listen, admitting
+// only the peers the gater allows.
+func libp2pHost(id *Identity, g *gater, cfg Config) (host.Host, error) {
+	opts := []libp2p.Option{
+		libp2p.Identity(id.PrivKey()),
+		libp2p.ListenAddrStrings(cfg.Listen...),
+		libp2p.ConnectionGater(g),
+	}
+	if cfg.NAT {
+		opts = append(opts, libp2p.NATPortMap(), libp2p.EnableHolePunching(), libp2p.EnableAutoNATv2())
+	} else {
+		opts = append(opts, libp2p.DisableRelay())
+	}
+	return libp2p.New(opts...)
 }
 
 // HandlePeerFound is the mDNS callback: a paired peer seen on the LAN is
