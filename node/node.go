@@ -22,6 +22,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/tern-dev/tern/capsule"
@@ -43,7 +44,8 @@ type Config struct {
 	Listen       []string      // multiaddrs; default TCP and QUIC on 0.0.0.0, free ports
 	API          string        // host:port on loopback; default 127.0.0.1:0
 	NoMDNS       bool          // do not announce or look for peers on the LAN
-	NAT          bool          // AutoNAT, port mapping and hole punching
+	NAT          bool          // AutoNAT, port mapping, hole punching, paired peers with addresses as relays
+	RelayService bool          // relay connections between paired peers (an always-on machine)
 	SyncInterval time.Duration // anti-entropy period; default 30 s
 
 	// newHost makes the libp2p host instead of libp2pHost: tests run nodes
@@ -180,7 +182,8 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 }
 
 // libp2pHost makes the node's host: TCP and QUIC on cfg.Listen, admitting
-// only the peers the gater allows.
+// only the peers the gater allows, with the NAT traversal and relay
+// service cfg asks for.
 func libp2pHost(id *Identity, g *gater, cfg Config) (host.Host, error) {
 	opts := []libp2p.Option{
 		libp2p.Identity(id.PrivKey()),
@@ -189,10 +192,36 @@ func libp2pHost(id *Identity, g *gater, cfg Config) (host.Host, error) {
 	}
 	if cfg.NAT {
 		opts = append(opts, libp2p.NATPortMap(), libp2p.EnableHolePunching(), libp2p.EnableAutoNATv2())
-	} else {
+		// Paired peers with static addresses (an always-on machine at
+		// home) are this node's relays when it is not reachable itself.
+		if relays := g.peers.dialable(); len(relays) > 0 {
+			opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays))
+		}
+	}
+	if !cfg.NAT {
 		opts = append(opts, libp2p.DisableRelay())
 	}
-	return libp2p.New(opts...)
+	h, err := libp2p.New(opts...)
+	if err != nil || !cfg.RelayService {
+		return h, err
+	}
+	// The service runs whatever AutoNAT thinks of this machine's
+	// reachability: the person who turned it on knows their peers reach it.
+	if _, err := relay.New(h, relay.WithInfiniteLimits(), relay.WithACL(pairedOnly{g.peers})); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("relay service: %w", err)
+	}
+	return h, nil
+}
+
+// pairedOnly lets a relay serve only paired peers, both ends. (The gater
+// keeps others from connecting at all; this says so again where it
+// matters.)
+type pairedOnly struct{ peers *Peers }
+
+func (a pairedOnly) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return a.peers.Allowed(p) }
+func (a pairedOnly) AllowConnect(src peer.ID, _ ma.Multiaddr, dest peer.ID) bool {
+	return a.peers.Allowed(src) && a.peers.Allowed(dest)
 }
 
 // HandlePeerFound is the mDNS callback: a paired peer seen on the LAN is
@@ -232,20 +261,13 @@ func (n *Node) antiEntropy() {
 // dialPeers connects to paired peers that are not connected and have
 // static addresses.
 func (n *Node) dialPeers() {
-	for _, p := range n.peers.List() {
-		id, err := peer.Decode(p.ID)
-		if err != nil || n.host.Network().Connectedness(id) == network.Connected || len(p.Addrs) == 0 {
+	for _, ai := range n.peers.dialable() {
+		if n.host.Network().Connectedness(ai.ID) == network.Connected {
 			continue
 		}
-		var addrs []ma.Multiaddr
-		for _, a := range p.Addrs {
-			if m, err := ma.NewMultiaddr(a); err == nil {
-				addrs = append(addrs, m)
-			}
-		}
 		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
-		if err := n.host.Connect(ctx, peer.AddrInfo{ID: id, Addrs: addrs}); err != nil {
-			n.log.Debug("paired peer unreachable", "peer", id, "err", err)
+		if err := n.host.Connect(ctx, ai); err != nil {
+			n.log.Debug("paired peer unreachable", "peer", ai.ID, "err", err)
 		}
 		cancel()
 	}

@@ -121,6 +121,26 @@ func (p *Peers) List() []Peer {
 	return out
 }
 
+// dialable returns the paired peers that have static addresses, as
+// libp2p dials them. (Addresses are checked when added.)
+func (p *Peers) dialable() []peer.AddrInfo {
+	var out []peer.AddrInfo
+	for _, e := range p.List() {
+		id, err := peer.Decode(e.ID)
+		if err != nil || len(e.Addrs) == 0 {
+			continue
+		}
+		ai := peer.AddrInfo{ID: id}
+		for _, a := range e.Addrs {
+			if m, err := ma.NewMultiaddr(a); err == nil {
+				ai.Addrs = append(ai.Addrs, m)
+			}
+		}
+		out = append(out, ai)
+	}
+	return out
+}
+
 // Add pairs a peer, or updates its name and addresses.
 func (p *Peers) Add(e Peer) error {
 	id, err := checkPeer(e)

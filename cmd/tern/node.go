@@ -21,18 +21,45 @@ import (
 )
 
 func nodeCmd(e *env) *cobra.Command {
-	var cfg node.Config
+	var flags node.Config
 	c := &cobra.Command{
 		Use:   "node [--listen MULTIADDR]... [--api HOST:PORT]",
 		Short: "Run this machine's tern node until interrupted",
 		Long: "Runs the node: a libp2p host that only paired peers can reach, syncing every capsule it\n" +
 			"holds with them, and a loopback API (its address and token in $TERN_HOME/node.json).\n" +
+			"Settings come from $TERN_HOME/config.json when it exists; flags override them.\n" +
 			"SIGINT or SIGTERM stops it cleanly.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			home, err := node.Home()
 			if err != nil {
 				return err
+			}
+			cfg, err := node.LoadConfig(home)
+			if err != nil {
+				return err
+			}
+			set := cmd.Flags().Changed
+			if set("listen") {
+				cfg.Listen = flags.Listen
+			}
+			if set("api") {
+				cfg.API = flags.API
+			}
+			if set("no-mdns") {
+				cfg.NoMDNS = flags.NoMDNS
+			}
+			if set("nat") {
+				cfg.NAT = flags.NAT
+			}
+			if set("relay-service") {
+				cfg.RelayService = flags.RelayService
+			}
+			if set("sync-interval") {
+				if flags.SyncInterval <= 0 {
+					return fmt.Errorf("--sync-interval %s: must be positive", flags.SyncInterval)
+				}
+				cfg.SyncInterval = flags.SyncInterval
 			}
 			n, err := node.Start(home, cfg, e.log)
 			if err != nil {
@@ -50,11 +77,12 @@ func nodeCmd(e *env) *cobra.Command {
 			return n.Close()
 		},
 	}
-	c.Flags().StringArrayVar(&cfg.Listen, "listen", nil, "multiaddr to listen on (repeatable; default TCP and QUIC on every interface, free ports)")
-	c.Flags().StringVar(&cfg.API, "api", "127.0.0.1:0", "loopback host:port of the HTTP API (port 0: a free one)")
-	c.Flags().BoolVar(&cfg.NoMDNS, "no-mdns", false, "do not look for peers on the LAN")
-	c.Flags().BoolVar(&cfg.NAT, "nat", false, "enable AutoNAT, port mapping and hole punching")
-	c.Flags().DurationVar(&cfg.SyncInterval, "sync-interval", 30*time.Second, "how often to compare journals with every connected peer")
+	c.Flags().StringArrayVar(&flags.Listen, "listen", nil, "multiaddr to listen on (repeatable; default TCP and QUIC on every interface, free ports)")
+	c.Flags().StringVar(&flags.API, "api", "127.0.0.1:0", "loopback host:port of the HTTP API (port 0: a free one)")
+	c.Flags().BoolVar(&flags.NoMDNS, "no-mdns", false, "do not look for peers on the LAN")
+	c.Flags().BoolVar(&flags.NAT, "nat", false, "enable AutoNAT, port mapping, hole punching, and paired peers with addresses as relays")
+	c.Flags().BoolVar(&flags.RelayService, "relay-service", false, "relay connections between paired peers (for an always-on machine they can reach)")
+	c.Flags().DurationVar(&flags.SyncInterval, "sync-interval", 30*time.Second, "how often to compare journals with every connected peer")
 	return c
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,5 +92,16 @@ func TestUnshareAndShareWorkWithoutANode(t *testing.T) {
 	}
 	if code, _, errs := tern(t, home, "", "capsule", "unshare", "not-an-id", peer); code != 2 || !strings.Contains(errs, "agent id") {
 		t.Fatalf("bad id: exit %d %q", code, errs)
+	}
+}
+
+func TestABadConfigFileStopsTheNodeWithExitTwo(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, node.ConfigFile), []byte(`{"sync_interval": "often"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := tern(t, home, "", "node", "--no-mdns")
+	if code != 2 || !strings.Contains(errs, "config.json") || !strings.Contains(errs, "sync_interval") {
+		t.Fatalf("exit %d, %q", code, errs)
 	}
 }

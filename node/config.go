@@ -1,0 +1,85 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// ConfigFile holds a node's settings inside $TERN_HOME; flags of `tern
+// node` override it. Every field is optional:
+//
+//	{
+//	  "listen": ["/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"],
+//	  "api": "127.0.0.1:7420",
+//	  "mdns": false,
+//	  "nat": true,
+//	  "relay_service": true,
+//	  "sync_interval": "30s"
+//	}
+const ConfigFile = "config.json"
+
+// configJSON is ConfigFile's shape; pointers tell a field left out from
+// one set to its zero value.
+type configJSON struct {
+	Listen       []string `json:"listen"`
+	API          *string  `json:"api"`
+	MDNS         *bool    `json:"mdns"`
+	NAT          *bool    `json:"nat"`
+	RelayService *bool    `json:"relay_service"`
+	SyncInterval *string  `json:"sync_interval"`
+}
+
+// LoadConfig reads home's config file; a missing file is the zero Config
+// (every default). An unknown field, a bad multiaddr or duration is an
+// error that names the file and the field.
+func LoadConfig(home string) (Config, error) {
+	path := filepath.Join(home, ConfigFile)
+	var cfg Config
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cfg, nil
+	}
+	if err != nil {
+		return cfg, err
+	}
+	var f configJSON
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return cfg, fmt.Errorf("%s: %v", path, err)
+	}
+	for i, a := range f.Listen {
+		if _, err := ma.NewMultiaddr(a); err != nil {
+			return cfg, fmt.Errorf("%s: listen[%d] %q is not a multiaddr: %v", path, i, a, err)
+		}
+	}
+	cfg.Listen = f.Listen
+	if f.API != nil {
+		cfg.API = *f.API
+	}
+	if f.MDNS != nil {
+		cfg.NoMDNS = !*f.MDNS
+	}
+	if f.NAT != nil {
+		cfg.NAT = *f.NAT
+	}
+	if f.RelayService != nil {
+		cfg.RelayService = *f.RelayService
+	}
+	if f.SyncInterval != nil {
+		d, err := time.ParseDuration(*f.SyncInterval)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("%s: sync_interval %q is not a positive duration such as \"30s\"", path, *f.SyncInterval)
+		}
+		cfg.SyncInterval = d
+	}
+	return cfg, nil
+}
