@@ -30,6 +30,9 @@ type Dir struct {
 	jl   *journal.Log // opened on first use
 
 	commitMu sync.Mutex // one manifest update at a time
+
+	wantMu sync.Mutex
+	wanted wantedCache // the last Wanted answer, and the state it was taken at
 }
 
 // emptyIndex is the semantic index of a capsule with no notes.

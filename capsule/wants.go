@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/tern-dev/tern/journal"
@@ -54,6 +55,41 @@ func referencedBlobs(view []*journal.Event) map[string]bool {
 // its journal refers to, and the files of the latest snapshot once that
 // snapshot's own blob is held. Sorted.
 func (d *Dir) Wanted() ([]string, error) {
+	jl, err := d.journalLog()
+	if err != nil {
+		return nil, err
+	}
+	// The journal and the manifest only grow, so their sizes name a state:
+	// asked again in the same state (a node asks after every sync round,
+	// for every capsule), the answer is the same.
+	d.commitMu.Lock()
+	at := wantedState{journal: jl.Size(), files: len(d.Manifest.Files)}
+	d.commitMu.Unlock()
+	d.wantMu.Lock()
+	defer d.wantMu.Unlock()
+	if d.wanted.ok && d.wanted.at == at {
+		return slices.Clone(d.wanted.blobs), nil
+	}
+	blobs, err := d.wantedNow()
+	if err != nil {
+		return nil, err
+	}
+	d.wanted = wantedCache{ok: true, at: at, blobs: blobs}
+	return slices.Clone(blobs), nil
+}
+
+type wantedState struct {
+	journal int64 // bytes of durable journal lines
+	files   int   // files the manifest lists
+}
+
+type wantedCache struct {
+	ok    bool
+	at    wantedState
+	blobs []string
+}
+
+func (d *Dir) wantedNow() ([]string, error) {
 	evs, err := d.Events()
 	if err != nil {
 		return nil, err
