@@ -40,6 +40,9 @@ func TestACopyThatReceivedEventsWantsTheirBlobsAndCatchesUpWhenTheyArrive(t *tes
 		t.Fatal(err)
 	}
 	defer db.Close()
+	if want, err := db.Wanted(); err != nil || len(want) != 0 {
+		t.Fatalf("before the events, b wants %v (%v)", want, err)
+	}
 	if _, err := db.AddEvents(context.Background(), evsA); err != nil {
 		t.Fatal(err)
 	}
