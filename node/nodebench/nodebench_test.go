@@ -2,7 +2,9 @@ package nodebench
 
 import (
 	"context"
+	"io"
 	"math"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +41,28 @@ func TestBlobMovesTheWholeBlobAndComparesItWithBothLimits(t *testing.T) {
 	}
 }
 
+func TestCatchUpBringsEveryEventAndCountsTheWire(t *testing.T) {
+	const events = 2000
+	r, err := CatchUp(testContext(t), events, Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Events != events || r.EventBytes < events*100 {
+		t.Errorf("%d events of %d bytes, want %d of at least 100 bytes each", r.Events, r.EventBytes, events)
+	}
+	if r.EventsSent < events {
+		t.Errorf("%d events sent, want at least the %d missing", r.EventsSent, events)
+	}
+	// Every event crosses at least once as a frame (its line, a tag and
+	// a length), and every frame inside libp2p's encryption and framing.
+	if r.FrameBytes < r.EventBytes || r.WireBytes <= r.FrameBytes {
+		t.Errorf("event bytes %d, frame bytes %d, wire bytes %d: want them increasing", r.EventBytes, r.FrameBytes, r.WireBytes)
+	}
+	if r.Exchanges < 2 || !(r.Seconds > 0) || r.Ratio != float64(r.WireBytes)/float64(r.EventBytes) {
+		t.Errorf("%d exchanges, %v s, ratio %v", r.Exchanges, r.Seconds, r.Ratio)
+	}
+}
+
 func TestBadSizesAreRefusedBeforeAnythingRuns(t *testing.T) {
 	ctx := testContext(t)
 	opt := Options{Dir: t.TempDir() + "/does-not-exist"} // would fail if anything ran
@@ -48,6 +72,7 @@ func TestBadSizesAreRefusedBeforeAnythingRuns(t *testing.T) {
 	}{
 		{"an empty blob", func() error { _, err := Blob(ctx, 0, opt); return err }},
 		{"a blob over the limit", func() error { _, err := Blob(ctx, MaxBlobSize+1, opt); return err }},
+		{"no events to catch up on", func() error { _, err := CatchUp(ctx, 0, opt); return err }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,5 +81,43 @@ func TestBadSizesAreRefusedBeforeAnythingRuns(t *testing.T) {
 				t.Fatalf("err = %v, want one that says what is wanted", err)
 			}
 		})
+	}
+}
+
+func TestTheRelayCountsEveryByteBothWays(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() { // echo
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		io.Copy(c, c)
+		c.Close()
+	}()
+	r, err := newRelay(l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(strings.Replace(r.addr(), "/tcp/", ":", 1), "/ip4/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := strings.Repeat("tern", 10_000)
+	if _, err := io.WriteString(c, msg); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	back, err := io.ReadAll(c)
+	c.Close()
+	if err != nil || string(back) != msg {
+		t.Fatalf("echo through the relay: %d bytes, %v", len(back), err)
+	}
+	if got := r.carried(); got != 2*int64(len(msg)) {
+		t.Fatalf("the relay counted %d bytes, want %d", got, 2*len(msg))
 	}
 }
