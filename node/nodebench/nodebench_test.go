@@ -63,6 +63,21 @@ func TestCatchUpBringsEveryEventAndCountsTheWire(t *testing.T) {
 	}
 }
 
+func TestAPartitionHealsIntoOneVector(t *testing.T) {
+	r, err := Partition(testContext(t), 3, Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One node alone against two: it lacks their 100 events, each of them
+	// its 50.
+	if r.Nodes != 3 || r.Events != 3*PartitionEvents || r.Missing != 4*PartitionEvents {
+		t.Errorf("%d nodes, %d events, %d missing", r.Nodes, r.Events, r.Missing)
+	}
+	if r.EventsSent < r.Missing || r.Exchanges < 2 || !(r.Seconds > 0) {
+		t.Errorf("%d events sent in %d exchanges, %v s", r.EventsSent, r.Exchanges, r.Seconds)
+	}
+}
+
 func TestBadSizesAreRefusedBeforeAnythingRuns(t *testing.T) {
 	ctx := testContext(t)
 	opt := Options{Dir: t.TempDir() + "/does-not-exist"} // would fail if anything ran
@@ -73,6 +88,7 @@ func TestBadSizesAreRefusedBeforeAnythingRuns(t *testing.T) {
 		{"an empty blob", func() error { _, err := Blob(ctx, 0, opt); return err }},
 		{"a blob over the limit", func() error { _, err := Blob(ctx, MaxBlobSize+1, opt); return err }},
 		{"no events to catch up on", func() error { _, err := CatchUp(ctx, 0, opt); return err }},
+		{"a partition of one node", func() error { _, err := Partition(ctx, 1, opt); return err }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
