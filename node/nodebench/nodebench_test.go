@@ -78,6 +78,23 @@ func TestAPartitionHealsIntoOneVector(t *testing.T) {
 	}
 }
 
+func TestIdleMemoryCountsTheNodeAfterItOpenedEveryCapsule(t *testing.T) {
+	const capsules = 20
+	r, err := IdleMemory(testContext(t), capsules, Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Capsules != capsules || r.Events != capsules*MemoryEvents || r.EventBytes < capsules*MemoryEvents*100 {
+		t.Errorf("%d capsules, %d events of %d bytes", r.Capsules, r.Events, r.EventBytes)
+	}
+	// A running node holds a libp2p host and an HTTP server at least.
+	for name, s := range map[string]MemorySample{"started": r.Started, "synced": r.Synced} {
+		if s.HeapBytes <= 0 || s.Goroutines <= 0 {
+			t.Errorf("%s: %+v, want a positive heap and goroutines", name, s)
+		}
+	}
+}
+
 func TestBadSizesAreRefusedBeforeAnythingRuns(t *testing.T) {
 	ctx := testContext(t)
 	opt := Options{Dir: t.TempDir() + "/does-not-exist"} // would fail if anything ran
@@ -89,6 +106,7 @@ func TestBadSizesAreRefusedBeforeAnythingRuns(t *testing.T) {
 		{"a blob over the limit", func() error { _, err := Blob(ctx, MaxBlobSize+1, opt); return err }},
 		{"no events to catch up on", func() error { _, err := CatchUp(ctx, 0, opt); return err }},
 		{"a partition of one node", func() error { _, err := Partition(ctx, 1, opt); return err }},
+		{"no capsules", func() error { _, err := IdleMemory(ctx, 0, opt); return err }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
