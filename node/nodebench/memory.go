@@ -38,6 +38,10 @@ type MemoryResult struct {
 	// Synced is the node idle after one sync round with a peer, which
 	// opens every capsule.
 	Synced MemorySample `json:"synced"`
+	// RoundSeconds is how long that round took, from the peer's dial to
+	// the node's last exchange: one per capsule, with nothing to move. A
+	// node runs such a round with every peer on every anti-entropy tick.
+	RoundSeconds float64 `json:"round_seconds"`
 }
 
 // MemorySample is one reading of the process, minus the baseline.
@@ -98,6 +102,7 @@ func idleMemory(ctx context.Context, dir string, capsules int, res *MemoryResult
 	}
 	res.Started = sample().minus(base)
 
+	start := time.Now()
 	if err := p.Connect(ctx, peer.AddrInfo{ID: n.Host().ID(), Addrs: n.Host().Addrs()}); err != nil {
 		return err
 	}
@@ -108,6 +113,7 @@ func idleMemory(ctx context.Context, dir string, capsules int, res *MemoryResult
 	}); err != nil {
 		return fmt.Errorf("the sync round: %w", err)
 	}
+	res.RoundSeconds = time.Since(start).Seconds()
 	if c.Failed > 0 {
 		return fmt.Errorf("%v of %d sync exchanges failed", c.Failed, capsules)
 	}

@@ -87,6 +87,9 @@ func TestIdleMemoryCountsTheNodeAfterItOpenedEveryCapsule(t *testing.T) {
 	if r.Capsules != capsules || r.Events != capsules*MemoryEvents || r.EventBytes < capsules*MemoryEvents*100 {
 		t.Errorf("%d capsules, %d events of %d bytes", r.Capsules, r.Events, r.EventBytes)
 	}
+	if !(r.RoundSeconds > 0) {
+		t.Errorf("round of %v s", r.RoundSeconds)
+	}
 	// A running node holds a libp2p host and an HTTP server at least.
 	for name, s := range map[string]MemorySample{"started": r.Started, "synced": r.Synced} {
 		if s.HeapBytes <= 0 || s.Goroutines <= 0 {
