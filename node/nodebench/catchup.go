@@ -42,7 +42,7 @@ type CatchUpResult struct {
 }
 
 // CatchUp measures a node catching up after time offline: node A appends
-// events user messages of about 100 bytes of text to a capsule both
+// that many user messages (about 100 bytes of text each) to a capsule both
 // nodes hold, while node B is not running; then B starts, already paired
 // with A, and dials it through a relay that counts the bytes. Neither
 // node runs a timer round meanwhile: B's round and A's, both started by

@@ -25,8 +25,8 @@ const MemoryEvents = 10
 // MaxCapsules bounds IdleMemory's capsule count.
 const MaxCapsules = 100_000
 
-// MemoryResult is what IdleMemory measured. Each figure is the process's
-// after a garbage collection, minus the same figure before the node
+// MemoryResult is what IdleMemory measured. Each sample is the process's
+// figures after a garbage collection, minus the same before the node
 // started.
 type MemoryResult struct {
 	Capsules   int   `json:"capsules"`    // capsules the node holds
