@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tern-dev/tern/node/nodebench"
+)
+
+func benchCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "bench", Short: "Measure tern against the limits under it, on this machine", Args: cobra.NoArgs, RunE: showHelp}
+	c.AddCommand(benchSyncCmd(e))
+	return c
+}
+
+// benchParts are the measurements of tern bench sync, in the order they run.
+var benchParts = []string{"blob", "catchup", "partition", "memory"}
+
+// maxBenchNodes bounds --nodes: each node is a libp2p host with its own
+// listener in this process.
+const maxBenchNodes = 32
+
+// maxBenchEvents bounds --events.
+const maxBenchEvents = 10_000_000
+
+// benchReport is what tern bench sync --json prints: the machine, then one
+// object per measurement that ran.
+type benchReport struct {
+	Time       string                     `json:"time"`
+	GoVersion  string                     `json:"go_version"`
+	CPUs       int                        `json:"cpus"`
+	GOMAXPROCS int                        `json:"gomaxprocs"`
+	Blob       *nodebench.BlobResult      `json:"blob,omitempty"`
+	CatchUp    *nodebench.CatchUpResult   `json:"catchup,omitempty"`
+	Partition  *nodebench.PartitionResult `json:"partition,omitempty"`
+	Memory     *nodebench.MemoryResult    `json:"memory,omitempty"`
+}
+
+func benchSyncCmd(e *env) *cobra.Command {
+	var (
+		blobSize, only, dir     string
+		events, nodes, capsules int
+		asJSON                  bool
+	)
+	c := &cobra.Command{
+		Use:   "sync",
+		Short: "Measure node sync on loopback: blob throughput, catch-up, partition healing, idle memory",
+		Long: `Run real nodes on 127.0.0.1 in this process and measure, one after another:
+
+  blob       one blob fetched end to end (hash-checked, written, fsynced,
+             adopted) against a bare libp2p stream and a disk write with one
+             fsync of the same bytes, as a ratio to the slower (goal >= 0.8)
+  catchup    a node that was offline catching up on --events events: time,
+             and bytes on the wire against the events' size (goal <= 1.1)
+  partition  --nodes nodes converging after a partition into two halves heals
+  memory     the idle memory of a node holding --capsules capsules
+
+Nothing is judged: the goals are printed beside the figures. Temporary
+folders go under --dir (default: the system's temporary folder; the disk
+limit is measured there). Exit 1 if a measurement could not complete.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			size, err := parseSize(blobSize)
+			if err != nil {
+				return fmt.Errorf("bench sync: --blob-size: %w", err)
+			}
+			parts, err := parseParts(only)
+			if err != nil {
+				return fmt.Errorf("bench sync: --only: %w", err)
+			}
+			switch {
+			case size < 1 || size > nodebench.MaxBlobSize:
+				return fmt.Errorf("bench sync: --blob-size %s: want 1 B to %s", blobSize, formatBytes(nodebench.MaxBlobSize))
+			case events < 1 || events > maxBenchEvents:
+				return fmt.Errorf("bench sync: --events %d: want 1 to %d", events, maxBenchEvents)
+			case nodes < 2 || nodes > maxBenchNodes:
+				return fmt.Errorf("bench sync: --nodes %d: want 2 to %d", nodes, maxBenchNodes)
+			case capsules < 1 || capsules > nodebench.MaxCapsules:
+				return fmt.Errorf("bench sync: --capsules %d: want 1 to %d", capsules, nodebench.MaxCapsules)
+			}
+			if dir != "" {
+				if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+					return fmt.Errorf("bench sync: --dir %s: not a folder", dir)
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep := benchReport{Time: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
+				CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
+			opt := nodebench.Options{Dir: dir}
+			err = runBench(ctx, e, parts, func(part string) error {
+				switch part {
+				case "blob":
+					r, err := nodebench.Blob(ctx, size, opt)
+					rep.Blob = &r
+					return err
+				case "catchup":
+					r, err := nodebench.CatchUp(ctx, events, opt)
+					rep.CatchUp = &r
+					return err
+				case "partition":
+					r, err := nodebench.Partition(ctx, nodes, opt)
+					rep.Partition = &r
+					return err
+				default:
+					r, err := nodebench.IdleMemory(ctx, capsules, opt)
+					rep.Memory = &r
+					return err
+				}
+			})
+			if err != nil {
+				return checkFailed("%v", err)
+			}
+			if asJSON {
+				return json.NewEncoder(e.stdout).Encode(rep)
+			}
+			printBench(e.stdout, rep)
+			return nil
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&blobSize, "blob-size", "256MiB", "size of the blob: bytes, or a number with B, kB, MB, GB, KiB, MiB or GiB")
+	fl.IntVar(&events, "events", 100_000, "events the offline node catches up on")
+	fl.IntVar(&nodes, "nodes", 8, fmt.Sprintf("nodes of the partition (2 to %d)", maxBenchNodes))
+	fl.IntVar(&capsules, "capsules", 1000, "capsules the idle node holds")
+	fl.StringVar(&only, "only", strings.Join(benchParts, ","), "comma-separated measurements to run: "+strings.Join(benchParts, ", "))
+	fl.StringVar(&dir, "dir", "", "folder for the nodes' temporary homes (default: the system's temporary folder)")
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
+	return c
+}
+
+// runBench runs each part in benchParts order, telling stderr which, and
+// stops at the first error.
+func runBench(ctx context.Context, e *env, parts []string, run func(string) error) error {
+	for _, p := range benchParts {
+		if !slices.Contains(parts, p) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "bench sync: %s…\n", p)
+		if err := run(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseParts reads --only: a comma-separated subset of benchParts.
+func parseParts(s string) ([]string, error) {
+	var parts []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.Contains(benchParts, p) {
+			return nil, fmt.Errorf("%q is not a measurement (want some of %s)", p, strings.Join(benchParts, ", "))
+		}
+		if !slices.Contains(parts, p) {
+			parts = append(parts, p)
+		}
+	}
+	return parts, nil
+}
+
+// sizeUnits are the units parseSize reads, longest suffix first.
+var sizeUnits = []struct {
+	suffix string
+	bytes  int64
+}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"kB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+
+// parseSize reads a byte count: a whole number, alone or followed by one
+// of sizeUnits ("256MiB", "1 GB", "4096").
+func parseSize(s string) (int64, error) {
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.bytes
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size (write it like 256MiB, 1GB or 4096)", s)
+	}
+	if n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return n * mult, nil
+}
+
+// formatBytes writes n in the largest binary unit that keeps it at least 1.
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// printBench prints the report as a table: measurement, figure, value.
+func printBench(w io.Writer, r benchReport) {
+	fmt.Fprintf(w, "tern bench sync: %s, %s, %d CPUs (GOMAXPROCS %d)\n", r.Time, r.GoVersion, r.CPUs, r.GOMAXPROCS)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(part, figure, format string, args ...any) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", part, figure, fmt.Sprintf(format, args...))
+	}
+	if b := r.Blob; b != nil {
+		row("blob", "size", "%s", formatBytes(b.Bytes))
+		row("blob", "end to end", "%.0f MB/s (%.2f s, %s received)", b.EndToEnd, b.EndToEndSeconds, formatBytes(b.BytesReceived))
+		row("blob", "bare libp2p stream", "%.0f MB/s", b.Libp2p)
+		row("blob", "disk write, one fsync", "%.0f MB/s", b.Disk)
+		row("blob", "sha256, one core", "%.0f MB/s", b.SHA256)
+		row("blob", "ratio to the slower limit", "%.2f (%s; goal >= 0.8)", b.Ratio, b.Limit)
+	}
+	if c := r.CatchUp; c != nil {
+		row("catchup", "events missing", "%d (%s)", c.Events, formatBytes(c.EventBytes))
+		row("catchup", "time to catch up", "%.2f s (%.0f events/s)", c.Seconds, float64(c.Events)/c.Seconds)
+		row("catchup", "bytes on the wire", "%s (%.2f× the events; goal <= 1.1)", formatBytes(c.WireBytes), c.Ratio)
+		row("catchup", "sync frame bytes", "%s", formatBytes(c.FrameBytes))
+		row("catchup", "events sent", "%d (%.2f× the missing, %d exchanges)", c.EventsSent, float64(c.EventsSent)/float64(c.Events), c.Exchanges)
+	}
+	if p := r.Partition; p != nil {
+		row("partition", "nodes", "%d, %d events each while apart", p.Nodes, p.Events/p.Nodes)
+		row("partition", "convergence after the heal", "%.3f s", p.Seconds)
+		row("partition", "events sent", "%d (%.2f× the %d missing, %d exchanges)", p.EventsSent, float64(p.EventsSent)/float64(p.Missing), p.Missing, p.Exchanges)
+	}
+	if m := r.Memory; m != nil {
+		row("memory", "capsules", "%d (%d events, %s)", m.Capsules, m.Events, formatBytes(m.EventBytes))
+		row("memory", "idle after start", "%s heap, %d goroutines, %d open files", formatBytes(m.Started.HeapBytes), m.Started.Goroutines, m.Started.OpenFiles)
+		row("memory", "idle after a sync round", "%s heap (%s a capsule), %d goroutines, %d open files",
+			formatBytes(m.Synced.HeapBytes), formatBytes(m.Synced.HeapBytes/int64(m.Capsules)), m.Synced.Goroutines, m.Synced.OpenFiles)
+		row("memory", "a sync round, nothing to move", "%.2f s for %d capsules", m.RoundSeconds, m.Capsules)
+	}
+	tw.Flush()
+}

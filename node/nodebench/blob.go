@@ -1,0 +1,296 @@
+package nodebench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/node"
+	ternproto "github.com/tern-dev/tern/protocol"
+)
+
+// MaxBlobSize bounds Blob's size: the bytes are held in memory.
+const MaxBlobSize = 4 << 30
+
+// BlobResult is what Blob measured. Rates are in MB/s (10^6 bytes a
+// second) of the blob's bytes.
+type BlobResult struct {
+	Bytes int64 `json:"bytes"` // the blob's size
+
+	// EndToEnd is node B fetching the blob from node A in one sync round
+	// (node.Node.SyncPeer): the exchange that brings the snapshot event,
+	// then the snapshot's listing blob and the file's blob over
+	// /tern/blob/1.0.0, each chunk hash-checked, written to
+	// $TERN_HOME/partial, fsynced, the whole blob hash-checked and adopted
+	// into the capsule.
+	EndToEnd        float64 `json:"end_to_end_mbps"`
+	EndToEndSeconds float64 `json:"end_to_end_seconds"`
+	BytesReceived   int64   `json:"bytes_received"` // blob bytes B's /metrics counted in that round: the file and the listing
+
+	// Libp2p is the same bytes on one stream between two plain go-libp2p
+	// hosts (default transports and security, TCP on 127.0.0.1), written
+	// in chunks of protocol.BlobChunk and read into a buffer of that size.
+	Libp2p float64 `json:"libp2p_mbps"`
+	// Disk is writing the same bytes to a new file in the nodes' folder,
+	// in chunks of protocol.BlobChunk, with one fsync at the end.
+	Disk float64 `json:"disk_mbps"`
+	// SHA256 is hashing the bytes in memory on one goroutine; not a limit
+	// of the ratio, shown to explain it (the fetch hashes every byte).
+	SHA256 float64 `json:"sha256_mbps"`
+
+	Limit string  `json:"limit"` // "libp2p" or "disk": the slower of the two limits
+	Ratio float64 `json:"ratio"` // EndToEnd over the slower limit
+}
+
+// Blob measures end-to-end blob transfer between two nodes on 127.0.0.1
+// against its two limits, all on the same size random bytes, in one run:
+// first a bare libp2p stream, then the disk, then the nodes.
+//
+// The nodes hold one capsule. A workspace snapshot of one file of size
+// bytes is taken outside them and merged into A's copy only, so that B
+// learns of it by sync and wants its blobs, as it would if A's agent had
+// just snapshotted its workspace. The round is run by the caller's
+// goroutine, so its time is the whole round and nothing else. Blob fails
+// if B still wants a blob afterwards or the file's blob on B is not the
+// size it should be.
+func Blob(ctx context.Context, size int64, opt Options) (res BlobResult, err error) {
+	if size <= 0 || size > MaxBlobSize {
+		return res, fmt.Errorf("bench blob: size %d: want 1 byte to %d", size, int64(MaxBlobSize))
+	}
+	res.Bytes = size
+	dir, err := opt.tempDir("blob")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	data := make([]byte, size)
+	rand.NewChaCha8([32]byte{'t', 'e', 'r', 'n'}).Read(data)
+
+	if res.Libp2p, err = libp2pRate(ctx, data); err != nil {
+		return res, fmt.Errorf("bench blob: bare libp2p: %w", err)
+	}
+	if res.Disk, err = diskRate(dir, data); err != nil {
+		return res, fmt.Errorf("bench blob: disk: %w", err)
+	}
+	start := time.Now()
+	sum := sha256.Sum256(data)
+	res.SHA256 = rate(size, time.Since(start))
+	if err := nodesBlob(ctx, dir, data, hex.EncodeToString(sum[:]), &res, opt); err != nil {
+		return res, fmt.Errorf("bench blob: nodes: %w", err)
+	}
+	res.Limit, res.Ratio = "libp2p", res.EndToEnd/res.Libp2p
+	if res.Disk < res.Libp2p {
+		res.Limit, res.Ratio = "disk", res.EndToEnd/res.Disk
+	}
+	return res, nil
+}
+
+// rate is n bytes in d as MB/s.
+func rate(n int64, d time.Duration) float64 {
+	return float64(n) / 1e6 / max(d.Seconds(), 1e-9)
+}
+
+// nodesBlob runs the end-to-end part of Blob; sha256Hex is data's.
+func nodesBlob(ctx context.Context, dir string, data []byte, sha256Hex string, res *BlobResult, opt Options) (err error) {
+	ws := filepath.Join(dir, "workspace")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(ws, "blob.bin"), data, 0o644); err != nil {
+		return err
+	}
+	a, err := startNode(home(dir, 0), idleInterval, opt.log())
+	if err != nil {
+		return err
+	}
+	b, err := startNode(home(dir, 1), idleInterval, opt.log())
+	if err != nil {
+		a.Close()
+		return err
+	}
+	defer closeAll(&err, a, b)
+	src := filepath.Join(dir, "capsule")
+	agent, err := newCapsule(src, "blob", a.Info().PeerID)
+	if err != nil {
+		return err
+	}
+	for _, n := range []*node.Node{a, b} {
+		if _, _, err := n.Store().Import(src); err != nil {
+			return err
+		}
+	}
+	if err := pair(a, b); err != nil {
+		return err
+	}
+	if err := connect(ctx, a, b); err != nil {
+		return err
+	}
+	// Let the rounds the connection started end (one exchange each, with
+	// nothing to move), so that the measured round runs alone.
+	if err := poll(ctx, 5*time.Millisecond, func() (bool, error) {
+		ca, err := scrape(ctx, a)
+		if err != nil {
+			return false, err
+		}
+		cb, err := scrape(ctx, b)
+		return ca.Exchanges >= 1 && cb.Exchanges >= 1, err
+	}); err != nil {
+		return fmt.Errorf("first sync rounds: %w", err)
+	}
+	d, err := capsule.OpenDir(src, opt.log())
+	if err != nil {
+		return err
+	}
+	_, err = d.Snapshot(ctx, a.Identity(), ws)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if _, _, err := a.Store().Import(src); err != nil { // the store only: no round starts
+		return err
+	}
+
+	before, err := scrape(ctx, b)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	b.SyncPeer(ctx, a.Host().ID())
+	elapsed := time.Since(start)
+	after, err := scrape(ctx, b)
+	if err != nil {
+		return err
+	}
+	res.EndToEndSeconds = elapsed.Seconds()
+	res.EndToEnd = rate(int64(len(data)), elapsed)
+	res.BytesReceived = int64(after.minus(before).BlobBytes)
+
+	want, err := b.Store().Wanted(agent)
+	if err != nil {
+		return err
+	}
+	if len(want) > 0 {
+		return fmt.Errorf("after the round node B still wants %d blobs (run with a log to see why)", len(want))
+	}
+	st, err := os.Stat(filepath.Join(home(dir, 1), node.CapsulesDir, agent, filepath.FromSlash(capsule.BlobPath(sha256Hex))))
+	if err != nil {
+		return fmt.Errorf("the blob on node B: %w", err)
+	}
+	if st.Size() != int64(len(data)) {
+		return fmt.Errorf("the blob on node B has %d bytes, want %d", st.Size(), len(data))
+	}
+	return nil
+}
+
+// benchProtocol is the stream protocol of the bare libp2p limit.
+const benchProtocol = protocol.ID("/tern-bench/stream/1.0.0")
+
+// libp2pRate streams data from one plain libp2p host to another on
+// 127.0.0.1 and returns MB/s, from opening the stream to the receiver
+// reading the last byte. Connecting is not timed.
+func libp2pRate(ctx context.Context, data []byte) (float64, error) {
+	src, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	dst, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		return 0, err
+	}
+	defer dst.Close()
+	type received struct {
+		n   int64
+		err error
+	}
+	got := make(chan received, 1)
+	dst.SetStreamHandler(benchProtocol, func(s network.Stream) {
+		buf := make([]byte, ternproto.BlobChunk)
+		var n int64
+		for {
+			k, err := s.Read(buf)
+			n += int64(k)
+			if err == io.EOF {
+				s.Close()
+				got <- received{n, nil}
+				return
+			}
+			if err != nil {
+				s.Reset()
+				got <- received{n, err}
+				return
+			}
+		}
+	})
+	if err := src.Connect(ctx, peer.AddrInfo{ID: dst.ID(), Addrs: dst.Addrs()}); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	s, err := src.NewStream(ctx, dst.ID(), benchProtocol)
+	if err != nil {
+		return 0, err
+	}
+	for off := 0; off < len(data); off += ternproto.BlobChunk {
+		if _, err := s.Write(data[off:min(off+ternproto.BlobChunk, len(data))]); err != nil {
+			s.Reset()
+			return 0, err
+		}
+	}
+	if err := s.CloseWrite(); err != nil {
+		s.Reset()
+		return 0, err
+	}
+	var r received
+	select {
+	case r = <-got:
+	case <-ctx.Done():
+		s.Reset()
+		return 0, ctx.Err()
+	}
+	elapsed := time.Since(start)
+	s.Close()
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.n != int64(len(data)) {
+		return 0, fmt.Errorf("the receiver read %d bytes, want %d", r.n, len(data))
+	}
+	return rate(r.n, elapsed), nil
+}
+
+// diskRate writes data to a new file in dir in chunks, fsyncs it once and
+// returns MB/s from creating the file to the end of the fsync.
+func diskRate(dir string, data []byte) (float64, error) {
+	start := time.Now()
+	f, err := os.CreateTemp(dir, "disk-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	for off := 0; off < len(data); off += ternproto.BlobChunk {
+		if _, err := f.Write(data[off:min(off+ternproto.BlobChunk, len(data))]); err != nil {
+			f.Close()
+			return 0, err
+		}
+	}
+	err = f.Sync()
+	elapsed := time.Since(start)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return rate(int64(len(data)), elapsed), err
+}

@@ -1,0 +1,221 @@
+package nodebench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/protocol"
+)
+
+// MemoryEvents is how many events each capsule of IdleMemory holds.
+const MemoryEvents = 10
+
+// MaxCapsules bounds IdleMemory's capsule count.
+const MaxCapsules = 100_000
+
+// MemoryResult is what IdleMemory measured. Each sample is the process's
+// figures after a garbage collection, minus the same before the node
+// started.
+type MemoryResult struct {
+	Capsules   int   `json:"capsules"`    // capsules the node holds
+	Events     int   `json:"events"`      // events in them, MemoryEvents each
+	EventBytes int64 `json:"event_bytes"` // their size as journals store them
+
+	// Started is the node idle after Start, before any peer connected.
+	Started MemorySample `json:"started"`
+	// Synced is the node idle after one sync round with a peer, which
+	// opens every capsule.
+	Synced MemorySample `json:"synced"`
+	// RoundSeconds is how long that round took, from the peer's dial to
+	// the node's last exchange: one per capsule, with nothing to move. A
+	// node runs such a round with every peer on every anti-entropy tick.
+	RoundSeconds float64 `json:"round_seconds"`
+}
+
+// MemorySample is one reading of the process, minus the baseline.
+type MemorySample struct {
+	HeapBytes  int64 `json:"heap_bytes"` // runtime.MemStats.HeapAlloc: live heap objects
+	Goroutines int   `json:"goroutines"`
+	OpenFiles  int   `json:"open_files"` // file descriptors; -1 where /proc/self/fd is not there
+}
+
+// IdleMemory measures the idle memory of a node holding capsules
+// capsules, in this process: live heap bytes (runtime.ReadMemStats after
+// runtime.GC), goroutines and open files, each minus its value before the
+// node started. It reads them once the node has started, and again once
+// it has run one sync round for every capsule with a peer and gone idle.
+// The peer is a bare libp2p host (started before the baseline) that
+// answers the sync protocol holding nothing, so what it costs is not
+// counted, except its side of the one connection. Nothing else may run in
+// the process meanwhile.
+func IdleMemory(ctx context.Context, capsules int, opt Options) (res MemoryResult, err error) {
+	if capsules < 1 || capsules > MaxCapsules {
+		return res, fmt.Errorf("bench memory: %d capsules: want 1 to %d", capsules, MaxCapsules)
+	}
+	dir, err := opt.tempDir("memory")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	if err := idleMemory(ctx, dir, capsules, &res, opt); err != nil {
+		return res, fmt.Errorf("bench memory: %w", err)
+	}
+	return res, nil
+}
+
+func idleMemory(ctx context.Context, dir string, capsules int, res *MemoryResult, opt Options) (err error) {
+	h := home(dir, 0)
+	id, err := node.LoadIdentity(h)
+	if err != nil {
+		return err
+	}
+	if err := fillStore(ctx, h, id, capsules, res); err != nil {
+		return err
+	}
+	p, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	protocol.HandleSync(p, nothing{}, opt.log())
+
+	base := sample()
+	n, err := startNode(h, idleInterval, opt.log())
+	if err != nil {
+		return err
+	}
+	defer func() { closeAll(&err, n) }()
+	if err := n.Peers().Add(node.Peer{ID: p.ID().String()}); err != nil {
+		return err
+	}
+	res.Started = sample().minus(base)
+
+	start := time.Now()
+	if err := p.Connect(ctx, peer.AddrInfo{ID: n.Host().ID(), Addrs: n.Host().Addrs()}); err != nil {
+		return err
+	}
+	var c syncCounters
+	if err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
+		c, err = scrape(ctx, n)
+		return c.Exchanges >= float64(capsules), err
+	}); err != nil {
+		return fmt.Errorf("the sync round: %w", err)
+	}
+	res.RoundSeconds = time.Since(start).Seconds()
+	if c.Failed > 0 {
+		return fmt.Errorf("%v of %d sync exchanges failed", c.Failed, capsules)
+	}
+	time.Sleep(idleSettle)
+	res.Synced = sample().minus(base)
+	return nil
+}
+
+// idleSettle is how long IdleMemory lets a node stand still after its
+// sync round before reading it: streams closing, goroutines ending.
+const idleSettle = 250 * time.Millisecond
+
+// fillStore creates capsules capsules of MemoryEvents events each,
+// signed by id, in the store of home (node.CapsulesDir), while no node
+// runs.
+func fillStore(ctx context.Context, home string, id *node.Identity, capsules int, res *MemoryResult) error {
+	dir := filepath.Join(home, node.CapsulesDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	jobs := make(chan int)
+	errs := make(chan error, capsules)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range 4 * runtime.GOMAXPROCS(0) { // fsync-bound: more workers than cores
+		wg.Go(func() {
+			for i := range jobs {
+				evs, err := filledCapsule(ctx, dir, "new-"+strconv.Itoa(i), id)
+				mu.Lock()
+				res.Events += len(evs)
+				res.EventBytes += eventBytes(evs)
+				mu.Unlock()
+				errs <- err
+			}
+		})
+	}
+	for i := range capsules {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	res.Capsules = capsules
+	return nil
+}
+
+// filledCapsule creates a capsule with MemoryEvents events in the store
+// folder dir, under a temporary name, then moves it to its agent id.
+func filledCapsule(ctx context.Context, dir, name string, id *node.Identity) ([]*journal.Event, error) {
+	tmp := filepath.Join(dir, name)
+	agent, err := newCapsule(tmp, "memory", id.PeerID().String())
+	if err != nil {
+		return nil, err
+	}
+	d, err := capsule.OpenDir(tmp, nil)
+	if err != nil {
+		return nil, err
+	}
+	drafts := make([]journal.Draft, MemoryEvents)
+	for i := range drafts {
+		drafts[i] = journal.Draft{Type: "message", Session: "bench",
+			Body: []byte(`{"role":"user","content":[{"type":"text","text":"` + messageText + ` ` + strconv.Itoa(i) + `"}]}`)}
+	}
+	evs, err := d.Append(ctx, id, 0, drafts...)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return evs, os.Rename(tmp, filepath.Join(dir, agent))
+}
+
+// nothing is a peer's journals that hold nothing and keep nothing: the
+// node sends it every event, and it costs no memory.
+type nothing struct{}
+
+func (nothing) Events(string, string) ([]*journal.Event, error)             { return nil, nil }
+func (nothing) Add(context.Context, string, string, []*journal.Event) error { return nil }
+
+// sample reads the process after a garbage collection.
+func sample() MemorySample {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	s := MemorySample{HeapBytes: int64(m.HeapAlloc), Goroutines: runtime.NumGoroutine(), OpenFiles: -1}
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		s.OpenFiles = len(fds)
+	}
+	return s
+}
+
+func (s MemorySample) minus(base MemorySample) MemorySample {
+	d := MemorySample{HeapBytes: s.HeapBytes - base.HeapBytes, Goroutines: s.Goroutines - base.Goroutines, OpenFiles: -1}
+	if s.OpenFiles >= 0 && base.OpenFiles >= 0 {
+		d.OpenFiles = s.OpenFiles - base.OpenFiles
+	}
+	return d
+}
