@@ -82,8 +82,8 @@ type Node struct {
 	synced *lru.Cache[syncKey, journal.Vector]
 
 	mu      sync.Mutex
-	syncing map[peer.ID]bool // a sync round with that peer is running
-	again   map[peer.ID]bool // and another was asked for meanwhile
+	syncing map[peer.ID]bool  // a sync round with that peer is running
+	again   map[peer.ID]round // and another was asked for meanwhile
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -140,7 +140,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	synced, _ := lru.New[syncKey, journal.Vector](peerVectors)
 	n := &Node{home: home, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
-		transfers: newTransfers(), synced: synced, syncing: map[peer.ID]bool{}, again: map[peer.ID]bool{},
+		transfers: newTransfers(), synced: synced, syncing: map[peer.ID]bool{}, again: map[peer.ID]round{},
 		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)
 	if n.gossip, err = startGossip(ctx, n); err != nil {
@@ -165,7 +165,11 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	protocol.HandleCapsules(h, store, log)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
 		n.forgetSynced(c.RemotePeer()) // it may have restarted from another state
-		n.goSync(c.RemotePeer())
+		// One exchange syncs both ways: the side that dialed starts it,
+		// so the missing events cross once, not once from each side.
+		if c.Stat().Direction == network.DirOutbound {
+			n.goSync(c.RemotePeer())
+		}
 	}})
 	if !cfg.NoMDNS {
 		if err := mdns.NewMdnsService(h, MDNSService, n).Start(); err != nil {
@@ -248,7 +252,7 @@ func (n *Node) antiEntropy() {
 	for {
 		n.dialPeers()
 		for _, p := range n.host.Network().Peers() {
-			n.goSync(p)
+			n.startRound(p, changedOnly)
 		}
 		select {
 		case <-n.ctx.Done():
@@ -273,39 +277,54 @@ func (n *Node) dialPeers() {
 	}
 }
 
-// goSync syncs every capsule with p in the background. At most one round
-// runs per peer; a request that arrives meanwhile runs one more round when
-// it ends, so bursts of appends never pile up streams.
-func (n *Node) goSync(p peer.ID) {
+// round is what a sync round with a peer covers.
+type round int
+
+const (
+	changedOnly round = iota + 1 // skip capsules the peer is known to hold whole
+	everything                   // exchange every capsule
+)
+
+// goSync runs a round over every capsule with p in the background.
+func (n *Node) goSync(p peer.ID) { n.startRound(p, everything) }
+
+// startRound runs a sync round with p in the background. At most one round
+// runs per peer; requests that arrive meanwhile run one more round when it
+// ends (covering everything if any of them asked for it), so bursts never
+// pile up streams.
+func (n *Node) startRound(p peer.ID, r round) {
 	if !n.peers.Allowed(p) {
 		return
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.syncing[p] {
-		n.again[p] = true
+		n.again[p] = max(n.again[p], r)
 		return
 	}
 	n.syncing[p] = true
 	n.wg.Go(func() {
 		for {
-			n.SyncPeer(n.ctx, p)
+			n.syncRound(n.ctx, p, r)
 			n.mu.Lock()
-			if !n.again[p] || n.ctx.Err() != nil {
+			r = n.again[p]
+			delete(n.again, p)
+			if r == 0 || n.ctx.Err() != nil {
 				delete(n.syncing, p)
-				delete(n.again, p)
 				n.mu.Unlock()
 				return
 			}
-			n.again[p] = false
 			n.mu.Unlock()
 		}
 	})
 }
 
 // SyncPeer takes a copy of every capsule p shares that this node lacks,
-// then runs one sync exchange with p for every capsule held.
-func (n *Node) SyncPeer(ctx context.Context, p peer.ID) {
+// then runs one sync exchange with p for every capsule held, and fetches
+// the blobs each one wants.
+func (n *Node) SyncPeer(ctx context.Context, p peer.ID) { n.syncRound(ctx, p, everything) }
+
+func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 	n.takeMissing(ctx, p)
 	ids, err := n.store.List()
 	if err != nil {
@@ -313,7 +332,7 @@ func (n *Node) SyncPeer(ctx context.Context, p peer.ID) {
 		return
 	}
 	for _, id := range ids {
-		if !n.peerHoldsAll(p, id) {
+		if r == everything || !n.peerHoldsAll(p, id) {
 			st, err := protocol.Sync(ctx, n.host, p, id, n.store)
 			n.stats.observe(st, err)
 			if err != nil {

@@ -59,6 +59,9 @@ var _ protocol.Journals = (*Store)(nil)
 
 // OpenStore opens (creating) the capsule store in home.
 func OpenStore(home string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	dir := filepath.Join(home, CapsulesDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err

@@ -103,7 +103,8 @@ func idleMemory(ctx context.Context, dir string, capsules int, res *MemoryResult
 	res.Started = sample().minus(base)
 
 	start := time.Now()
-	if err := p.Connect(ctx, peer.AddrInfo{ID: n.Host().ID(), Addrs: n.Host().Addrs()}); err != nil {
+	// The node dials: the side that dials starts the round on connect.
+	if err := n.Host().Connect(ctx, peer.AddrInfo{ID: p.ID(), Addrs: p.Addrs()}); err != nil {
 		return err
 	}
 	var c syncCounters

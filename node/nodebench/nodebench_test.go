@@ -58,7 +58,7 @@ func TestCatchUpBringsEveryEventAndCountsTheWire(t *testing.T) {
 	if r.FrameBytes < r.EventBytes || r.WireBytes <= r.FrameBytes {
 		t.Errorf("event bytes %d, frame bytes %d, wire bytes %d: want them increasing", r.EventBytes, r.FrameBytes, r.WireBytes)
 	}
-	if r.Exchanges < 2 || !(r.Seconds > 0) || r.Ratio != float64(r.WireBytes)/float64(r.EventBytes) {
+	if r.Exchanges < 1 || !(r.Seconds > 0) || r.Ratio != float64(r.WireBytes)/float64(r.EventBytes) {
 		t.Errorf("%d exchanges, %v s, ratio %v", r.Exchanges, r.Seconds, r.Ratio)
 	}
 }
