@@ -165,11 +165,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	protocol.HandleCapsules(h, store, log)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
 		n.forgetSynced(c.RemotePeer()) // it may have restarted from another state
-		// One exchange syncs both ways: the side that dialed starts it,
-		// so the missing events cross once, not once from each side.
-		if c.Stat().Direction == network.DirOutbound {
-			n.goSync(c.RemotePeer())
-		}
+		n.goSync(c.RemotePeer())
 	}})
 	if !cfg.NoMDNS {
 		if err := mdns.NewMdnsService(h, MDNSService, n).Start(); err != nil {
