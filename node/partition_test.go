@@ -84,12 +84,28 @@ func TestPartitionsThatHealConverge(t *testing.T) {
 				for i, a := range nodes {
 					for j, b := range nodes[i+1:] {
 						if side[i] != side[i+1+j] {
-							mn.UnlinkPeers(a.host.ID(), b.host.ID())
-							mn.DisconnectPeers(a.host.ID(), b.host.ID())
+							if err := mn.UnlinkPeers(a.host.ID(), b.host.ID()); err != nil {
+								t.Fatal(err)
+							}
 							cuts = append(cuts, cut{a, b})
 						}
 					}
 				}
+				// No new connection crosses the cut now. Close the ones
+				// that do, from both ends (mocknet closes the far end of a
+				// connection asynchronously), until none is left.
+				eventually(t, "no connection crosses the cut", func() bool {
+					open := false
+					for _, c := range cuts {
+						for _, e := range [][2]*Node{{c.a, c.b}, {c.b, c.a}} {
+							if len(e[0].host.Network().ConnsToPeer(e[1].host.ID())) > 0 {
+								open = true
+								mn.DisconnectPeers(e[0].host.ID(), e[1].host.ID())
+							}
+						}
+					}
+					return !open
+				})
 				// Both sides write.
 				written := gossipN(t, nodes[0], agent, 3+round)
 				gossipN(t, nodes[1], agent, 2)
