@@ -155,17 +155,9 @@ func AskHave(rw io.ReadWriter, agent string, hashes []string) ([]string, error) 
 	if len(hashes) > MaxHaveQuery {
 		return nil, fmt.Errorf("a have query names at most %d blobs, not %d", MaxHaveQuery, len(hashes))
 	}
-	req, _ := json.Marshal(blobRequest{Agent: agent, Have: hashes})
-	if err := WriteFrame(rw, req); err != nil {
-		return nil, err
-	}
-	p, err := ReadFrame(bufio.NewReader(rw), maxBlobRequest)
-	if err != nil {
-		return nil, err
-	}
 	var hdr blobHeader
-	if err := json.Unmarshal(p, &hdr); err != nil {
-		return nil, fmt.Errorf("%w: have answer: %v", ErrProtocol, err)
+	if err := ask(rw, bufio.NewReader(rw), blobRequest{Agent: agent, Have: hashes}, maxBlobRequest, "have answer", &hdr); err != nil {
+		return nil, err
 	}
 	asked := make(map[string]bool, len(hashes))
 	for _, h := range hashes {
@@ -201,18 +193,10 @@ func FetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Prog
 	if err != nil {
 		return 0, err
 	}
-	req, _ := json.Marshal(blobRequest{Agent: agent, SHA256: sha256Hex, Offset: offset})
-	if err := WriteFrame(rw, req); err != nil {
-		return 0, err
-	}
 	r := bufio.NewReaderSize(rw, 64<<10)
-	p, err := ReadFrame(r, 1<<10)
-	if err != nil {
-		return 0, err
-	}
 	var hdr blobHeader
-	if err := json.Unmarshal(p, &hdr); err != nil {
-		return 0, fmt.Errorf("%w: blob header: %v", ErrProtocol, err)
+	if err := ask(rw, r, blobRequest{Agent: agent, SHA256: sha256Hex, Offset: offset}, 1<<10, "blob header", &hdr); err != nil {
+		return 0, err
 	}
 	if hdr.Error != "" {
 		return 0, fmt.Errorf("%w: %s", ErrNoBlob, hdr.Error)

@@ -119,17 +119,9 @@ func (f *frameWriter) flush() error {
 
 // ListCapsules asks the peer on rw which agents it shares with us.
 func ListCapsules(rw io.ReadWriter) ([]string, error) {
-	req, _ := json.Marshal(capsuleRequest{Op: "list"})
-	if err := WriteFrame(rw, req); err != nil {
-		return nil, err
-	}
-	p, err := ReadFrame(bufio.NewReader(rw), 16<<20)
-	if err != nil {
-		return nil, err
-	}
 	var a capsuleAnswer
-	if err := json.Unmarshal(p, &a); err != nil {
-		return nil, fmt.Errorf("%w: capsule list: %v", ErrProtocol, err)
+	if err := ask(rw, bufio.NewReader(rw), capsuleRequest{Op: "list"}, 16<<20, "capsule list", &a); err != nil {
+		return nil, err
 	}
 	if a.Error != "" {
 		return nil, fmt.Errorf("capsule list: %s", a.Error)
@@ -141,18 +133,10 @@ func ListCapsules(rw io.ReadWriter) ([]string, error) {
 // tar to w, at most max bytes. The caller checks the tar (capsule.Unpack
 // verifies everything before a capsule appears).
 func FetchCapsule(rw io.ReadWriter, agent string, w io.Writer, max int64) (int64, error) {
-	req, _ := json.Marshal(capsuleRequest{Op: "get", Agent: agent})
-	if err := WriteFrame(rw, req); err != nil {
-		return 0, err
-	}
 	r := bufio.NewReaderSize(rw, 64<<10)
-	p, err := ReadFrame(r, 1<<10)
-	if err != nil {
-		return 0, err
-	}
 	var a capsuleAnswer
-	if err := json.Unmarshal(p, &a); err != nil {
-		return 0, fmt.Errorf("%w: capsule header: %v", ErrProtocol, err)
+	if err := ask(rw, r, capsuleRequest{Op: "get", Agent: agent}, 1<<10, "capsule header", &a); err != nil {
+		return 0, err
 	}
 	if a.Error != "" {
 		return 0, fmt.Errorf("%w: %s", ErrNoCapsule, a.Error)

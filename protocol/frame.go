@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,4 +49,25 @@ func ReadFrame(r *bufio.Reader, max int) ([]byte, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// ask writes req as one JSON frame on w, then reads the answer, one JSON
+// frame of at most max bytes, from r into answer. what names the answer
+// in the error a malformed one gets (wrapping ErrProtocol).
+func ask(w io.Writer, r *bufio.Reader, req any, max int, what string, answer any) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	if err := WriteFrame(w, b); err != nil {
+		return err
+	}
+	p, err := ReadFrame(r, max)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(p, answer); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrProtocol, what, err)
+	}
+	return nil
 }
