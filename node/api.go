@@ -297,7 +297,7 @@ func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
 			n.host.Network().ClosePeer(p)
 		}
 	}
-	n.wg.Go(n.dialPeers)
+	n.spawn(n.dialPeers)
 	writeJSON(w, n.peers.List())
 }
 

@@ -224,13 +224,24 @@ func (a pairedOnly) AllowConnect(src peer.ID, _ ma.Multiaddr, dest peer.ID) bool
 	return a.peers.Allowed(src) && a.peers.Allowed(dest)
 }
 
+// spawn runs f in the background unless the node is closing. Callbacks
+// from libp2p (a new connection, a peer found) can come while Close waits
+// for the node's goroutines; this keeps them from adding one then.
+func (n *Node) spawn(f func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ctx.Err() == nil {
+		n.wg.Go(f)
+	}
+}
+
 // HandlePeerFound is the mDNS callback: a paired peer seen on the LAN is
 // dialed; anyone else is ignored.
 func (n *Node) HandlePeerFound(pi peer.AddrInfo) {
 	if pi.ID == n.host.ID() || !n.peers.Allowed(pi.ID) {
 		return
 	}
-	n.wg.Go(func() {
+	n.spawn(func() {
 		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 		defer cancel()
 		if err := n.host.Connect(ctx, pi); err != nil {
@@ -294,6 +305,9 @@ func (n *Node) startRound(p peer.ID, r round) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.ctx.Err() != nil {
+		return // closing: Close waits for the goroutines already running
+	}
 	if n.syncing[p] {
 		n.again[p] = max(n.again[p], r)
 		return
@@ -515,7 +529,7 @@ func (n *Node) Pair(p Peer) error {
 	if err := n.peers.Add(p); err != nil {
 		return err
 	}
-	n.wg.Go(n.dialPeers)
+	n.spawn(n.dialPeers)
 	return nil
 }
 
@@ -537,7 +551,9 @@ func (n *Node) Info() Info { return n.info }
 // Close stops the node: the API, the host, every capsule; it removes
 // node.json. Nothing acknowledged is lost: appends are durable when acked.
 func (n *Node) Close() error {
-	n.cancel()
+	n.mu.Lock()
+	n.cancel() // under mu: spawn and startRound add no goroutine after this
+	n.mu.Unlock()
 	var errs []error
 	if n.api != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
