@@ -3,6 +3,7 @@ package capsule
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -254,11 +256,19 @@ func (d *Dir) AddEvents(ctx context.Context, events []*journal.Event) ([]*journa
 	if err != nil || len(added) == 0 {
 		return added, err
 	}
-	files, err := d.derivedUpdates(nil)
-	if err != nil {
-		return added, err
+	var files map[string][]byte
+	if slices.ContainsFunc(added, namesContent) {
+		if files, err = d.derivedUpdates(nil); err != nil {
+			return added, err
+		}
 	}
 	return added, d.commit(files, nil)
+}
+
+// namesContent reports whether e can change snapshot.json or an editable
+// file (see derivedUpdates); other events leave them as they are.
+func namesContent(e *journal.Event) bool {
+	return e.Type == SnapshotEventType || e.Type == FileUpdatedEventType
 }
 
 // Events returns the journal's events as the open log holds them, in file
@@ -380,12 +390,13 @@ func (d *Dir) commit(files map[string][]byte, blobs map[string]FileEntry) error 
 	return nil
 }
 
-// sealedJournal hashes the journal's complete lines, after the journal
-// has parsed them all (so a seal never covers a bad line).
+// sealedJournal is the manifest entry for the journal's complete lines,
+// after the journal has parsed them all (so a seal never covers a bad line).
 func (d *Dir) sealedJournal() (FileEntry, error) {
 	jl, err := d.journalLog()
 	if err != nil {
 		return FileEntry{}, err
 	}
-	return hashFile(d.path(JournalFile), jl.Size())
+	size, sum := jl.Sealed()
+	return FileEntry{SHA256: hex.EncodeToString(sum[:]), Size: size}, nil
 }

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"os"
@@ -58,8 +60,9 @@ type Log struct {
 	ids    map[string]struct{}
 	chains map[string]*chain
 	vec    Vector
-	clock  uint64 // highest durable clock
-	size   int64  // bytes of durable complete lines
+	clock  uint64    // highest durable clock
+	size   int64     // bytes of durable complete lines
+	sum    hash.Hash // sha256 of the first size bytes, fed as groups land
 
 	// What queued, not yet durable events build on.
 	pendHeads map[string]Head
@@ -183,8 +186,10 @@ func openLog(f *os.File, path string, protected int64, logger *slog.Logger, now 
 		chains: make(map[string]*chain),
 		vec:    make(Vector),
 		size:   complete,
+		sum:    sha256.New(),
 		events: make([]*Event, 0, len(events)),
 	}
+	l.sum.Write(data[:complete])
 	l.wakeup.L = &l.mu
 	for _, e := range events {
 		l.commitEvent(e)
@@ -532,7 +537,7 @@ func (l *Log) flush() {
 		l.mu.Unlock()
 
 		start := time.Now()
-		n, fatal, err := l.writeGroup(batch, off)
+		written, fatal, err := l.writeGroup(batch, off)
 		lastSync = time.Since(start)
 
 		l.mu.Lock()
@@ -542,7 +547,8 @@ func (l *Log) flush() {
 					l.commitEvent(e)
 				}
 			}
-			l.size += n
+			l.size += int64(len(written))
+			l.sum.Write(written)
 		} else {
 			if fatal {
 				l.failed = err
@@ -588,14 +594,15 @@ func (l *Log) gatherFollowers(lastSync time.Duration) {
 }
 
 // writeGroup waits until every request of the group has been read back,
-// then writes the group at off and fsyncs. A request that did not read back
-// fails the group before anything is written. A failed write is cut back
-// (fatal only if that fails too); a failed fsync is always fatal.
-func (l *Log) writeGroup(batch []*request, off int64) (n int64, fatal bool, err error) {
+// then writes the group at off and fsyncs; it returns the bytes written. A
+// request that did not read back fails the group before anything is
+// written. A failed write is cut back (fatal only if that fails too); a
+// failed fsync is always fatal.
+func (l *Log) writeGroup(batch []*request, off int64) (written []byte, fatal bool, err error) {
 	for _, r := range batch {
 		<-r.checked
 		if r.badErr != nil {
-			return 0, false, r.badErr
+			return nil, false, r.badErr
 		}
 	}
 	buf := batch[0].buf
@@ -620,9 +627,9 @@ func (l *Log) writeGroup(batch []*request, off int64) (n int64, fatal bool, err 
 	if err != nil {
 		err = fmt.Errorf("append to %s: write at byte %d: %w", l.path, off, err)
 		if terr := l.f.Truncate(off); terr != nil {
-			return 0, true, fmt.Errorf("%w; cutting the file back to %d bytes failed too (%v): reopen the journal to repair it", err, off, terr)
+			return nil, true, fmt.Errorf("%w; cutting the file back to %d bytes failed too (%v): reopen the journal to repair it", err, off, terr)
 		}
-		return 0, false, err
+		return nil, false, err
 	}
 	if l.hooks.beforeSync != nil {
 		l.hooks.beforeSync()
@@ -634,9 +641,9 @@ func (l *Log) writeGroup(batch []*request, off int64) (n int64, fatal bool, err 
 	}
 	if err := sync(); err != nil {
 		_ = l.f.Truncate(off) // best effort; these bytes were never acknowledged
-		return 0, true, fmt.Errorf("append to %s: fsync: %w; the file's state is unknown, so this log takes no more appends: reopen the journal", l.path, err)
+		return nil, true, fmt.Errorf("append to %s: fsync: %w; the file's state is unknown, so this log takes no more appends: reopen the journal", l.path, err)
 	}
-	return int64(len(buf)), false, nil
+	return buf, false, nil
 }
 
 // Events returns all durable events in file order (a new slice; the events
@@ -659,6 +666,16 @@ func (l *Log) Size() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.size
+}
+
+// Sealed returns the length in bytes of the durable complete lines and
+// the sha256 of exactly those bytes, as one consistent pair: what a
+// capsule manifest records for the journal, without reading the file again.
+func (l *Log) Sealed() (size int64, sum [sha256.Size]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sum.Sum(sum[:0])
+	return l.size, sum
 }
 
 // Path returns the journal file's path.

@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -435,9 +436,62 @@ func TestConcurrentAppendsShareFsyncs(t *testing.T) {
 	if n := l.syncs.Load(); n >= writers*each {
 		t.Fatalf("%d fsyncs for %d appends: no group commit", n, writers*each)
 	}
+	checkSealed(t, l)
 	l.Close()
-	if again := mustOpen(t, path); !slices.Equal(lines(again.Events()), lines(events)) {
+	again := mustOpen(t, path)
+	if !slices.Equal(lines(again.Events()), lines(events)) {
 		t.Fatal("the file does not hold what was acknowledged")
+	}
+	checkSealed(t, again)
+}
+
+func TestSealedCoversExactlyTheCompleteLines(t *testing.T) {
+	path := newJournal(t)
+	l := mustOpen(t, path)
+	checkSealed(t, l)
+	s := newSigner(t)
+	if _, err := l.Append(context.Background(), s, 0, draft("message", `{}`), draft("message", `{"n":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	checkSealed(t, l)
+	l.Close()
+
+	// A torn last line is not sealed: it is cut on open.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"id":"torn`)
+	f.Close()
+	again := mustOpen(t, path)
+	checkSealed(t, again)
+
+	// A failed write leaves the seal where it was.
+	size, sum := again.Sealed()
+	again.hooks.writeAt = func([]byte, int64) (int, error) { return 0, errors.New("disk full") }
+	if _, err := again.Append(context.Background(), s, 0, draft("message", `{}`)); err == nil {
+		t.Fatal("append succeeded with a failing write")
+	}
+	if size2, sum2 := again.Sealed(); size2 != size || sum2 != sum {
+		t.Fatal("a failed write moved the seal")
+	}
+	again.hooks.writeAt = nil
+	if _, err := again.Append(context.Background(), s, 0, draft("message", `{"n":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	checkSealed(t, again)
+}
+
+// checkSealed fails unless l.Sealed is the size and sha256 of l's file.
+func checkSealed(t *testing.T, l *Log) {
+	t.Helper()
+	data, err := os.ReadFile(l.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, sum := l.Sealed()
+	if size != int64(len(data)) || sum != sha256.Sum256(data) {
+		t.Fatalf("Sealed says %d bytes %x; the file has %d bytes %x", size, sum, len(data), sha256.Sum256(data))
 	}
 }
 

@@ -42,11 +42,13 @@ func snapshotOn(t *testing.T, n *Node, agent string, size int) string {
 }
 
 // serveBlobsCut makes n serve blobs that break off after limit bytes of
-// each stream, like a link that drops in the middle of a transfer.
+// each stream, like a link that drops in the middle of a transfer. The
+// stream is closed, not reset, so that the bytes sent before the break
+// arrive (a reset may overtake them and leave nothing to resume from).
 func serveBlobsCut(n *Node, limit int) {
 	n.host.SetStreamHandler(protocol.BlobID, func(s network.Stream) {
 		protocol.ServeBlob(&cutWriter{Stream: s, left: limit}, servedBlobs{n.store, n.transfers}, s.Conn().RemotePeer().String())
-		s.Reset()
+		s.Close()
 	})
 }
 

@@ -194,6 +194,7 @@ func (g *gossip) check(ctx context.Context, agent string, from peer.ID, m *pubsu
 		return pubsub.ValidationIgnore
 	}
 	g.seen.Add(e.ID, struct{}{})
+	g.n.fetchFor(from, agent, added)
 	switch {
 	case len(added) == 0: // held already
 		return pubsub.ValidationIgnore

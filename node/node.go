@@ -164,8 +164,16 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	protocol.HandleBlob(h, servedBlobs{store, n.transfers}, log)
 	protocol.HandleCapsules(h, store, log)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
-		n.forgetSynced(c.RemotePeer()) // it may have restarted from another state
-		n.goSync(c.RemotePeer())
+		p := c.RemotePeer()
+		n.forgetSynced(p) // it may have restarted from another state
+		// One exchange per capsule brings both sides up to date, so only
+		// one side starts them (two would send the missing events twice);
+		// the other fetches the blobs it wants.
+		if leads(h.ID(), p) {
+			n.goSync(p)
+		} else {
+			n.startRound(p, wantsOnly)
+		}
 	}})
 	if !cfg.NoMDNS {
 		if err := mdns.NewMdnsService(h, MDNSService, n).Start(); err != nil {
@@ -284,12 +292,19 @@ func (n *Node) dialPeers() {
 	}
 }
 
-// round is what a sync round with a peer covers.
+// leads reports whether, of two connected peers, self is the one that
+// starts the sync exchanges on connect: the lower peer ID, so that both
+// sides agree whoever dialed.
+func leads(self, other peer.ID) bool { return self < other }
+
+// round is what a sync round with a peer covers; a higher round covers
+// what a lower one does.
 type round int
 
 const (
-	changedOnly round = iota + 1 // skip capsules the peer is known to hold whole
-	everything                   // exchange every capsule
+	wantsOnly   round = iota + 1 // fetch wanted blobs; exchange no events
+	changedOnly                  // and exchange capsules the peer is not known to hold whole
+	everything                   // and exchange every capsule, taking those the peer offers
 )
 
 // goSync runs a round over every capsule with p in the background.
@@ -335,14 +350,16 @@ func (n *Node) startRound(p peer.ID, r round) {
 func (n *Node) SyncPeer(ctx context.Context, p peer.ID) { n.syncRound(ctx, p, everything) }
 
 func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
-	n.takeMissing(ctx, p)
+	if r > wantsOnly {
+		n.takeMissing(ctx, p)
+	}
 	ids, err := n.store.List()
 	if err != nil {
 		n.log.Warn("list capsules", "err", err)
 		return
 	}
 	for _, id := range ids {
-		if r == everything || !n.peerHoldsAll(p, id) {
+		if r == everything || r == changedOnly && !n.peerHoldsAll(p, id) {
 			st, err := protocol.Sync(ctx, n.host, p, id, n.store)
 			n.stats.observe(st, err)
 			if err != nil {
@@ -441,6 +458,17 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 	}
 }
 
+// fetchFor starts fetching from p the blobs that events p just sent name,
+// if any of them are missing.
+func (n *Node) fetchFor(p peer.ID, agent string, added []*journal.Event) {
+	if len(added) == 0 {
+		return
+	}
+	if want, err := n.store.Wanted(agent); err == nil && len(want) > 0 {
+		n.startRound(p, wantsOnly)
+	}
+}
+
 // recordSynced remembers both, a vector of events p and this node both
 // held when an exchange of agent ended.
 func (n *Node) recordSynced(p peer.ID, agent string, both journal.Vector) {
@@ -496,6 +524,16 @@ func (o offerAware) Synced(agent, from string, both journal.Vector) {
 	if p, err := peer.Decode(from); err == nil {
 		o.n.recordSynced(p, agent, both)
 	}
+}
+
+// Add stores events a peer sent in an exchange it started, and fetches
+// the blobs they name.
+func (o offerAware) Add(ctx context.Context, agent, from string, events []*journal.Event) error {
+	added, err := o.Store.add(ctx, agent, from, events)
+	if p, derr := peer.Decode(from); derr == nil {
+		o.n.fetchFor(p, agent, added)
+	}
+	return err
 }
 
 func (o offerAware) Events(agent, from string) ([]*journal.Event, error) {

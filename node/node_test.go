@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/http"
 	"os"
@@ -24,7 +25,7 @@ import (
 // startNode runs a node on 127.0.0.1 with a fresh home.
 func startNode(t *testing.T, home string) *Node {
 	t.Helper()
-	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond}, nil)
+	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond}, testLog(home))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,4 +350,11 @@ func TestAnUnsharedCapsuleStaysHome(t *testing.T) {
 	if err != nil || !again.Shared(kept, b.info.PeerID) {
 		t.Fatalf("shares after reload: %v", err)
 	}
+}
+
+func testLog(home string) *slog.Logger {
+	if os.Getenv("TERN_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("home", filepath.Base(home))
 }

@@ -142,9 +142,9 @@ func catchUp(ctx context.Context, dir string, events int, res *CatchUpResult, op
 	}
 	res.Seconds = time.Since(start).Seconds()
 
-	// The round B started when it dialed is the whole catch-up (the side
-	// that dials starts it; one exchange syncs both ways); wait for it to
-	// end before reading the byte counts.
+	// The round one side started on connect is the whole catch-up (one
+	// exchange syncs both ways); wait for it to end before reading the
+	// byte counts.
 	var c syncCounters
 	err = poll(ctx, 10*time.Millisecond, func() (bool, error) {
 		ca, err := scrape(ctx, a)
@@ -153,7 +153,7 @@ func catchUp(ctx context.Context, dir string, events int, res *CatchUpResult, op
 		}
 		cb, err := scrape(ctx, b)
 		c = ca.plus(cb)
-		return cb.Exchanges >= 1, err
+		return c.Exchanges >= 1, err
 	})
 	if err != nil {
 		return fmt.Errorf("the sync rounds did not end: %w", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/capsule"
@@ -84,7 +85,11 @@ func idleMemory(ctx context.Context, dir string, capsules int, res *MemoryResult
 	if err := fillStore(ctx, h, id, capsules, res); err != nil {
 		return err
 	}
-	p, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	key, err := followerKey(id.PeerID())
+	if err != nil {
+		return err
+	}
+	p, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
 	if err != nil {
 		return err
 	}
@@ -103,7 +108,7 @@ func idleMemory(ctx context.Context, dir string, capsules int, res *MemoryResult
 	res.Started = sample().minus(base)
 
 	start := time.Now()
-	// The node dials: the side that dials starts the round on connect.
+	// The node leads (see followerKey): it starts the round on connect.
 	if err := n.Host().Connect(ctx, peer.AddrInfo{ID: p.ID(), Addrs: p.Addrs()}); err != nil {
 		return err
 	}
@@ -219,4 +224,23 @@ func (s MemorySample) minus(base MemorySample) MemorySample {
 		d.OpenFiles = s.OpenFiles - base.OpenFiles
 	}
 	return d
+}
+
+// followerKey returns a key whose peer ID sorts after leader's, so that of
+// the two, leader starts the sync exchanges on connect (node.Node leads
+// with the lower peer ID).
+func followerKey(leader peer.ID) (crypto.PrivKey, error) {
+	for {
+		key, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			return nil, err
+		}
+		id, err := peer.IDFromPrivateKey(key)
+		if err != nil {
+			return nil, err
+		}
+		if id > leader {
+			return key, nil
+		}
+	}
 }
