@@ -1,6 +1,11 @@
 package journal
 
-import "bytes"
+import (
+	"bytes"
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
 
 // Decode parses a whole journal file. It returns the events of every
 // complete line in file order, every bad complete line as a *LineError
@@ -34,4 +39,34 @@ func decodeLines(data []byte, first int) (events []*Event, bad []error) {
 		n++
 	}
 	return events, bad
+}
+
+// ParseLines parses lines with ParseLine on every CPU. It returns the
+// events in the order of lines; if some line fails, it returns the index
+// of the first that does and its error, and events holds only the lines
+// before it.
+func ParseLines(lines [][]byte) (events []*Event, bad int, err error) {
+	events = make([]*Event, len(lines))
+	errs := make([]error, len(lines))
+	workers := min(runtime.GOMAXPROCS(0), (len(lines)+63)/64)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(lines) {
+					return
+				}
+				events[i], errs[i] = ParseLine(lines[i])
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return events[:i], i, err
+		}
+	}
+	return events, -1, nil
 }

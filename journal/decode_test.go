@@ -58,3 +58,26 @@ func joinStrings(parts []string) string {
 	}
 	return b.String()
 }
+
+func TestParseLinesKeepsOrderAndNamesTheFirstBadLine(t *testing.T) {
+	es := chainOf(t, newSigner(t), 300)
+	lines := make([][]byte, len(es))
+	for i, e := range es {
+		lines[i] = e.Line()
+	}
+	got, bad, err := ParseLines(lines)
+	if err != nil || bad != -1 || len(got) != len(es) {
+		t.Fatalf("%d events, bad %d, %v", len(got), bad, err)
+	}
+	for i := range got {
+		if got[i].ID != es[i].ID {
+			t.Fatalf("event %d is %s, want %s", i, got[i].ID, es[i].ID)
+		}
+	}
+	lines[250] = []byte(`{"not":"an event"}`)
+	lines[120] = bytes.Replace(lines[120], []byte(`"seq":`), []byte(`"seq" :`), 1)
+	got, bad, err = ParseLines(lines)
+	if !errors.Is(err, ErrNotCanonical) || bad != 120 || len(got) != 120 {
+		t.Fatalf("%d events, bad %d, %v; want the 120 before line 120, which is not canonical", len(got), bad, err)
+	}
+}

@@ -84,6 +84,9 @@ type Node struct {
 	mu      sync.Mutex
 	syncing map[peer.ID]bool  // a sync round with that peer is running
 	again   map[peer.ID]round // and another was asked for meanwhile
+	// responding counts the exchanges peers started that are running, by
+	// peer and agent: a timer round leaves those capsules to them.
+	responding map[syncKey]int
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -141,7 +144,8 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	synced, _ := lru.New[syncKey, journal.Vector](peerVectors)
 	n := &Node{home: home, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
 		transfers: newTransfers(), synced: synced, syncing: map[peer.ID]bool{}, again: map[peer.ID]round{},
-		ctx: ctx, cancel: cancel}
+		responding: map[syncKey]int{},
+		ctx:        ctx, cancel: cancel}
 	n.stats = newMetrics(n)
 	if n.gossip, err = startGossip(ctx, n); err != nil {
 		cancel()
@@ -359,7 +363,7 @@ func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 		return
 	}
 	for _, id := range ids {
-		if r == everything || r == changedOnly && !n.peerHoldsAll(p, id) {
+		if r == everything || r == changedOnly && !n.peerHoldsAll(p, id) && !n.responds(p, id) {
 			st, err := protocol.Sync(ctx, n.host, p, id, n.store)
 			n.stats.observe(st, err)
 			if err != nil {
@@ -516,6 +520,34 @@ func (n *Node) Append(ctx context.Context, agent string, drafts []journal.Draft)
 type offerAware struct {
 	*Store
 	n *Node
+}
+
+// Exchanging marks an exchange a peer started as running until end is
+// called (protocol.Tracker).
+func (o offerAware) Exchanging(agent, from string) (end func()) {
+	p, err := peer.Decode(from)
+	if err != nil {
+		return func() {}
+	}
+	k := syncKey{p, agent}
+	n := o.n
+	n.mu.Lock()
+	n.responding[k]++
+	n.mu.Unlock()
+	return func() {
+		n.mu.Lock()
+		if n.responding[k]--; n.responding[k] == 0 {
+			delete(n.responding, k)
+		}
+		n.mu.Unlock()
+	}
+}
+
+// responds reports whether an exchange of agent that p started is running.
+func (n *Node) responds(p peer.ID, agent string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.responding[syncKey{p, agent}] > 0
 }
 
 // Synced records what a peer that started an exchange now holds

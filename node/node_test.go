@@ -17,6 +17,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
@@ -357,4 +359,27 @@ func testLog(home string) *slog.Logger {
 		return nil
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("home", filepath.Base(home))
+}
+
+func TestATimerRoundLeavesACapsuleToTheExchangeThePeerIsRunning(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	pair(t, a, b)
+	agent := sharedCapsule(t, a, b)
+	appendN(t, a, agent, 1)
+	converged(t, agent, 1, a, b)
+
+	// b is sending a's node an exchange of the agent: until it ends, a's
+	// timer rounds would carry the same events again.
+	end := offerAware{a.store, a}.Exchanging(agent, b.info.PeerID)
+	appendN(t, a, agent, 5)
+	before := testutil.ToFloat64(a.stats.syncs.WithLabelValues("ok"))
+	a.syncRound(context.Background(), b.host.ID(), changedOnly)
+	if evs, _ := b.store.Events(agent, ""); len(evs) != 1 {
+		t.Fatalf("b holds %d events: a's timer round exchanged the capsule b was exchanging", len(evs))
+	}
+	if after := testutil.ToFloat64(a.stats.syncs.WithLabelValues("ok")); after != before {
+		t.Fatalf("a ran %v exchanges", after-before)
+	}
+	end()
+	converged(t, agent, 6, a, b) // the next timer round brings them
 }

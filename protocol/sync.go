@@ -18,9 +18,13 @@ const SyncID = "/tern/sync/1.0.0"
 // tool result included) or a version vector.
 const MaxSyncFrame = 8 << 20
 
-// addBatch is how many received events are handed to the store at once,
-// so that catching up on a long absence needs bounded memory.
-const addBatch = 1024
+// addBatch and addBatchBytes bound how many received events, and how
+// many of their bytes, are checked and handed to the store at once, so
+// that catching up on a long absence needs bounded memory.
+const (
+	addBatch      = 1024
+	addBatchBytes = 4 << 20
+)
 
 // Frame tags: the first byte of every sync frame.
 const (
@@ -66,6 +70,15 @@ type Rejecter interface {
 // peer that holds everything it holds.
 type Recorder interface {
 	Synced(agent, peer string, both journal.Vector)
+}
+
+// Tracker is an optional interface of a Journals: Respond tells it when
+// an exchange a peer started begins, and calls the returned end when it
+// ends, however it ends, so that a node can hold back an exchange of its
+// own with that peer for that agent meanwhile (it would carry the same
+// events again: the peer's vector is not yet what it will be).
+type Tracker interface {
+	Exchanging(agent, peer string) (end func())
 }
 
 // SyncStats says what one exchange moved, in events and in frame bytes.
@@ -163,17 +176,26 @@ func (s *stream) sendMissing(events []*journal.Event, theirs journal.Vector) (jo
 }
 
 // receiveEvents reads event frames up to the sender's done frame, checks
-// each event completely (journal.ParseLine) and hands them to the store in
-// batches. It returns the sender's vector.
+// each event completely (journal.ParseLine, a batch at a time on every
+// CPU) and hands them to the store in batches. It returns the sender's
+// vector.
 func (s *stream) receiveEvents(ctx context.Context, j Journals, agent, peer string) (journal.Vector, error) {
-	var batch []*journal.Event
+	var lines [][]byte
+	size := 0
 	flush := func() error {
-		if len(batch) == 0 {
+		if len(lines) == 0 {
 			return nil
 		}
-		err := j.Add(ctx, agent, peer, batch)
-		batch = batch[:0]
-		return err
+		events, bad, err := journal.ParseLines(lines)
+		if err != nil {
+			if r, ok := j.(Rejecter); ok {
+				r.Reject(agent, peer, lines[bad], err)
+			}
+			return fmt.Errorf("%w: event %d from %s: %w", ErrProtocol, s.stats.Received+bad+1, peer, err)
+		}
+		s.stats.Received += len(events)
+		lines, size = lines[:0], 0
+		return j.Add(ctx, agent, peer, events)
 	}
 	for {
 		tag, payload, err := s.recv()
@@ -182,15 +204,8 @@ func (s *stream) receiveEvents(ctx context.Context, j Journals, agent, peer stri
 		}
 		switch tag {
 		case tagEvent:
-			e, err := journal.ParseLine(payload)
-			if err != nil {
-				if r, ok := j.(Rejecter); ok {
-					r.Reject(agent, peer, payload, err)
-				}
-				return nil, fmt.Errorf("%w: event %d from %s: %w", ErrProtocol, s.stats.Received+1, peer, err)
-			}
-			s.stats.Received++
-			if batch = append(batch, e); len(batch) == addBatch {
+			lines, size = append(lines, payload), size+len(payload)
+			if len(lines) == addBatch || size >= addBatchBytes {
 				if err := flush(); err != nil {
 					return nil, err
 				}
@@ -260,6 +275,9 @@ func Respond(ctx context.Context, rw io.ReadWriter, j Journals, peer string) (Sy
 	var h hello
 	if err := json.Unmarshal(payload, &h); err != nil || h.Agent == "" {
 		return s.stats, fmt.Errorf("%w: bad hello: %v", ErrProtocol, err)
+	}
+	if t, ok := j.(Tracker); ok {
+		defer t.Exchanging(h.Agent, peer)()
 	}
 	ours, err := j.Events(h.Agent, peer)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,4 +307,42 @@ func FuzzRespond(f *testing.F) {
 			}
 		}
 	})
+}
+
+// trackedJournals counts the exchanges a Tracker is told of.
+type trackedJournals struct {
+	*memJournals
+	running, begun atomic.Int32
+}
+
+func (j *trackedJournals) Exchanging(agent, peer string) func() {
+	j.begun.Add(1)
+	j.running.Add(1)
+	return func() { j.running.Add(-1) }
+}
+
+func TestTheResponderTellsItsTrackerWhenAnExchangeBeginsAndEnds(t *testing.T) {
+	a, b := newMem(agent), &trackedJournals{memJournals: newMem(agent)}
+	newWriter(t).append(t, a, 3)
+	if _, _, errA, errB := exchange(t, a, b); errA != nil || errB != nil {
+		t.Fatal(errA, errB)
+	}
+	if b.begun.Load() != 1 || b.running.Load() != 0 {
+		t.Fatalf("begun %d, running %d after one exchange; want 1 and 0", b.begun.Load(), b.running.Load())
+	}
+	// One that fails ends too.
+	evs, _ := a.Events(agent, "")
+	ca, cb := net.Pipe()
+	var wg sync.WaitGroup
+	wg.Go(func() { Respond(context.Background(), cb, b, "peer-a"); cb.Close() })
+	s := newStream(ca)
+	s.sendJSON(tagHello, hello{Agent: agent, Vector: journal.VectorOf(evs)})
+	s.recv()
+	s.send(tagEvent, []byte("not an event"))
+	s.sendJSON(tagDone, done{})
+	wg.Wait()
+	ca.Close()
+	if b.begun.Load() != 2 || b.running.Load() != 0 {
+		t.Fatalf("begun %d, running %d after a failed exchange; want 2 and 0", b.begun.Load(), b.running.Load())
+	}
 }
