@@ -167,6 +167,29 @@ func (d *Dir) AdoptBlob(sha256Hex, path string) error {
 	if e.SHA256 != sha256Hex {
 		return fmt.Errorf("adopt blob %s: %w (it hashes to %s)", sha256Hex, ErrHashMismatch, e.SHA256)
 	}
+	return d.adopt(e, path)
+}
+
+// AdoptCheckedBlob is AdoptBlob for a file the caller has already checked
+// against its name: it hashed the bytes as it wrote them, fsynced the
+// file, and nothing else writes to path (a blob fetch does exactly that).
+// The file is not read again; reading it again would only repeat the
+// fetch's hash.
+func (d *Dir) AdoptCheckedBlob(sha256Hex, path string) error {
+	if !isSHA256Hex(sha256Hex) {
+		return fmt.Errorf("adopt blob: %q is not a sha256 hex name", sha256Hex)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	return d.adopt(FileEntry{SHA256: sha256Hex, Size: st.Size()}, path)
+}
+
+// adopt moves the file at path, whose entry is e, into the blob store and
+// commits it with whatever it completes.
+func (d *Dir) adopt(e FileEntry, path string) error {
+	sha256Hex := e.SHA256
 	final := d.path(BlobPath(sha256Hex))
 	if err := os.Chmod(path, 0o644); err != nil {
 		return err

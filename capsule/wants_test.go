@@ -59,8 +59,12 @@ func TestACopyThatReceivedEventsWantsTheirBlobsAndCatchesUpWhenTheyArrive(t *tes
 		if rounds++; rounds > 3 {
 			t.Fatalf("still wanting %v", want)
 		}
-		for _, h := range want {
-			if err := db.AdoptBlob(h, copyOut(t, a, h)); err != nil {
+		for i, h := range want {
+			adopt := db.AdoptBlob // half of them as a fetch, which checked them already
+			if i%2 == 1 {
+				adopt = db.AdoptCheckedBlob
+			}
+			if err := adopt(h, copyOut(t, a, h)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -88,6 +92,9 @@ func TestAdoptBlobRefusesBytesThatDoNotMatchTheName(t *testing.T) {
 	}
 	if _, err := os.Stat(p); err != nil {
 		t.Fatal("the refused file was moved")
+	}
+	if err := d.AdoptCheckedBlob("../../manifest", p); err == nil {
+		t.Fatal("a blob name that is not a sha256 was adopted")
 	}
 	mustVerify(t, dir)
 }

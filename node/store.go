@@ -186,8 +186,8 @@ func (s *Store) Wanted(agent string) ([]string, error) {
 	return d.Wanted()
 }
 
-// AdoptBlob moves a fetched, complete file into the agent's blob store
-// (see capsule.Dir.AdoptBlob).
+// AdoptBlob moves a fetched file, checked whole against its name by the
+// fetch, into the agent's blob store (see capsule.Dir.AdoptCheckedBlob).
 func (s *Store) AdoptBlob(agent, sha256Hex, path string) error {
 	d, done, err := s.use(agent)
 	if done != nil {
@@ -196,7 +196,7 @@ func (s *Store) AdoptBlob(agent, sha256Hex, path string) error {
 	if err != nil {
 		return err
 	}
-	return d.AdoptBlob(sha256Hex, path)
+	return d.AdoptCheckedBlob(sha256Hex, path)
 }
 
 // OpenBlob opens a blob of the agent's capsule for peer

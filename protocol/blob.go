@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,21 +18,18 @@ import (
 const BlobID = "/tern/blob/1.0.0"
 
 // BlobChunk is the most file bytes one data frame carries.
-const BlobChunk = 256 << 10
+const BlobChunk = 1 << 20
 
-// maxBlobFrame bounds a blob frame: a chunk and its hash, or a header.
-const maxBlobFrame = BlobChunk + sha256.Size + 1
+// maxBlobFrame bounds a blob frame: a chunk, or a header.
+const maxBlobFrame = BlobChunk
 
 // Errors of a blob transfer; match with errors.Is.
 var (
 	// ErrNoBlob means the peer does not hold the blob.
 	ErrNoBlob = errors.New("the peer does not hold that blob")
-	// ErrBadChunk means a chunk did not match the hash sent with it: the
-	// chunk is dropped, what came before it is kept, and the transfer can
-	// resume from there.
-	ErrBadChunk = errors.New("a chunk did not match its hash")
 	// ErrBlobHash means the whole blob did not hash to its name: the peer
-	// sent other bytes. The partial file is removed; fetch it again,
+	// sent other bytes (the transport is authenticated, so they are the
+	// bytes it sent). The partial file is removed; fetch it again,
 	// preferably from another peer.
 	ErrBlobHash = errors.New("the blob does not match its sha256")
 )
@@ -80,8 +78,7 @@ func isSHA256Hex(s string) bool {
 // ServeBlob answers one request from peer on rw. A have query gets the
 // subset of its names that the agent's capsule holds. A fetch gets a
 // header with the blob's size (or an error), then the bytes from the
-// requested offset in frames of at most BlobChunk bytes, each preceded by
-// its sha256.
+// requested offset in frames of at most BlobChunk bytes.
 func ServeBlob(rw io.ReadWriter, src BlobSource, peer string) error {
 	r := bufio.NewReader(rw)
 	p, err := ReadFrame(r, maxBlobRequest)
@@ -129,14 +126,18 @@ func ServeBlob(rw io.ReadWriter, src BlobSource, peer string) error {
 	if _, err := f.Seek(req.Offset, io.SeekStart); err != nil {
 		return err
 	}
-	buf := make([]byte, BlobChunk)
-	frame := make([]byte, 0, sha256.Size+BlobChunk)
+	// Each chunk is read in place behind room for its length, so that a
+	// frame is one Write and nothing is copied or allocated per chunk.
+	buf := make([]byte, binary.MaxVarintLen64+BlobChunk)
+	data := buf[binary.MaxVarintLen64:]
+	var length [binary.MaxVarintLen64]byte
 	for {
-		n, err := io.ReadFull(f, buf)
+		n, err := io.ReadFull(f, data)
 		if n > 0 {
-			sum := sha256.Sum256(buf[:n])
-			frame = append(append(frame[:0], sum[:]...), buf[:n]...)
-			if werr := WriteFrame(rw, frame); werr != nil {
+			l := binary.PutUvarint(length[:], uint64(n))
+			start := binary.MaxVarintLen64 - l
+			copy(buf[start:], length[:l])
+			if _, werr := rw.Write(buf[start : binary.MaxVarintLen64+n]); werr != nil {
 				return werr
 			}
 		}
@@ -172,11 +173,11 @@ func AskHave(rw io.ReadWriter, agent string, hashes []string) ([]string, error) 
 }
 
 // FetchBlob fetches the agent's blob named sha256Hex over rw into the
-// partial file at partial, resuming after the bytes it already holds. Each chunk is
-// checked against its hash as it arrives and fsynced before the next
-// request could resume after it; the whole file is checked against the
-// blob's name at the end. It returns the number of bytes received. On
-// ErrBadChunk or a broken stream, partial keeps every good byte; on
+// partial file at partial, resuming after the bytes it already holds. The
+// bytes are hashed as they are written; on return without error the
+// whole file has been checked against the blob's name and fsynced. It
+// returns the number of bytes received. On a broken stream partial keeps
+// every byte received (fsynced, for the next attempt to resume after); on
 // ErrBlobHash it is removed. progress, if not nil, follows the transfer.
 func FetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Progress) (int64, error) {
 	want, err := hex.DecodeString(sha256Hex)
@@ -201,35 +202,17 @@ func FetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Prog
 	if hdr.Error != "" {
 		return 0, fmt.Errorf("%w: %s", ErrNoBlob, hdr.Error)
 	}
-	var got int64
-	defer f.Sync()
-	for offset < hdr.Size {
-		p, err := ReadFrame(r, maxBlobFrame)
-		if err != nil {
-			return got, err
-		}
-		if len(p) <= sha256.Size {
-			return got, fmt.Errorf("%w: empty chunk", ErrProtocol)
-		}
-		sum, chunk := p[:sha256.Size], p[sha256.Size:]
-		if s := sha256.Sum256(chunk); !bytes.Equal(s[:], sum) {
-			return got, fmt.Errorf("%w at byte %d", ErrBadChunk, offset)
-		}
-		if offset+int64(len(chunk)) > hdr.Size {
-			return got, fmt.Errorf("%w: more bytes than the announced %d", ErrProtocol, hdr.Size)
-		}
-		if _, err := f.Write(chunk); err != nil {
-			return got, err
-		}
-		h.Write(chunk)
-		offset += int64(len(chunk))
-		got += int64(len(chunk))
-		if progress != nil {
-			progress(offset, hdr.Size)
-		}
+	w := startChunkWriter(f, h, offset, hdr.Size, progress)
+	err = receiveChunks(r, w, offset, hdr.Size)
+	got, werr := w.close()
+	if err == nil {
+		err = werr
 	}
-	if err := f.Sync(); err != nil {
-		return got, err
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return got, err // partial keeps what was written, fsynced, to resume after
 	}
 	if !bytes.Equal(h.Sum(nil), want) {
 		f.Close()
@@ -237,4 +220,94 @@ func FetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Prog
 		return got, fmt.Errorf("%w: %s", ErrBlobHash, sha256Hex)
 	}
 	return got, nil
+}
+
+// receiveChunks reads the data frames of the bytes from offset to size
+// into w's buffers and hands them to w, until size or an error (w's
+// included).
+func receiveChunks(r *bufio.Reader, w *chunkWriter, offset, size int64) error {
+	for offset < size {
+		var buf []byte
+		select {
+		case buf = <-w.free:
+		case <-w.failed:
+			return nil // close returns the error
+		}
+		n, err := readFrameInto(r, buf)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: empty chunk", ErrProtocol)
+		}
+		if offset+int64(n) > size {
+			return fmt.Errorf("%w: more bytes than the announced %d", ErrProtocol, size)
+		}
+		w.full <- buf[:n]
+		offset += int64(n)
+	}
+	return nil
+}
+
+// chunkWriterBuffers is how many chunks can be in flight between the
+// goroutine that reads them from the stream and the one that writes them.
+const chunkWriterBuffers = 4
+
+// writebackEvery is how many bytes a chunkWriter writes before it starts
+// their writeback to disk (see startWriteback).
+const writebackEvery = 8 << 20
+
+// chunkWriter writes a blob's chunks to its file and hashes them on its
+// own goroutine, so that the next chunk is read from the stream
+// meanwhile. Buffers come from free and go back to it once written; a
+// write error closes failed, and the chunks after it are dropped.
+type chunkWriter struct {
+	free, full chan []byte
+	failed     chan struct{}
+	done       chan struct{}
+	written    int64 // read only after done
+	err        error // read only after done
+}
+
+func startChunkWriter(f *os.File, h io.Writer, offset, size int64, progress Progress) *chunkWriter {
+	w := &chunkWriter{
+		free:   make(chan []byte, chunkWriterBuffers),
+		full:   make(chan []byte, chunkWriterBuffers),
+		failed: make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	for range chunkWriterBuffers {
+		w.free <- make([]byte, BlobChunk)
+	}
+	go func() {
+		defer close(w.done)
+		flushed := offset // the bytes before it are being written to disk
+		for chunk := range w.full {
+			if w.err == nil {
+				if _, w.err = f.Write(chunk); w.err != nil {
+					close(w.failed)
+				} else {
+					h.Write(chunk)
+					w.written += int64(len(chunk))
+					if end := offset + w.written; end-flushed >= writebackEvery {
+						startWriteback(f, flushed, end-flushed)
+						flushed = end
+					}
+					if progress != nil {
+						progress(offset+w.written, size)
+					}
+				}
+			}
+			w.free <- chunk[:cap(chunk)]
+		}
+	}()
+	return w
+}
+
+// close waits for the chunks handed over to be written, and returns how
+// many bytes were and the first write error.
+func (w *chunkWriter) close() (int64, error) {
+	close(w.full)
+	<-w.done
+	return w.written, w.err
 }

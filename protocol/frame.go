@@ -51,6 +51,31 @@ func ReadFrame(r *bufio.Reader, max int) ([]byte, error) {
 	return p, nil
 }
 
+// readFrameInto reads one frame into buf, which bounds its size, and
+// returns its length; errors are ReadFrame's.
+func readFrameInto(r *bufio.Reader, buf []byte) (int, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		if err == io.EOF {
+			return 0, io.EOF
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, io.ErrUnexpectedEOF
+		}
+		return 0, fmt.Errorf("frame length: %w", err)
+	}
+	if n > uint64(len(buf)) {
+		return 0, fmt.Errorf("%w: %d bytes announced, the limit is %d", ErrFrameTooLarge, n, len(buf))
+	}
+	if _, err := io.ReadFull(r, buf[:n]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, err
+	}
+	return int(n), nil
+}
+
 // ask writes req as one JSON frame on w, then reads the answer, one JSON
 // frame of at most max bytes, from r into answer. what names the answer
 // in the error a malformed one gets (wrapping ErrProtocol).

@@ -93,6 +93,10 @@ func Sync(ctx context.Context, h host.Host, p peer.ID, agent string, j Journals)
 // resumed on a new stream.
 const BlobTimeout = 10 * time.Minute
 
+// fetchMemory is what a fetch reserves in its stream's scope: the chunks
+// in flight between reading and writing, and the read buffer.
+const fetchMemory = chunkWriterBuffers*BlobChunk + 64<<10
+
 // MaxBlobStreams bounds how many blob streams a node serves at once.
 const MaxBlobStreams = 8
 
@@ -132,11 +136,11 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, agent, sha256Hex, partia
 	if err != nil {
 		return 0, err
 	}
-	if err := s.Scope().ReserveMemory(2*maxBlobFrame, network.ReservationPriorityLow); err != nil {
+	if err := s.Scope().ReserveMemory(fetchMemory, network.ReservationPriorityLow); err != nil {
 		s.Reset()
 		return 0, err
 	}
-	defer s.Scope().ReleaseMemory(2 * maxBlobFrame)
+	defer s.Scope().ReleaseMemory(fetchMemory)
 	if dl, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(dl)
 	}
