@@ -262,9 +262,13 @@ func (n *Node) HandlePeerFound(pi peer.AddrInfo) {
 	})
 }
 
+// IdleCapsule is how long a capsule goes unused before the node closes
+// it (see Store.CloseIdle), checked every sync interval.
+const IdleCapsule = time.Minute
+
 // antiEntropy dials paired peers at their static addresses and syncs every
 // capsule with every connected peer, on a timer: gossip may miss a peer,
-// this never does.
+// this never does. It also closes the capsules that have gone idle.
 func (n *Node) antiEntropy() {
 	t := time.NewTicker(n.cfg.SyncInterval)
 	defer t.Stop()
@@ -272,6 +276,9 @@ func (n *Node) antiEntropy() {
 		n.dialPeers()
 		for _, p := range n.host.Network().Peers() {
 			n.startRound(p, changedOnly)
+		}
+		if _, err := n.store.CloseIdle(IdleCapsule); err != nil {
+			n.log.Warn("closing idle capsules", "err", err)
 		}
 		select {
 		case <-n.ctx.Done():

@@ -277,13 +277,13 @@ func TestAWorkspaceSnapshotReachesThePeerWithEveryBlob(t *testing.T) {
 	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
 	os.WriteFile(filepath.Join(ws, "src", "main.go"), []byte("package main\n"), 0o644)
 	os.WriteFile(filepath.Join(ws, "big.bin"), bytes.Repeat([]byte("0123456789"), 100_000), 0o644)
-	a.store.mu.Lock()
-	d, err := a.store.get(agent)
-	a.store.mu.Unlock()
+	d, done, err := a.store.use(agent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Snapshot(context.Background(), a.id, ws); err != nil {
+	_, err = d.Snapshot(context.Background(), a.id, ws)
+	done()
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range a.host.Network().Peers() {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
@@ -22,18 +23,23 @@ import (
 // $TERN_HOME, one folder per agent id.
 const CapsulesDir = "capsules"
 
-// Store holds a node's capsules: $TERN_HOME/capsules/<agent id>/. Each
-// capsule is opened for writing once and kept open, so its journal has a
-// single writer. It implements protocol.Journals: every capsule is shared
-// with every paired peer. Safe for concurrent use.
+// Store holds a node's capsules: $TERN_HOME/capsules/<agent id>/. A
+// capsule is opened for writing when first used and stays open, so its
+// journal has a single writer, until CloseIdle finds it unused; while it
+// is closed, its vector and wants are answered from what they were when
+// it closed (nothing else writes to it), so a sync round over idle
+// capsules opens none. It implements protocol.Journals: every capsule is
+// shared with every paired peer unless withheld (see Shares). Safe for
+// concurrent use.
 type Store struct {
 	dir        string
 	log        *slog.Logger
 	quarantine *quarantine
 	shares     *Shares
 
-	mu   sync.Mutex
-	open map[string]*capsule.Dir
+	mu     sync.Mutex
+	open   map[string]*openCapsule
+	closed map[string]summary // capsules CloseIdle closed
 
 	// swap is held for reading while a capsule is in use, and for writing
 	// while Import replaces a capsule folder with a merged one, so that no
@@ -41,18 +47,67 @@ type Store struct {
 	swap sync.RWMutex
 }
 
+// openCapsule is a capsule the store holds open.
+type openCapsule struct {
+	d     *capsule.Dir
+	users int       // uses in progress
+	last  time.Time // when the last use ended
+}
+
+// summary is what the store answers for a capsule it closed.
+type summary struct {
+	vector journal.Vector
+	wanted []string
+}
+
 // use returns the agent's open capsule with the swap lock held for
 // reading; call done (non-nil exactly when err is nil) when finished.
 func (s *Store) use(agent string) (d *capsule.Dir, done func(), err error) {
 	s.swap.RLock()
 	s.mu.Lock()
-	d, err = s.get(agent)
+	oc, err := s.get(agent)
+	if err == nil {
+		oc.users++
+	}
 	s.mu.Unlock()
 	if err != nil {
 		s.swap.RUnlock()
 		return nil, nil, err
 	}
-	return d, s.swap.RUnlock, nil
+	return oc.d, func() {
+		s.mu.Lock()
+		oc.users--
+		oc.last = time.Now()
+		s.mu.Unlock()
+		s.swap.RUnlock()
+	}, nil
+}
+
+// CloseIdle closes every open capsule that has not been used for idle,
+// keeping its vector and wants to answer for it, and returns how many it
+// closed. An open capsule holds its journal in memory, a file and a
+// goroutine; a node holding many capsules runs this on a timer.
+func (s *Store) CloseIdle(idle time.Duration) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	closed := 0
+	for id, oc := range s.open {
+		if oc.users > 0 || time.Since(oc.last) < idle {
+			continue
+		}
+		v, verr := oc.d.Vector()
+		w, werr := oc.d.Wanted()
+		if err := oc.d.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close capsule %s: %w", id, err))
+		}
+		delete(s.open, id)
+		closed++
+		if verr == nil && werr == nil {
+			s.closed[id] = summary{vector: v, wanted: w}
+		}
+	}
+	return closed, errors.Join(errs...)
 }
 
 var _ protocol.Journals = (*Store)(nil)
@@ -70,7 +125,7 @@ func OpenStore(home string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, log: log, open: map[string]*capsule.Dir{}, quarantine: newQuarantine(home), shares: shares}, nil
+	return &Store{dir: dir, log: log, open: map[string]*openCapsule{}, closed: map[string]summary{}, quarantine: newQuarantine(home), shares: shares}, nil
 }
 
 // List returns the ids of the capsules held, sorted.
@@ -89,10 +144,10 @@ func (s *Store) List() ([]string, error) {
 	return ids, nil
 }
 
-// get returns the open capsule of agent id. s.mu held.
-func (s *Store) get(id string) (*capsule.Dir, error) {
-	if d, ok := s.open[id]; ok {
-		return d, nil
+// get returns the open capsule of agent id, opening it. s.mu held.
+func (s *Store) get(id string) (*openCapsule, error) {
+	if oc, ok := s.open[id]; ok {
+		return oc, nil
 	}
 	if !capsule.ValidAgentID(id) {
 		return nil, fmt.Errorf("%q is not an agent id", id)
@@ -105,8 +160,19 @@ func (s *Store) get(id string) (*capsule.Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.open[id] = d
-	return d, nil
+	oc := &openCapsule{d: d, last: time.Now()}
+	s.open[id] = oc
+	delete(s.closed, id) // open, it may change
+	return oc, nil
+}
+
+// summary returns what the store kept of the agent's capsule when it
+// closed it, if it is closed.
+func (s *Store) summary(agent string) (summary, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sum, ok := s.closed[agent]
+	return sum, ok
 }
 
 // ErrUnknownAgent means the node holds no capsule of that agent.
@@ -176,6 +242,9 @@ func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer,
 // The list is derived from the durable journal and manifest, so it
 // survives restarts, and a blob leaves it only once verified and listed.
 func (s *Store) Wanted(agent string) ([]string, error) {
+	if sum, ok := s.summary(agent); ok {
+		return slices.Clone(sum.wanted), nil
+	}
 	d, done, err := s.use(agent)
 	if done != nil {
 		defer done()
@@ -264,6 +333,9 @@ func (s *Store) Blobs(agent string) ([]string, error) {
 
 // Vector returns the agent's version vector.
 func (s *Store) Vector(agent string) (journal.Vector, error) {
+	if sum, ok := s.summary(agent); ok {
+		return sum.vector.Clone(), nil
+	}
 	d, done, err := s.use(agent)
 	if err != nil {
 		return nil, err
@@ -307,10 +379,11 @@ func (s *Store) Import(path string) (string, bool, error) {
 		return id, false, nil
 	}
 	// Merge with the held copy, then swap folders.
-	if d, ok := s.open[id]; ok {
-		d.Close()
+	if oc, ok := s.open[id]; ok {
+		oc.d.Close()
 		delete(s.open, id)
 	}
+	delete(s.closed, id)
 	held, err := capsule.Open(final)
 	if err != nil {
 		return "", false, err
@@ -389,8 +462,8 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
-	for id, d := range s.open {
-		errs = append(errs, d.Close())
+	for id, oc := range s.open {
+		errs = append(errs, oc.d.Close())
 		delete(s.open, id)
 	}
 	return errors.Join(errs...)

@@ -247,6 +247,8 @@ func printBench(w io.Writer, r benchReport) {
 		row("memory", "idle after start", "%s heap, %d goroutines, %d open files", formatBytes(m.Started.HeapBytes), m.Started.Goroutines, m.Started.OpenFiles)
 		row("memory", "idle after a sync round", "%s heap (%s a capsule), %d goroutines, %d open files",
 			formatBytes(m.Synced.HeapBytes), formatBytes(m.Synced.HeapBytes/int64(m.Capsules)), m.Synced.Goroutines, m.Synced.OpenFiles)
+		row("memory", "idle, capsules closed", "%s heap (%s a capsule), %d goroutines, %d open files",
+			formatBytes(m.Closed.HeapBytes), formatBytes(m.Closed.HeapBytes/int64(m.Capsules)), m.Closed.Goroutines, m.Closed.OpenFiles)
 		row("memory", "a sync round, nothing to move", "%.2f s for %d capsules", m.RoundSeconds, m.Capsules)
 	}
 	tw.Flush()

@@ -39,6 +39,9 @@ type MemoryResult struct {
 	// Synced is the node idle after one sync round with a peer, which
 	// opens every capsule.
 	Synced MemorySample `json:"synced"`
+	// Closed is the node idle after it closed every capsule, as it does
+	// for those unused for node.IdleCapsule (node.Store.CloseIdle).
+	Closed MemorySample `json:"closed"`
 	// RoundSeconds is how long that round took, from the peer's dial to
 	// the node's last exchange: one per capsule, with nothing to move. A
 	// node runs such a round with every peer on every anti-entropy tick.
@@ -125,6 +128,11 @@ func idleMemory(ctx context.Context, dir string, capsules int, res *MemoryResult
 	}
 	time.Sleep(idleSettle)
 	res.Synced = sample().minus(base)
+	if _, err := n.Store().CloseIdle(0); err != nil {
+		return err
+	}
+	time.Sleep(idleSettle)
+	res.Closed = sample().minus(base)
 	return nil
 }
 

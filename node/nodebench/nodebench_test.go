@@ -91,10 +91,18 @@ func TestIdleMemoryCountsTheNodeAfterItOpenedEveryCapsule(t *testing.T) {
 		t.Errorf("round of %v s", r.RoundSeconds)
 	}
 	// A running node holds a libp2p host and an HTTP server at least.
-	for name, s := range map[string]MemorySample{"started": r.Started, "synced": r.Synced} {
+	for name, s := range map[string]MemorySample{"started": r.Started, "synced": r.Synced, "closed": r.Closed} {
 		if s.HeapBytes <= 0 || s.Goroutines <= 0 {
 			t.Errorf("%s: %+v, want a positive heap and goroutines", name, s)
 		}
+	}
+	// Each open capsule holds a journal file and its writer goroutine;
+	// closed, they are gone.
+	if r.Synced.OpenFiles >= 0 && r.Closed.OpenFiles > r.Synced.OpenFiles-capsules {
+		t.Errorf("%d open files after a round, %d once closed: the %d capsules' journals were not closed", r.Synced.OpenFiles, r.Closed.OpenFiles, capsules)
+	}
+	if r.Closed.Goroutines > r.Synced.Goroutines-capsules {
+		t.Errorf("%d goroutines after a round, %d once closed: the %d journals' writers did not stop", r.Synced.Goroutines, r.Closed.Goroutines, capsules)
 	}
 }
 

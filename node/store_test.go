@@ -1,0 +1,95 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+)
+
+func TestIdleCapsulesAreClosedAndStillAnswerForTheirVectorAndWants(t *testing.T) {
+	home := t.TempDir()
+	id, err := LoadIdentity(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenStore(home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var agents []string
+	for i := range 3 {
+		dir := filepath.Join(t.TempDir(), "c")
+		c, err := capsule.New(dir, "idle", id.PeerID().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		agent, _, err := s.Import(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "hi"}, map[string]any{"type": "image", "cid": capsule.BlobCID(sha256Of(i))}}})
+		if _, err := s.Append(context.Background(), agent, id, []journal.Draft{{Type: "message", Session: "s", Body: body}}); err != nil {
+			t.Fatal(err)
+		}
+		agents = append(agents, agent)
+	}
+	want := map[string]journal.Vector{}
+	wants := map[string][]string{}
+	for _, a := range agents {
+		want[a], _ = s.Vector(a)
+		wants[a], _ = s.Wanted(a)
+		if len(wants[a]) != 1 {
+			t.Fatalf("capsule %s wants %v, want the image's blob", a, wants[a])
+		}
+	}
+
+	// One capsule is in use: it stays open.
+	_, done, err := s.use(agents[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.CloseIdle(0); err != nil || n != 2 {
+		t.Fatalf("closed %d (%v), want the 2 not in use", n, err)
+	}
+	done()
+	if n, _ := s.CloseIdle(0); n != 1 {
+		t.Fatalf("closed %d once the last one was done with, want 1", n)
+	}
+	for _, a := range agents {
+		v, err := s.Vector(a)
+		w, werr := s.Wanted(a)
+		if err != nil || werr != nil || !maps.Equal(v, want[a]) || !slices.Equal(w, wants[a]) {
+			t.Fatalf("closed capsule %s answers %v %v (%v %v), want %v %v", a, v, w, err, werr, want[a], wants[a])
+		}
+	}
+	if len(s.open) != 0 {
+		t.Fatalf("asking for vectors and wants opened %d capsules", len(s.open))
+	}
+
+	// Writing to a closed capsule opens it, and its answers follow.
+	evs, err := s.Append(context.Background(), agents[1], id, []journal.Draft{{Type: "message", Session: "s", Body: json.RawMessage(`{"role":"user","content":[]}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.Vector(agents[1]); v[id.PeerID().String()].ID != evs[0].ID {
+		t.Fatalf("after an append the vector is %v", v)
+	}
+	if n, _ := s.CloseIdle(0); n != 1 {
+		t.Fatalf("closed %d, want the one reopened", n)
+	}
+	if v, _ := s.Vector(agents[1]); v[id.PeerID().String()].ID != evs[0].ID {
+		t.Fatalf("closed again, the vector is %v", v)
+	}
+}
+
+// sha256Of returns a made-up sha256 hex name, one per i below 16.
+func sha256Of(i int) string { return strings.Repeat("0123456789abcdef"[i:i+1], 64) }
