@@ -51,6 +51,12 @@ func referencedBlobs(view []*journal.Event) map[string]bool {
 	return refs
 }
 
+// NamesBlobs reports whether any of events refers to a blob (see Wanted):
+// a store that adds them may now want blobs it did not want before.
+func NamesBlobs(events []*journal.Event) bool {
+	return len(referencedBlobs(events)) > 0
+}
+
 // Wanted returns the sha256 names of the blobs this capsule lacks: those
 // its journal refers to, and the files of the latest snapshot once that
 // snapshot's own blob is held. Sorted.

@@ -2,11 +2,14 @@ package capsule
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tern-dev/tern/journal"
 )
 
 // copyOut copies a blob of capsule dir to a temporary file, as a transfer would.
@@ -97,4 +100,27 @@ func TestAdoptBlobRefusesBytesThatDoNotMatchTheName(t *testing.T) {
 		t.Fatal("a blob name that is not a sha256 was adopted")
 	}
 	mustVerify(t, dir)
+}
+
+func TestNamesBlobsSeesEveryKindOfReference(t *testing.T) {
+	s := newSigner(t)
+	cid := BlobCID(strings.Repeat("ab", 32))
+	for _, c := range []struct {
+		typ, body string
+		names     bool
+	}{
+		{"message", `{"role":"user","content":[{"type":"text","text":"hi"}]}`, false},
+		{"message", `{"role":"user","content":[{"type":"image","cid":"` + cid + `"}]}`, true},
+		{"tool_result", `{"call_id":"c","content":[{"type":"file","cid":"` + cid + `"}],"is_error":false}`, true},
+		{SnapshotEventType, `{"snapshot":"` + cid + `","files":1,"bytes":3}`, true},
+		{FileUpdatedEventType, `{"path":"memory.md","cid":"` + cid + `"}`, true},
+	} {
+		e, err := journal.NewEvent(s, journal.Stamp{Seq: 1, Clock: 1}, journal.Draft{Type: c.typ, Body: json.RawMessage(c.body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := NamesBlobs([]*journal.Event{e}); got != c.names {
+			t.Errorf("%s %s: NamesBlobs %v, want %v", c.typ, c.body, got, c.names)
+		}
+	}
 }

@@ -268,22 +268,25 @@ const IdleCapsule = time.Minute
 
 // antiEntropy dials paired peers at their static addresses and syncs every
 // capsule with every connected peer, on a timer: gossip may miss a peer,
-// this never does. It also closes the capsules that have gone idle.
+// this never does. It also closes the capsules that have gone idle. A
+// peer that connects gets its round from the connection (see Start), so
+// each tick syncs with the peers connected before it dials the others.
 func (n *Node) antiEntropy() {
 	t := time.NewTicker(n.cfg.SyncInterval)
 	defer t.Stop()
+	n.dialPeers()
 	for {
-		n.dialPeers()
-		for _, p := range n.host.Network().Peers() {
-			n.startRound(p, changedOnly)
-		}
-		if _, err := n.store.CloseIdle(IdleCapsule); err != nil {
-			n.log.Warn("closing idle capsules", "err", err)
-		}
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
+		}
+		for _, p := range n.host.Network().Peers() {
+			n.startRound(p, changedOnly)
+		}
+		n.dialPeers()
+		if _, err := n.store.CloseIdle(IdleCapsule); err != nil {
+			n.log.Warn("closing idle capsules", "err", err)
 		}
 	}
 }
@@ -469,13 +472,11 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 	}
 }
 
-// fetchFor starts fetching from p the blobs that events p just sent name,
-// if any of them are missing.
+// fetchFor starts fetching from p the blobs that events p just sent name.
+// (Whether they are missing, the round finds out: asking now, after every
+// batch of a long catch-up, would derive the wants again each time.)
 func (n *Node) fetchFor(p peer.ID, agent string, added []*journal.Event) {
-	if len(added) == 0 {
-		return
-	}
-	if want, err := n.store.Wanted(agent); err == nil && len(want) > 0 {
+	if capsule.NamesBlobs(added) {
 		n.startRound(p, wantsOnly)
 	}
 }
