@@ -67,7 +67,7 @@ type Log struct {
 	// What queued, not yet durable events build on.
 	pendHeads map[string]Head
 	pendClock uint64
-	pendIDs   map[string]struct{}
+	pendIDs   map[string]*request // the group each queued event is in
 	queue     []*request
 	wakeup    sync.Cond // signals the flusher: queue not empty, or closing
 	gather    int       // how many queued requests the next group waits for (see gatherFollowers)
@@ -381,15 +381,17 @@ func (l *Log) Append(ctx context.Context, s Signer, epoch uint64, drafts ...Draf
 	buf := make([]byte, 0, n)
 	for _, e := range events {
 		buf = append(append(buf, e.line...), '\n')
-		l.pend(e)
 	}
-	l.pendHeads[machine] = head
 	checked := closedChan
 	trusted := l.isTrusted(s, machine)
 	if !trusted {
 		checked = make(chan struct{})
 	}
 	req := newRequest(buf, events, checked)
+	for _, e := range events {
+		l.pend(e, req)
+	}
+	l.pendHeads[machine] = head
 	l.enqueue(req)
 	l.mu.Unlock()
 
@@ -439,8 +441,10 @@ func (l *Log) trust(s Signer, machine string) {
 // another copy of the journal) that the log does not hold yet, keyed by id,
 // in total order, durably, as one all-or-nothing group. Forked or broken
 // chains are kept: they are the readers' to quarantine. It returns the
-// events it added. Events must come from ParseLine, Decode, NewEvent or a
-// Log.
+// events it added. An event another call is adding at the same time is
+// not added again, but Add returns only once that call's group is durable
+// too (or with its error): on return without error, every event passed is
+// durable. Events must come from ParseLine, Decode, NewEvent or a Log.
 func (l *Log) Add(ctx context.Context, events ...*Event) ([]*Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("add to %s: %w", l.path, err)
@@ -456,25 +460,34 @@ func (l *Log) Add(ctx context.Context, events ...*Event) ([]*Event, error) {
 		return nil, err
 	}
 	var add []*Event
+	// Events queued by another call are not added again, but they are not
+	// durable yet either: this call waits for their groups too.
+	var queued []*request
 	for _, e := range Merge(events, nil) {
-		_, have := l.ids[e.ID]
-		_, pending := l.pendIDs[e.ID]
-		if !have && !pending {
-			add = append(add, e)
+		if _, have := l.ids[e.ID]; have {
+			continue
 		}
+		if r, ok := l.pendIDs[e.ID]; ok {
+			if !slices.Contains(queued, r) {
+				queued = append(queued, r)
+			}
+			continue
+		}
+		add = append(add, e)
 	}
 	if len(add) == 0 {
 		l.mu.Unlock()
-		return nil, nil
+		return nil, waitGroups(queued)
 	}
 	n := 0
 	for _, e := range add {
 		n += len(e.line) + 1
 	}
 	buf := make([]byte, 0, n)
+	req := newRequest(nil, add, closedChan) // parsed events are checked already
 	for _, e := range add {
 		buf = append(append(buf, e.line...), '\n')
-		l.pend(e)
+		l.pend(e, req)
 		// Keep the speculative head in step when the event extends it, so
 		// that an Append queued behind this group does not fork the chain.
 		h, ok := l.pendHeads[e.Machine]
@@ -485,23 +498,35 @@ func (l *Log) Add(ctx context.Context, events ...*Event) ([]*Event, error) {
 			l.pendHeads[e.Machine] = Head{Seq: e.Seq, ID: e.ID}
 		}
 	}
-	req := newRequest(buf, add, closedChan) // parsed events are checked already
+	req.buf = buf
 	l.enqueue(req)
 	l.mu.Unlock()
-	<-req.done
-	if req.err != nil {
-		return nil, req.err
+	if err := waitGroups(append(queued, req)); err != nil {
+		return nil, err
 	}
 	return add, nil
 }
 
+// waitGroups waits until every one of reqs is durable or failed, and
+// returns the first failure.
+func waitGroups(reqs []*request) error {
+	var first error
+	for _, r := range reqs {
+		<-r.done
+		if first == nil {
+			first = r.err
+		}
+	}
+	return first
+}
+
 // pend records a queued event in the speculative state. l.mu held.
-func (l *Log) pend(e *Event) {
+func (l *Log) pend(e *Event, req *request) {
 	if l.pendIDs == nil {
-		l.pendIDs = make(map[string]struct{})
+		l.pendIDs = make(map[string]*request)
 		l.pendHeads = make(map[string]Head)
 	}
-	l.pendIDs[e.ID] = struct{}{}
+	l.pendIDs[e.ID] = req
 	l.pendClock = max(l.pendClock, e.Clock)
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestLogRoundTrip(t *testing.T) {
@@ -567,5 +568,57 @@ func TestOpenLogReadsLargeFilesOnEveryCPU(t *testing.T) {
 	var le *LineError
 	if !errors.As(err, &le) || le.Line != badAt {
 		t.Fatalf("got %v, want an error naming line %d", err, badAt)
+	}
+}
+
+func TestAddReturnsOnlyOnceEveryEventIsDurableEvenWhenAnotherCallWritesIt(t *testing.T) {
+	path := newJournal(t)
+	l := mustOpen(t, path)
+	es := chainOf(t, newSigner(t), 3)
+	release := make(chan struct{})
+	first := true
+	l.hooks.beforeSync = func() { // runs on the flusher, outside l.mu
+		if first {
+			first = false
+			<-release
+		}
+	}
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := l.Add(context.Background(), es...)
+		firstDone <- err
+	}()
+	// Wait until the first group is being written.
+	for {
+		l.mu.Lock()
+		queued := len(l.pendIDs)
+		l.mu.Unlock()
+		if queued == len(es) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	secondDone := make(chan struct{})
+	var added []*Event
+	var err error
+	go func() {
+		added, err = l.Add(context.Background(), es[1])
+		close(secondDone)
+	}()
+	select {
+	case <-secondDone:
+		t.Fatal("a second Add of an event still being written returned before it was durable")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-secondDone
+	if err != nil || len(added) != 0 {
+		t.Fatalf("second Add: %v, %v; want nothing added and no error", added, err)
+	}
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Events()) != len(es) {
+		t.Fatalf("%d events held", len(l.Events()))
 	}
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,11 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/protocol"
 )
 
@@ -65,6 +69,53 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 	}
 	c.left -= len(p)
 	return c.Stream.Write(p)
+}
+
+// serveBlobsRotten makes n serve blobs with one byte flipped at offset at
+// of each stream, like a peer whose copy rotted on its disk.
+func serveBlobsRotten(n *Node, at int) {
+	n.host.SetStreamHandler(protocol.BlobID, func(s network.Stream) {
+		protocol.ServeBlob(&flipWriter{Stream: s, at: at}, servedBlobs{n.store, n.transfers}, s.Conn().RemotePeer().String())
+		s.Close()
+	})
+}
+
+type flipWriter struct {
+	network.Stream
+	at, seen int
+}
+
+func (f *flipWriter) Write(p []byte) (int, error) {
+	if f.at >= f.seen && f.at < f.seen+len(p) {
+		p = bytes.Clone(p)
+		p[f.at-f.seen] ^= 0xff
+	}
+	f.seen += len(p)
+	return f.Stream.Write(p)
+}
+
+func TestACorruptChunkFromAPeerIsRejectedAndFetchedAgain(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	pair(t, a, b)
+	agent := sharedCapsule(t, a, b)
+	serveBlobsRotten(a, 2*protocol.BlobChunk+100)
+	blob := snapshotOn(t, a, agent, 4*protocol.BlobChunk)
+	ctx := context.Background()
+	if err := b.host.Connect(ctx, peer.AddrInfo{ID: a.host.ID(), Addrs: a.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	b.SyncPeer(ctx, a.host.ID()) // the events, then a fetch of the listing and of the rotten blob
+	if w := wants(t, b, agent); !slices.Contains(w, blob) {
+		t.Fatalf("b wants %v: the rotten blob was adopted", w)
+	}
+	if _, err := os.Stat(filepath.Join(b.home, PartialDir, blob)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the rotten partial file was kept (%v): a resume would build on it", err)
+	}
+	protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // a's copy is good again
+	eventually(t, "b holds every blob", func() bool { return len(wants(t, b, agent)) == 0 })
+	if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
+		t.Fatalf("b's capsule: %v %+v", err, rep)
+	}
 }
 
 func wants(t *testing.T, n *Node, agent string) []string {
@@ -157,5 +208,41 @@ func TestABlobIsServedOnlyFromACapsuleSharedWithThePeer(t *testing.T) {
 	}
 	if _, err := protocol.Fetch(ctx, b.host, a.host.ID(), kept, blob, filepath.Join(t.TempDir(), "p"), nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestTwoRoundsWantingOneBlobFetchItOnce(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	pair(t, a, b)
+	agent := sharedCapsule(t, a, b)
+	snapshotOn(t, a, agent, 3*protocol.BlobChunk)
+	ctx := context.Background()
+	if err := b.host.Connect(ctx, peer.AddrInfo{ID: a.host.ID(), Addrs: a.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	evs, _ := a.store.Events(agent, "")
+	if err := b.store.Add(ctx, agent, "", evs); err != nil { // no round starts for this
+		t.Fatal(err)
+	}
+	var want int64
+	blobs, _ := a.store.Blobs(agent)
+	for _, h := range blobs {
+		f, size, err := a.store.OpenBlob(agent, "", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		want += size
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { b.fetchWanted(ctx, a.host.ID(), agent) })
+	}
+	wg.Wait()
+	if w := wants(t, b, agent); len(w) != 0 {
+		t.Fatalf("b still wants %v", w)
+	}
+	if got := testutil.ToFloat64(b.stats.blobBytes); got != float64(want) {
+		t.Fatalf("b fetched %v bytes for blobs of %d: a blob was fetched more than once", got, want)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,6 +88,7 @@ type Node struct {
 	// responding counts the exchanges peers started that are running, by
 	// peer and agent: a timer round leaves those capsules to them.
 	responding map[syncKey]int
+	blobLocks  map[string]*blobLock // by sha256, while a fetch holds or awaits it
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -144,8 +146,8 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	synced, _ := lru.New[syncKey, journal.Vector](peerVectors)
 	n := &Node{home: home, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
 		transfers: newTransfers(), synced: synced, syncing: map[peer.ID]bool{}, again: map[peer.ID]round{},
-		responding: map[syncKey]int{},
-		ctx:        ctx, cancel: cancel}
+		responding: map[syncKey]int{}, blobLocks: map[string]*blobLock{},
+		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)
 	if n.gossip, err = startGossip(ctx, n); err != nil {
 		cancel()
@@ -451,20 +453,9 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 				continue
 			}
 			tried[h] = true
-			partial := filepath.Join(dir, h)
-			track, end := n.transfers.start(Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
-			got, err := protocol.Fetch(ctx, n.host, p, agent, h, partial, track)
-			end()
-			n.stats.blobBytes.Add(float64(got))
-			if err != nil {
-				n.log.Debug("blob fetch", "peer", p, "blob", h, "err", err)
-				continue
+			if n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h)) {
+				progress = true
 			}
-			if err := n.store.AdoptBlob(agent, h, partial); err != nil {
-				n.log.Warn("blob fetched but not adopted", "blob", h, "err", err)
-				continue
-			}
-			progress = true
 		}
 		if !progress {
 			return
@@ -479,6 +470,59 @@ func (n *Node) fetchFor(p peer.ID, agent string, added []*journal.Event) {
 	if capsule.NamesBlobs(added) {
 		n.startRound(p, wantsOnly)
 	}
+}
+
+// fetchBlob fetches the agent's blob h from p into partial and adopts
+// it, and reports whether the capsule holds it now. One fetch of a blob
+// runs at a time (rounds with two peers, or SyncPeer beside a round, may
+// want it at once, and there is one partial file): a second waits, then
+// finds it held, or resumes from where the first stopped.
+func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial string) bool {
+	unlock := n.lockBlob(h)
+	defer unlock()
+	if want, err := n.store.Wanted(agent); err != nil || !slices.Contains(want, h) {
+		return err == nil // adopted meanwhile
+	}
+	track, end := n.transfers.start(Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
+	got, err := protocol.Fetch(ctx, n.host, p, agent, h, partial, track)
+	end()
+	n.stats.blobBytes.Add(float64(got))
+	if err != nil {
+		n.log.Debug("blob fetch", "peer", p, "blob", h, "err", err)
+		return false
+	}
+	if err := n.store.AdoptBlob(agent, h, partial); err != nil {
+		n.log.Warn("blob fetched but not adopted", "blob", h, "err", err)
+		return false
+	}
+	return true
+}
+
+// lockBlob takes the lock of blob h's fetch; call unlock when done.
+func (n *Node) lockBlob(h string) (unlock func()) {
+	n.mu.Lock()
+	l := n.blobLocks[h]
+	if l == nil {
+		l = &blobLock{}
+		n.blobLocks[h] = l
+	}
+	l.users++
+	n.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		n.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(n.blobLocks, h)
+		}
+		n.mu.Unlock()
+	}
+}
+
+// blobLock serializes the fetches of one blob.
+type blobLock struct {
+	mu    sync.Mutex
+	users int // holders and waiters; n.mu held
 }
 
 // recordSynced remembers both, a vector of events p and this node both
