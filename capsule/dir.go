@@ -252,12 +252,16 @@ func (d *Dir) AddEvents(ctx context.Context, events []*journal.Event) ([]*journa
 	if err != nil {
 		return nil, err
 	}
+	wasWhole := jl.Whole()
 	added, err := jl.Add(ctx, events...)
 	if err != nil || len(added) == 0 {
 		return added, err
 	}
+	// The derived files follow the readable view. While the journal stays
+	// whole, the view is every event, and only events that name content
+	// can change them; a fork, a gap or a gap filled changes the view.
 	var files map[string][]byte
-	if slices.ContainsFunc(added, namesContent) {
+	if !wasWhole || !jl.Whole() || slices.ContainsFunc(added, namesContent) {
 		if files, err = d.derivedUpdates(nil); err != nil {
 			return added, err
 		}
@@ -266,7 +270,7 @@ func (d *Dir) AddEvents(ctx context.Context, events []*journal.Event) ([]*journa
 }
 
 // namesContent reports whether e can change snapshot.json or an editable
-// file (see derivedUpdates); other events leave them as they are.
+// file (see derivedUpdates) when it joins a whole journal.
 func namesContent(e *journal.Event) bool {
 	return e.Type == SnapshotEventType || e.Type == FileUpdatedEventType
 }

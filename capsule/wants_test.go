@@ -124,3 +124,58 @@ func TestNamesBlobsSeesEveryKindOfReference(t *testing.T) {
 		}
 	}
 }
+
+func TestAForkArrivingByAddEventsTakesTheSnapshotBackToTheLastReadableOne(t *testing.T) {
+	s := newSigner(t)
+	dir := filepath.Join(t.TempDir(), "agent")
+	c, err := New(dir, "forked", s.Machine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	d, err := OpenDir(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	var bodies []SnapshotEventBody
+	for _, text := range []string{"first", "second"} {
+		ws := t.TempDir()
+		writeTree(t, ws, map[string]string{"note.txt": text})
+		b, err := d.Snapshot(ctx, s, ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, b)
+	}
+	snapshotIs := func(b SnapshotEventBody) bool {
+		data, err := os.ReadFile(filepath.Join(dir, SnapshotFile))
+		h, _ := ParseBlobCID(b.Snapshot)
+		return err == nil && entryOf(data).SHA256 == h
+	}
+	if !snapshotIs(bodies[1]) {
+		t.Fatal("snapshot.json is not the second snapshot")
+	}
+	// The same machine's key signs another event at the second snapshot's
+	// seq: a fork. The chain is quarantined from there, second snapshot
+	// included, though the forking event names no content.
+	evs, _ := d.Events()
+	second := evs[len(evs)-1]
+	var before *journal.Event
+	for _, e := range evs {
+		if e.Machine == second.Machine && e.Seq == second.Seq-1 {
+			before = e
+		}
+	}
+	fork, err := journal.NewEvent(s, journal.Stamp{Seq: second.Seq, Prev: before.ID, Clock: second.Clock + 1}, journal.Draft{Type: "message", Body: json.RawMessage(`{"role":"user","content":[]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.AddEvents(ctx, []*journal.Event{fork}); err != nil {
+		t.Fatal(err)
+	}
+	if !snapshotIs(bodies[0]) {
+		t.Fatal("after the fork, snapshot.json still shows the quarantined snapshot")
+	}
+}

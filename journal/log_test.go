@@ -622,3 +622,32 @@ func TestAddReturnsOnlyOnceEveryEventIsDurableEvenWhenAnotherCallWritesIt(t *tes
 		t.Fatalf("%d events held", len(l.Events()))
 	}
 }
+
+func TestWholeMeansReadableWouldQuarantineNothing(t *testing.T) {
+	s := newSigner(t)
+	es := chainOf(t, s, 4)
+	fork, err := NewEvent(s, Stamp{Seq: 2, Prev: es[0].ID, Clock: 9}, draft("message", `{"forked":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		events []*Event
+		whole  bool
+	}{
+		{"a chain in order", es, true},
+		{"the same chain out of order", []*Event{es[2], es[0], es[3], es[1]}, true},
+		{"a gap", []*Event{es[0], es[2]}, false},
+		{"a fork", append(slices.Clone(es[:2]), fork), false},
+	} {
+		l := mustOpen(t, newJournal(t))
+		if _, err := l.Add(context.Background(), c.events...); err != nil {
+			t.Fatal(err)
+		}
+		_, q := Readable(l.Events())
+		if l.Whole() != c.whole || (len(q) == 0) != c.whole {
+			t.Errorf("%s: Whole %v, Readable quarantines %d; want whole %v", c.name, l.Whole(), len(q), c.whole)
+		}
+		l.Close()
+	}
+}
