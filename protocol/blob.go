@@ -17,6 +17,11 @@ import (
 // BlobID is the libp2p protocol ID of blob transfer.
 const BlobID = "/tern/blob/1.0.0"
 
+// MaxBlobSize is the largest blob a fetch accepts, as capsule.DefaultLimits
+// bounds a file in a capsule: a peer announcing more is refused before a
+// byte is written.
+const MaxBlobSize = 16 << 30
+
 // BlobChunk is the most file bytes one data frame carries.
 const BlobChunk = 1 << 20
 
@@ -67,8 +72,9 @@ type blobHeader struct {
 	Error string   `json:"error,omitempty"`
 }
 
-// Progress is told, after each chunk that checked, how many bytes of the
-// blob are on disk and its whole size.
+// Progress is told, after each chunk is written, how many bytes of the
+// blob are on disk and its whole size. It is called from the goroutine
+// that writes, one call at a time, and never after FetchBlob returns.
 type Progress func(done, size int64)
 
 func isSHA256Hex(s string) bool {
@@ -178,7 +184,8 @@ func AskHave(rw io.ReadWriter, agent string, hashes []string) ([]string, error) 
 // whole file has been checked against the blob's name and fsynced. It
 // returns the number of bytes received. On a broken stream partial keeps
 // every byte received (fsynced, for the next attempt to resume after); on
-// ErrBlobHash it is removed. progress, if not nil, follows the transfer.
+// ErrBlobHash or ErrProtocol it is removed. progress, if not nil, follows
+// the transfer.
 func FetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Progress) (int64, error) {
 	want, err := hex.DecodeString(sha256Hex)
 	if err != nil || len(want) != sha256.Size {
@@ -202,6 +209,9 @@ func FetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Prog
 	if hdr.Error != "" {
 		return 0, fmt.Errorf("%w: %s", ErrNoBlob, hdr.Error)
 	}
+	if hdr.Size < 0 || hdr.Size > MaxBlobSize {
+		return 0, fmt.Errorf("%w: the peer announces a blob of %d bytes; at most %d are accepted", ErrProtocol, hdr.Size, int64(MaxBlobSize))
+	}
 	w := startChunkWriter(f, h, offset, hdr.Size, progress)
 	err = receiveChunks(r, w, offset, hdr.Size)
 	got, werr := w.close()
@@ -210,6 +220,13 @@ func FetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Prog
 	}
 	if serr := f.Sync(); err == nil {
 		err = serr
+	}
+	if errors.Is(err, ErrProtocol) {
+		// A peer that breaks the protocol may have sent anything before;
+		// nothing of it is kept to resume from.
+		f.Close()
+		os.Remove(partial)
+		return got, err
 	}
 	if err != nil {
 		return got, err // partial keeps what was written, fsynced, to resume after
@@ -229,9 +246,14 @@ func receiveChunks(r *bufio.Reader, w *chunkWriter, offset, size int64) error {
 	for offset < size {
 		var buf []byte
 		select {
-		case buf = <-w.free:
 		case <-w.failed:
 			return nil // close returns the error
+		default:
+		}
+		select {
+		case buf = <-w.free:
+		case <-w.failed:
+			return nil
 		}
 		n, err := readFrameInto(r, buf)
 		if err != nil {

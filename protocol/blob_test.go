@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -225,5 +226,46 @@ func TestAProgressFunctionFollowsEveryChunk(t *testing.T) {
 	want := []int64{BlobChunk, 2 * BlobChunk, 3 * BlobChunk, int64(len(blob))}
 	if err != nil || fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Fatalf("progress %v (%v), want %v", seen, err, want)
+	}
+}
+
+// lyingServer answers one fetch with header, then writes frames.
+func lyingServer(t *testing.T, c net.Conn, header string, frames ...[]byte) {
+	t.Helper()
+	r := bufio.NewReader(c)
+	if _, err := ReadFrame(r, maxBlobRequest); err != nil {
+		t.Error(err)
+		return
+	}
+	WriteFrame(c, []byte(header))
+	for _, f := range frames {
+		WriteFrame(c, f)
+	}
+	c.Close()
+}
+
+func TestAPeerThatBreaksTheProtocolLeavesNothingToResumeFrom(t *testing.T) {
+	_, h := randomBlob(10)
+	for _, c := range []struct {
+		name   string
+		header string
+		frames [][]byte
+	}{
+		{"more bytes than announced", `{"size":10}`, [][]byte{bytes.Repeat([]byte("x"), 8), bytes.Repeat([]byte("y"), 8)}},
+		{"an empty chunk", `{"size":10}`, [][]byte{bytes.Repeat([]byte("x"), 4), {}}},
+		{"a size over the limit", fmt.Sprintf(`{"size":%d}`, int64(MaxBlobSize)+1), nil},
+		{"a negative size", `{"size":-5}`, nil},
+	} {
+		partial := filepath.Join(t.TempDir(), "p")
+		cc, sc := net.Pipe()
+		go lyingServer(t, sc, c.header, c.frames...)
+		_, err := FetchBlob(cc, memAgent, h, partial, nil)
+		cc.Close()
+		if !errors.Is(err, ErrProtocol) {
+			t.Errorf("%s: %v, want ErrProtocol", c.name, err)
+		}
+		if st, err := os.Stat(partial); err == nil && st.Size() > 0 {
+			t.Errorf("%s: %d bytes kept to resume from", c.name, st.Size())
+		}
 	}
 }
