@@ -228,6 +228,14 @@ func (d *Dir) journalLog() (*journal.Log, error) {
 	return d.jl, nil
 }
 
+// JournalLoaded reports whether the journal has been read into memory,
+// which every method that needs the events does on first use.
+func (d *Dir) JournalLoaded() bool {
+	d.jlMu.Lock()
+	defer d.jlMu.Unlock()
+	return d.jl != nil
+}
+
 // Append appends drafts to the journal as events signed by s at the given
 // epoch, durably, then seals them into the manifest. The events are
 // acknowledged (durable) even if sealing fails.

@@ -170,17 +170,11 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	protocol.HandleBlob(h, servedBlobs{store, n.transfers}, log)
 	protocol.HandleCapsules(h, store, log)
 	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
-		p := c.RemotePeer()
-		n.forgetSynced(p) // it may have restarted from another state
-		// One exchange per capsule brings both sides up to date, so only
-		// one side starts them (two would send the missing events twice);
-		// the other fetches the blobs it wants.
-		if leads(h.ID(), p) {
-			n.goSync(p)
-		} else {
-			n.startRound(p, wantsOnly)
-		}
+		n.connected(c.RemotePeer())
 	}})
+	for _, p := range h.Network().Peers() { // connected before the notifications began
+		n.connected(p)
+	}
 	if !cfg.NoMDNS {
 		if err := mdns.NewMdnsService(h, MDNSService, n).Start(); err != nil {
 			log.Warn("LAN discovery is off", "err", err)
@@ -308,6 +302,19 @@ func (n *Node) dialPeers() {
 	}
 }
 
+// connected starts the round a new connection with p calls for. One
+// exchange per capsule brings both sides up to date, so only one side
+// starts them (two would send the missing events twice); the other
+// fetches the blobs it wants.
+func (n *Node) connected(p peer.ID) {
+	n.forgetSynced(p) // it may have restarted from another state
+	if leads(n.host.ID(), p) {
+		n.goSync(p)
+	} else {
+		n.startRound(p, wantsOnly)
+	}
+}
+
 // leads reports whether, of two connected peers, self is the one that
 // starts the sync exchanges on connect: the lower peer ID, so that both
 // sides agree whoever dialed.
@@ -431,9 +438,10 @@ func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
 // sha256; a transfer cut short resumes from what is there.
 const PartialDir = "partial"
 
-// fetchWanted fetches from p every blob the agent's capsule wants, until
-// nothing more is wanted or p lacks what is left. A snapshot's files are
-// wanted once its own blob has arrived, hence the rounds.
+// fetchWanted fetches from p every blob the agent's capsule wants that p
+// holds (one have query, then a fetch each), until nothing more is wanted
+// or p holds none of what is left. A snapshot's files are wanted once its
+// own blob has arrived, hence the rounds.
 func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 	dir := filepath.Join(n.home, PartialDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -447,12 +455,20 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 			n.log.Warn("wanted blobs", "agent", agent, "err", err)
 			return
 		}
-		progress := false
+		want = slices.DeleteFunc(want, func(h string) bool { return tried[h] })
+		if len(want) == 0 {
+			return
+		}
+		held, err := protocol.PeerHas(ctx, n.host, p, agent, want)
+		if err != nil {
+			n.log.Debug("have query", "peer", p, "agent", agent, "err", err)
+			return
+		}
 		for _, h := range want {
-			if tried[h] {
-				continue
-			}
 			tried[h] = true
+		}
+		progress := false
+		for _, h := range held {
 			if n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h)) {
 				progress = true
 			}
@@ -478,7 +494,10 @@ func (n *Node) fetchFor(p peer.ID, agent string, added []*journal.Event) {
 // want it at once, and there is one partial file): a second waits, then
 // finds it held, or resumes from where the first stopped.
 func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial string) bool {
-	unlock := n.lockBlob(h)
+	unlock, ok := n.lockBlob(ctx, h)
+	if !ok {
+		return false
+	}
 	defer unlock()
 	if want, err := n.store.Wanted(agent); err != nil || !slices.Contains(want, h) {
 		return err == nil // adopted meanwhile
@@ -491,38 +510,44 @@ func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial strin
 		n.log.Debug("blob fetch", "peer", p, "blob", h, "err", err)
 		return false
 	}
-	if err := n.store.AdoptBlob(agent, h, partial); err != nil {
+	if err := n.store.adoptFetched(agent, h, partial); err != nil {
 		n.log.Warn("blob fetched but not adopted", "blob", h, "err", err)
 		return false
 	}
 	return true
 }
 
-// lockBlob takes the lock of blob h's fetch; call unlock when done.
-func (n *Node) lockBlob(h string) (unlock func()) {
+// lockBlob takes the lock of blob h's fetch, waiting at most until ctx
+// ends (then ok is false); call unlock when done.
+func (n *Node) lockBlob(ctx context.Context, h string) (unlock func(), ok bool) {
 	n.mu.Lock()
 	l := n.blobLocks[h]
 	if l == nil {
-		l = &blobLock{}
+		l = &blobLock{held: make(chan struct{}, 1)}
 		n.blobLocks[h] = l
 	}
 	l.users++
 	n.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
+	leave := func() {
 		n.mu.Lock()
 		if l.users--; l.users == 0 {
 			delete(n.blobLocks, h)
 		}
 		n.mu.Unlock()
 	}
+	select {
+	case l.held <- struct{}{}:
+		return func() { <-l.held; leave() }, true
+	case <-ctx.Done():
+		leave()
+		return nil, false
+	}
 }
 
 // blobLock serializes the fetches of one blob.
 type blobLock struct {
-	mu    sync.Mutex
-	users int // holders and waiters; n.mu held
+	held  chan struct{} // holds a token while a fetch runs
+	users int           // holders and waiters; n.mu held
 }
 
 // recordSynced remembers both, a vector of events p and this node both

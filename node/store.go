@@ -54,10 +54,31 @@ type openCapsule struct {
 	last  time.Time // when the last use ended
 }
 
-// summary is what the store answers for a capsule it closed.
+// summary is what the store answers for a capsule it closed, while its
+// journal and manifest are as they were then.
 type summary struct {
 	vector journal.Vector
 	wanted []string
+	files  [2]fileStamp // the journal's and the manifest's
+}
+
+// fileStamp is what a file's stat says of its contents: its size and
+// modification time.
+type fileStamp struct {
+	size, mod int64 // mod in Unix nanoseconds
+}
+
+// stamps returns the stamps of the agent's journal and manifest.
+func (s *Store) stamps(agent string) ([2]fileStamp, error) {
+	var out [2]fileStamp
+	for i, name := range []string{capsule.JournalFile, capsule.ManifestFile} {
+		st, err := os.Stat(filepath.Join(s.dir, agent, name))
+		if err != nil {
+			return out, err
+		}
+		out[i] = fileStamp{st.Size(), st.ModTime().UnixNano()}
+	}
+	return out, nil
 }
 
 // use returns the agent's open capsule with the swap lock held for
@@ -96,15 +117,28 @@ func (s *Store) CloseIdle(idle time.Duration) (int, error) {
 		if oc.users > 0 || time.Since(oc.last) < idle {
 			continue
 		}
-		v, verr := oc.d.Vector()
-		w, werr := oc.d.Wanted()
+		// A summary is kept only of a journal already in memory: reading
+		// one to close it would cost more than it saves.
+		var sum summary
+		var err error
+		keep := oc.d.JournalLoaded()
+		if keep {
+			sum.vector, err = oc.d.Vector()
+			keep = err == nil
+		}
+		if keep {
+			sum.wanted, err = oc.d.Wanted()
+			keep = err == nil
+		}
 		if err := oc.d.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close capsule %s: %w", id, err))
 		}
 		delete(s.open, id)
 		closed++
-		if verr == nil && werr == nil {
-			s.closed[id] = summary{vector: v, wanted: w}
+		if keep {
+			if sum.files, err = s.stamps(id); err == nil {
+				s.closed[id] = sum
+			}
 		}
 	}
 	return closed, errors.Join(errs...)
@@ -167,12 +201,20 @@ func (s *Store) get(id string) (*openCapsule, error) {
 }
 
 // summary returns what the store kept of the agent's capsule when it
-// closed it, if it is closed.
+// closed it, if it is closed and its files have not changed since (the
+// store is their only writer, but a person may run a tool on them).
 func (s *Store) summary(agent string) (summary, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sum, ok := s.closed[agent]
-	return sum, ok
+	if !ok {
+		return sum, false
+	}
+	if now, err := s.stamps(agent); err != nil || now != sum.files {
+		delete(s.closed, agent)
+		return sum, false
+	}
+	return sum, true
 }
 
 // ErrUnknownAgent means the node holds no capsule of that agent.
@@ -255,9 +297,10 @@ func (s *Store) Wanted(agent string) ([]string, error) {
 	return d.Wanted()
 }
 
-// AdoptBlob moves a fetched file, checked whole against its name by the
-// fetch, into the agent's blob store (see capsule.Dir.AdoptCheckedBlob).
-func (s *Store) AdoptBlob(agent, sha256Hex, path string) error {
+// adoptFetched moves a file that a blob fetch checked whole against its
+// name into the agent's blob store (see capsule.Dir.AdoptCheckedBlob): it
+// is not hashed again, so only a fetch may call it.
+func (s *Store) adoptFetched(agent, sha256Hex, path string) error {
 	d, done, err := s.use(agent)
 	if done != nil {
 		defer done()

@@ -89,6 +89,32 @@ func TestIdleCapsulesAreClosedAndStillAnswerForTheirVectorAndWants(t *testing.T)
 	if v, _ := s.Vector(agents[1]); v[id.PeerID().String()].ID != evs[0].ID {
 		t.Fatalf("closed again, the vector is %v", v)
 	}
+
+	// A tool writing to a closed capsule behind the store's back: the
+	// store sees the files changed and reads them again.
+	d, err := capsule.OpenDir(filepath.Join(home, CapsulesDir, agents[2]), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind, err := d.Append(context.Background(), id, 0, journal.Draft{Type: "message", Session: "s", Body: json.RawMessage(`{"role":"user","content":[]}`)})
+	d.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.Vector(agents[2]); v[id.PeerID().String()].ID != behind[0].ID {
+		t.Fatalf("after a write behind the store's back, the vector is %v, want head %s", v, behind[0].ID)
+	}
+
+	// A capsule opened only to serve a blob closes without reading its
+	// journal, and keeps no summary.
+	s.CloseIdle(0)
+	s.HeldBlobs(agents[0], "", []string{sha256Of(0)})
+	if n, _ := s.CloseIdle(0); n != 1 {
+		t.Fatalf("closed %d, want the one opened for a blob", n)
+	}
+	if _, ok := s.closed[agents[0]]; ok {
+		t.Fatal("closing a capsule whose journal was never read kept a summary (it read the journal to make one)")
+	}
 }
 
 // sha256Of returns a made-up sha256 hex name, one per i below 16.
