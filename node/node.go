@@ -369,7 +369,8 @@ func (n *Node) startRound(p peer.ID, r round) {
 
 // SyncPeer takes a copy of every capsule p shares that this node lacks,
 // then runs one sync exchange with p for every capsule held, and fetches
-// the blobs each one wants.
+// the blobs each one wants that p holds. It returns when they are done
+// (a blob another round is fetching meanwhile is waited for).
 func (n *Node) SyncPeer(ctx context.Context, p peer.ID) { n.syncRound(ctx, p, everything) }
 
 func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
