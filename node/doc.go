@@ -1,5 +1,28 @@
-// Package node is the tern daemon: identity, peers, discovery, stores, the
-// agent runtime and the local API. So far it holds the machine identity,
-// which offline commands use too, so that the key that signs journal
-// events today is the key the node serves under later.
+// Package node is the tern daemon: a libp2p host that holds capsules and
+// keeps them in sync with the machine's paired peers.
+//
+// Where things are:
+//
+//   - node.go: Start and Close, the libp2p host (transports, NAT traversal,
+//     relay), mDNS, and the Node's accessors; config.go: $TERN_HOME/config.json.
+//   - rounds.go: sync rounds with a peer: on connect (the lower peer ID
+//     leads), on the anti-entropy timer, after an import; the record of
+//     what each peer holds, so unchanged pairs are skipped.
+//   - fetch.go: fetching the blobs a capsule wants, one fetch per blob at
+//     a time, resuming from $TERN_HOME/partial; transfers.go: the
+//     transfers in flight, both ways, that tern status lists.
+//   - gossip.go: one GossipSub topic per agent and its validator.
+//   - store.go: the capsules under $TERN_HOME/capsules, opened on use and
+//     closed when idle; it answers the sync and blob protocols.
+//     quarantine.go keeps aside the events peers sent that did not check.
+//   - peers.go, gater.go, shares.go: the allowlist, the connection gater
+//     that enforces it, and which capsule is shared with which peer.
+//   - identity.go: the machine's key, which offline commands use too, so
+//     that the key that signs journal events is the key the node serves
+//     under.
+//   - api.go, client.go, metrics.go: the loopback HTTP API with its bearer
+//     token, the client the CLI uses, and /metrics.
+//
+// The wire protocols themselves are in package protocol; docs/PROTOCOLS.md
+// describes them.
 package node

@@ -1,0 +1,130 @@
+package node
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/protocol"
+)
+
+// PartialDir holds blobs being fetched, inside $TERN_HOME, named by their
+// sha256; a transfer cut short resumes from what is there.
+const PartialDir = "partial"
+
+// fetchWanted fetches from p every blob the agent's capsule wants that p
+// holds (one have query, then a fetch each), until nothing more is wanted
+// or p holds none of what is left. A snapshot's files are wanted once its
+// own blob has arrived, hence the rounds.
+func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
+	dir := filepath.Join(n.home, PartialDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		n.log.Warn("blob fetch", "err", err)
+		return
+	}
+	tried := map[string]bool{}
+	for ctx.Err() == nil {
+		want, err := n.store.Wanted(agent)
+		if err != nil {
+			n.log.Warn("wanted blobs", "agent", agent, "err", err)
+			return
+		}
+		want = slices.DeleteFunc(want, func(h string) bool { return tried[h] })
+		if len(want) == 0 {
+			return
+		}
+		held, err := protocol.PeerHas(ctx, n.host, p, agent, want)
+		if err != nil {
+			n.log.Debug("have query", "peer", p, "agent", agent, "err", err)
+			return
+		}
+		for _, h := range want {
+			tried[h] = true
+		}
+		progress := false
+		for _, h := range held {
+			if n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h)) {
+				progress = true
+			}
+		}
+		if !progress {
+			return
+		}
+	}
+}
+
+// fetchFor starts fetching from p the blobs that events p just sent name.
+// (Whether they are missing, the round finds out: asking now, after every
+// batch of a long catch-up, would derive the wants again each time.)
+func (n *Node) fetchFor(p peer.ID, agent string, added []*journal.Event) {
+	if capsule.NamesBlobs(added) {
+		n.startRound(p, wantsOnly)
+	}
+}
+
+// fetchBlob fetches the agent's blob h from p into partial and adopts
+// it, and reports whether the capsule holds it now. One fetch of a blob
+// runs at a time (rounds with two peers, or SyncPeer beside a round, may
+// want it at once, and there is one partial file): a second waits, then
+// finds it held, or resumes from where the first stopped.
+func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial string) bool {
+	unlock, ok := n.lockBlob(ctx, h)
+	if !ok {
+		return false
+	}
+	defer unlock()
+	if want, err := n.store.Wanted(agent); err != nil || !slices.Contains(want, h) {
+		return err == nil // adopted meanwhile
+	}
+	track, end := n.transfers.start(Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
+	got, err := protocol.Fetch(ctx, n.host, p, agent, h, partial, track)
+	end()
+	n.stats.blobBytes.Add(float64(got))
+	if err != nil {
+		n.log.Debug("blob fetch", "peer", p, "blob", h, "err", err)
+		return false
+	}
+	if err := n.store.adoptFetched(agent, h, partial); err != nil {
+		n.log.Warn("blob fetched but not adopted", "blob", h, "err", err)
+		return false
+	}
+	return true
+}
+
+// lockBlob takes the lock of blob h's fetch, waiting at most until ctx
+// ends (then ok is false); call unlock when done.
+func (n *Node) lockBlob(ctx context.Context, h string) (unlock func(), ok bool) {
+	n.mu.Lock()
+	l := n.blobLocks[h]
+	if l == nil {
+		l = &blobLock{held: make(chan struct{}, 1)}
+		n.blobLocks[h] = l
+	}
+	l.users++
+	n.mu.Unlock()
+	leave := func() {
+		n.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(n.blobLocks, h)
+		}
+		n.mu.Unlock()
+	}
+	select {
+	case l.held <- struct{}{}:
+		return func() { <-l.held; leave() }, true
+	case <-ctx.Done():
+		leave()
+		return nil, false
+	}
+}
+
+// blobLock serializes the fetches of one blob.
+type blobLock struct {
+	held  chan struct{} // holds a token while a fetch runs
+	users int           // holders and waiters; n.mu held
+}

@@ -1,0 +1,286 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"os"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/protocol"
+)
+
+// IdleCapsule is how long a capsule goes unused before the node closes
+// it (see Store.CloseIdle), checked every sync interval.
+const IdleCapsule = time.Minute
+
+// antiEntropy dials paired peers at their static addresses and syncs every
+// capsule with every connected peer, on a timer: gossip may miss a peer,
+// this never does. It also closes the capsules that have gone idle. A
+// peer that connects gets its round from the connection (see Start), so
+// each tick syncs with the peers connected before it dials the others.
+func (n *Node) antiEntropy() {
+	t := time.NewTicker(n.cfg.SyncInterval)
+	defer t.Stop()
+	n.dialPeers()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, p := range n.host.Network().Peers() {
+			n.startRound(p, changedOnly)
+		}
+		n.dialPeers()
+		if _, err := n.store.CloseIdle(IdleCapsule); err != nil {
+			n.log.Warn("closing idle capsules", "err", err)
+		}
+	}
+}
+
+// dialPeers connects to paired peers that are not connected and have
+// static addresses.
+func (n *Node) dialPeers() {
+	for _, ai := range n.peers.dialable() {
+		if n.host.Network().Connectedness(ai.ID) == network.Connected {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		if err := n.host.Connect(ctx, ai); err != nil {
+			n.log.Debug("paired peer unreachable", "peer", ai.ID, "err", err)
+		}
+		cancel()
+	}
+}
+
+// connected starts the round a new connection with p calls for. One
+// exchange per capsule brings both sides up to date, so only one side
+// starts them (two would send the missing events twice); the other
+// fetches the blobs it wants.
+func (n *Node) connected(p peer.ID) {
+	n.forgetSynced(p) // it may have restarted from another state
+	if leads(n.host.ID(), p) {
+		n.goSync(p)
+	} else {
+		n.startRound(p, wantsOnly)
+	}
+}
+
+// leads reports whether, of two connected peers, self is the one that
+// starts the sync exchanges on connect: the lower peer ID, so that both
+// sides agree whoever dialed.
+func leads(self, other peer.ID) bool { return self < other }
+
+// round is what a sync round with a peer covers; a higher round covers
+// what a lower one does.
+type round int
+
+const (
+	wantsOnly   round = iota + 1 // fetch wanted blobs; exchange no events
+	changedOnly                  // and exchange capsules the peer is not known to hold whole
+	everything                   // and exchange every capsule, taking those the peer offers
+)
+
+// goSync runs a round over every capsule with p in the background.
+func (n *Node) goSync(p peer.ID) { n.startRound(p, everything) }
+
+// startRound runs a sync round with p in the background. At most one round
+// runs per peer; requests that arrive meanwhile run one more round when it
+// ends (covering everything if any of them asked for it), so bursts never
+// pile up streams.
+func (n *Node) startRound(p peer.ID, r round) {
+	if !n.peers.Allowed(p) {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ctx.Err() != nil {
+		return // closing: Close waits for the goroutines already running
+	}
+	if n.syncing[p] {
+		n.again[p] = max(n.again[p], r)
+		return
+	}
+	n.syncing[p] = true
+	n.wg.Go(func() {
+		for {
+			n.syncRound(n.ctx, p, r)
+			n.mu.Lock()
+			r = n.again[p]
+			delete(n.again, p)
+			if r == 0 || n.ctx.Err() != nil {
+				delete(n.syncing, p)
+				n.mu.Unlock()
+				return
+			}
+			n.mu.Unlock()
+		}
+	})
+}
+
+// SyncPeer takes a copy of every capsule p shares that this node lacks,
+// then runs one sync exchange with p for every capsule held, and fetches
+// the blobs each one wants that p holds. It returns when they are done
+// (a blob another round is fetching meanwhile is waited for).
+func (n *Node) SyncPeer(ctx context.Context, p peer.ID) { n.syncRound(ctx, p, everything) }
+
+func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
+	if r > wantsOnly {
+		n.takeMissing(ctx, p)
+	}
+	ids, err := n.store.List()
+	if err != nil {
+		n.log.Warn("list capsules", "err", err)
+		return
+	}
+	for _, id := range ids {
+		if r == everything || r == changedOnly && !n.peerHoldsAll(p, id) && !n.responds(p, id) {
+			st, err := protocol.Sync(ctx, n.host, p, id, n.store)
+			n.stats.observe(st, err)
+			if err != nil {
+				n.log.Debug("sync", "peer", p, "agent", id, "err", err)
+				continue
+			}
+			n.recordSynced(p, id, st.Both)
+		}
+		n.fetchWanted(ctx, p, id)
+	}
+}
+
+// takeMissing copies from p every capsule it shares that this node does
+// not hold; each tar is checked completely before the capsule appears.
+func (n *Node) takeMissing(ctx context.Context, p peer.ID) {
+	ids, err := protocol.PeerCapsules(ctx, n.host, p)
+	if err != nil {
+		n.log.Debug("capsule list", "peer", p, "err", err)
+		return
+	}
+	for _, id := range ids {
+		if n.store.Holds(id) || !capsule.ValidAgentID(id) {
+			continue
+		}
+		if err := n.takeCapsule(ctx, p, id); err != nil {
+			n.log.Warn("could not take a capsule a peer shares", "peer", p, "agent", id, "err", err)
+			continue
+		}
+		n.log.Info("took a capsule a peer shares", "peer", p, "agent", id)
+	}
+}
+
+func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
+	f, err := os.CreateTemp(n.home, ".take-*.tar")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = protocol.TakeCapsule(ctx, n.host, p, id, f, capsule.DefaultLimits.MaxTotalSize)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if _, _, err = n.store.Import(f.Name()); err != nil {
+		return err
+	}
+	return n.gossip.join(id)
+}
+
+// recordSynced remembers both, a vector of events p and this node both
+// held when an exchange of agent ended.
+func (n *Node) recordSynced(p peer.ID, agent string, both journal.Vector) {
+	if both != nil {
+		n.synced.Add(syncKey{p, agent}, both)
+	}
+}
+
+// forgetSynced forgets what p was known to hold.
+func (n *Node) forgetSynced(p peer.ID) {
+	for _, k := range n.synced.Keys() {
+		if k.peer == p {
+			n.synced.Remove(k)
+		}
+	}
+}
+
+// peerHoldsAll reports whether p is known to hold every event of agent
+// this node holds: our vector equals the one both held after the last
+// exchange. (What p wrote since, p brings: its own vector moved.)
+func (n *Node) peerHoldsAll(p peer.ID, agent string) bool {
+	both, ok := n.synced.Get(syncKey{p, agent})
+	if !ok {
+		return false
+	}
+	ours, err := n.store.Vector(agent)
+	return err == nil && maps.Equal(ours, both)
+}
+
+// offerAware serves sync from the store; a peer syncing an agent this node
+// does not hold has just offered it, so the node starts a round with that
+// peer, which takes the capsule.
+type offerAware struct {
+	*Store
+	n *Node
+}
+
+// Exchanging marks an exchange a peer started as running until end is
+// called (protocol.Tracker).
+func (o offerAware) Exchanging(agent, from string) (end func()) {
+	p, err := peer.Decode(from)
+	if err != nil {
+		return func() {}
+	}
+	k := syncKey{p, agent}
+	n := o.n
+	n.mu.Lock()
+	n.responding[k]++
+	n.mu.Unlock()
+	return func() {
+		n.mu.Lock()
+		if n.responding[k]--; n.responding[k] == 0 {
+			delete(n.responding, k)
+		}
+		n.mu.Unlock()
+	}
+}
+
+// responds reports whether an exchange of agent that p started is running.
+func (n *Node) responds(p peer.ID, agent string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.responding[syncKey{p, agent}] > 0
+}
+
+// Synced records what a peer that started an exchange now holds
+// (protocol.Recorder).
+func (o offerAware) Synced(agent, from string, both journal.Vector) {
+	if p, err := peer.Decode(from); err == nil {
+		o.n.recordSynced(p, agent, both)
+	}
+}
+
+// Add stores events a peer sent in an exchange it started, and fetches
+// the blobs they name.
+func (o offerAware) Add(ctx context.Context, agent, from string, events []*journal.Event) error {
+	added, err := o.Store.add(ctx, agent, from, events)
+	if p, derr := peer.Decode(from); derr == nil {
+		o.n.fetchFor(p, agent, added)
+	}
+	return err
+}
+
+func (o offerAware) Events(agent, from string) ([]*journal.Event, error) {
+	evs, err := o.Store.Events(agent, from)
+	if errors.Is(err, protocol.ErrNotShared) && capsule.ValidAgentID(agent) && !o.Store.Holds(agent) {
+		if p, derr := peer.Decode(from); derr == nil {
+			o.n.goSync(p)
+		}
+	}
+	return evs, err
+}
