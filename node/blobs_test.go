@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -12,13 +13,13 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 )
 
@@ -97,7 +98,7 @@ func (f *flipWriter) Write(p []byte) (int, error) {
 
 func TestACorruptChunkFromAPeerIsRejectedAndFetchedAgain(t *testing.T) {
 	// No timer rounds: what b fetches, and when, is up to the test.
-	a, b := startNodeEvery(t, t.TempDir(), time.Hour), startNodeEvery(t, t.TempDir(), time.Hour)
+	a, b := startQuietNode(t), startQuietNode(t)
 	pair(t, a, b)
 	agent := sharedCapsule(t, a, b)
 	serveBlobsRotten(a, 2*protocol.BlobChunk+100)
@@ -258,4 +259,45 @@ func TestTwoRoundsWantingOneBlobFetchItOnce(t *testing.T) {
 	if got := testutil.ToFloat64(b.stats.blobBytes); got != float64(want) {
 		t.Fatalf("b fetched %v bytes for blobs of %d: a blob was fetched more than once", got, want)
 	}
+}
+
+func TestABlobAnEventNamesFollowsTheEventByGossip(t *testing.T) {
+	a, b := startQuietNode(t), startQuietNode(t) // no timer round fetches it
+	agent := sharedCapsule(t, a, b)
+	pair(t, a, b)
+	ctx := context.Background()
+	if err := a.host.Connect(ctx, peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "each node sees the other in the agent's topic", func() bool {
+		return inTopic(a, agent, b.host.ID()) && inTopic(b, agent, a.host.ID())
+	})
+	eventually(t, "the rounds the connection started are over", func() bool {
+		a.mu.Lock()
+		b.mu.Lock()
+		defer a.mu.Unlock()
+		defer b.mu.Unlock()
+		return len(a.syncing) == 0 && len(b.syncing) == 0
+	})
+	// An image a's user attached: its blob in a's capsule, then the message.
+	img := filepath.Join(t.TempDir(), "img")
+	os.WriteFile(img, bytes.Repeat([]byte("pixel"), 50_000), 0o644)
+	sum := sha256.Sum256(bytes.Repeat([]byte("pixel"), 50_000))
+	h := hex.EncodeToString(sum[:])
+	d, done, err := a.store.use(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = d.AdoptBlob(h, img)
+	done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "image", "cid": capsule.BlobCID(h)}}})
+	if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "message", Session: "s", Body: body}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b holds the image's blob", func() bool {
+		return len(b.store.HeldBlobs(agent, "", []string{h})) == 1
+	})
 }

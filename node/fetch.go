@@ -59,12 +59,44 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 }
 
 // fetchFor starts fetching from p the blobs that events p just sent name.
-// (Whether they are missing, the round finds out: asking now, after every
+// (Whether they are missing, the fetch finds out: asking now, after every
 // batch of a long catch-up, would derive the wants again each time.)
 func (n *Node) fetchFor(p peer.ID, agent string, added []*journal.Event) {
 	if capsule.NamesBlobs(added) {
-		n.startRound(p, wantsOnly)
+		n.goFetch(p, agent)
 	}
+}
+
+// goFetch fetches from p, in the background, the blobs the agent's capsule
+// wants (fetchWanted). At most one such fetch runs per peer and agent;
+// asking again while it runs runs it once more when it ends, so a burst of
+// events costs one or two have queries, and only for this agent.
+func (n *Node) goFetch(p peer.ID, agent string) {
+	k := syncKey{p, agent}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ctx.Err() != nil {
+		return // closing: Close waits for the goroutines already running
+	}
+	if n.fetching[k] {
+		n.fetchAgain[k] = true
+		return
+	}
+	n.fetching[k] = true
+	n.wg.Go(func() {
+		for {
+			n.fetchWanted(n.ctx, p, agent)
+			n.mu.Lock()
+			again := n.fetchAgain[k] && n.ctx.Err() == nil
+			delete(n.fetchAgain, k)
+			if !again {
+				delete(n.fetching, k)
+				n.mu.Unlock()
+				return
+			}
+			n.mu.Unlock()
+		}
+	})
 }
 
 // fetchBlob fetches the agent's blob h from p into partial and adopts

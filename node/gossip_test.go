@@ -23,12 +23,7 @@ import (
 // a test: after the sync on connect, only gossip moves events.
 func startQuietNode(t *testing.T) *Node {
 	t.Helper()
-	n, err := Start(t.TempDir(), Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: time.Hour}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
+	return startNodeEvery(t, t.TempDir(), time.Hour)
 }
 
 // eventually fails the test unless cond holds within 10 s.

@@ -87,6 +87,8 @@ type Node struct {
 	// peer and agent: a timer round leaves those capsules to them.
 	responding map[syncKey]int
 	blobLocks  map[string]*blobLock // by sha256, while a fetch holds or awaits it
+	fetching   map[syncKey]bool     // a goFetch runs for that peer and agent
+	fetchAgain map[syncKey]bool     // and was asked for again meanwhile
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -145,6 +147,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	n := &Node{home: home, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
 		transfers: newTransfers(), synced: synced, syncing: map[peer.ID]bool{}, again: map[peer.ID]round{},
 		responding: map[syncKey]int{}, blobLocks: map[string]*blobLock{},
+		fetching: map[syncKey]bool{}, fetchAgain: map[syncKey]bool{},
 		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)
 	if n.gossip, err = startGossip(ctx, n); err != nil {
