@@ -40,6 +40,7 @@ type Store struct {
 	mu     sync.Mutex
 	open   map[string]*openCapsule
 	closed map[string]summary // capsules CloseIdle closed
+	shut   bool               // Close has run: no capsule opens again
 
 	// swap is held for reading while a capsule is in use, and for writing
 	// while Import replaces a capsule folder with a merged one, so that no
@@ -86,8 +87,10 @@ func (s *Store) stamps(agent string) ([2]fileStamp, error) {
 func (s *Store) use(agent string) (d *capsule.Dir, done func(), err error) {
 	s.swap.RLock()
 	s.mu.Lock()
-	oc, err := s.get(agent)
-	if err == nil {
+	var oc *openCapsule
+	if s.shut {
+		err = ErrStoreClosed
+	} else if oc, err = s.get(agent); err == nil {
 		oc.users++
 	}
 	s.mu.Unlock()
@@ -216,6 +219,9 @@ func (s *Store) summary(agent string) (summary, bool) {
 	}
 	return sum, true
 }
+
+// ErrStoreClosed means the store was closed (the node is shutting down).
+var ErrStoreClosed = errors.New("the capsule store is closed")
 
 // ErrUnknownAgent means the node holds no capsule of that agent.
 var ErrUnknownAgent = errors.New("this node holds no capsule of that agent")
@@ -402,6 +408,9 @@ func (s *Store) Import(path string) (string, bool, error) {
 	defer s.swap.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.shut {
+		return "", false, ErrStoreClosed
+	}
 	final := filepath.Join(s.dir, id)
 	tmp, err := os.MkdirTemp(s.dir, ".import-*")
 	if err != nil {
@@ -500,10 +509,15 @@ func (s *Store) ExportFile(agent, out string) error {
 	return capsule.PackFile(c, out, capsule.PackOptions{})
 }
 
-// Close closes every open capsule.
+// Close waits for the uses in progress to end (a sync still storing what a
+// peer sent, say), then closes every open capsule; afterwards the store
+// opens none again and writes nothing.
 func (s *Store) Close() error {
+	s.swap.Lock() // held for reading by every use in progress
+	defer s.swap.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.shut = true
 	var errs []error
 	for id, oc := range s.open {
 		errs = append(errs, oc.d.Close())

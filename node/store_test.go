@@ -1,13 +1,17 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
@@ -119,3 +123,52 @@ func TestIdleCapsulesAreClosedAndStillAnswerForTheirVectorAndWants(t *testing.T)
 
 // sha256Of returns a made-up sha256 hex name, one per i below 16.
 func sha256Of(i int) string { return strings.Repeat("0123456789abcdef"[i:i+1], 64) }
+
+func TestAClosedStoreWaitsForUsesInProgressThenOpensNothing(t *testing.T) {
+	home := t.TempDir()
+	id, err := LoadIdentity(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenStore(home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "c")
+	c, err := capsule.New(dir, "closing", id.PeerID().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	agent, _, err := s.Import(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, done, err := s.use(agent) // a sync storing what a peer sent, say
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a use was in progress")
+	case <-time.After(50 * time.Millisecond):
+	}
+	done()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	journalPath := filepath.Join(home, CapsulesDir, agent, capsule.JournalFile)
+	before, _ := os.ReadFile(journalPath)
+	draft := journal.Draft{Type: "message", Session: "s", Body: json.RawMessage(`{"role":"user","content":[]}`)}
+	if _, err := s.Append(context.Background(), agent, id, []journal.Draft{draft}); !errors.Is(err, ErrStoreClosed) {
+		t.Fatalf("append after close: %v, want ErrStoreClosed", err)
+	}
+	if _, _, err := s.Import(dir); !errors.Is(err, ErrStoreClosed) {
+		t.Fatalf("import after close: %v, want ErrStoreClosed", err)
+	}
+	if after, _ := os.ReadFile(journalPath); !bytes.Equal(before, after) {
+		t.Fatal("the journal changed after the store was closed")
+	}
+}
