@@ -268,6 +268,15 @@ func (s *Store) add(ctx context.Context, agent, peer string, events []*journal.E
 // Reject keeps aside an event line a peer sent that failed its checks
 // (protocol.Rejecter), and logs it.
 func (s *Store) Reject(agent, peer string, line []byte, err error) {
+	s.swap.RLock() // so that Close waits for the write
+	defer s.swap.RUnlock()
+	s.mu.Lock()
+	shut := s.shut
+	s.mu.Unlock()
+	if shut {
+		s.log.Warn("an event a peer sent did not check; not kept, the store is closed", "agent", agent, "peer", peer, "reason", err)
+		return
+	}
 	s.log.Warn("quarantined an event a peer sent", "agent", agent, "peer", peer, "reason", err)
 	if qerr := s.quarantine.add(agent, peer, line, err); qerr != nil {
 		s.log.Error("could not write the quarantine", "agent", agent, "err", qerr)
