@@ -110,12 +110,7 @@ func TestACorruptChunkFromAPeerIsRejectedAndFetchedAgain(t *testing.T) {
 	b.SyncPeer(ctx, a.host.ID()) // the events, then a fetch of the listing and of the rotten blob
 	// The rounds the connection and the events started may fetch it
 	// again meanwhile; once they are over:
-	eventually(t, "b's rounds and transfers are over", func() bool {
-		b.mu.Lock()
-		rounds := len(b.syncing)
-		b.mu.Unlock()
-		return rounds == 0 && len(b.transfers.list()) == 0
-	})
+	eventually(t, "b's rounds and fetches are over", func() bool { return quiet(b) })
 	if w := wants(t, b, agent); !slices.Contains(w, blob) {
 		t.Fatalf("b wants %v: the rotten blob was adopted", w)
 	}
@@ -130,6 +125,14 @@ func TestACorruptChunkFromAPeerIsRejectedAndFetchedAgain(t *testing.T) {
 	if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
 		t.Fatalf("b's capsule: %v %+v", err, rep)
 	}
+}
+
+// quiet reports whether n runs no sync round, no blob fetch and no
+// transfer.
+func quiet(n *Node) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.rounds.idle() && n.fetches.idle() && len(n.transfers.list()) == 0
 }
 
 func wants(t *testing.T, n *Node, agent string) []string {
@@ -272,13 +275,7 @@ func TestABlobAnEventNamesFollowsTheEventByGossip(t *testing.T) {
 	eventually(t, "each node sees the other in the agent's topic", func() bool {
 		return inTopic(a, agent, b.host.ID()) && inTopic(b, agent, a.host.ID())
 	})
-	eventually(t, "the rounds the connection started are over", func() bool {
-		a.mu.Lock()
-		b.mu.Lock()
-		defer a.mu.Unlock()
-		defer b.mu.Unlock()
-		return len(a.syncing) == 0 && len(b.syncing) == 0
-	})
+	eventually(t, "the rounds the connection started are over", func() bool { return quiet(a) && quiet(b) })
 	// An image a's user attached: its blob in a's capsule, then the message.
 	img := filepath.Join(t.TempDir(), "img")
 	os.WriteFile(img, bytes.Repeat([]byte("pixel"), 50_000), 0o644)

@@ -72,31 +72,7 @@ func (n *Node) fetchFor(p peer.ID, agent string, added []*journal.Event) {
 // asking again while it runs runs it once more when it ends, so a burst of
 // events costs one or two have queries, and only for this agent.
 func (n *Node) goFetch(p peer.ID, agent string) {
-	k := syncKey{p, agent}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ctx.Err() != nil {
-		return // closing: Close waits for the goroutines already running
-	}
-	if n.fetching[k] {
-		n.fetchAgain[k] = true
-		return
-	}
-	n.fetching[k] = true
-	n.wg.Go(func() {
-		for {
-			n.fetchWanted(n.ctx, p, agent)
-			n.mu.Lock()
-			again := n.fetchAgain[k] && n.ctx.Err() == nil
-			delete(n.fetchAgain, k)
-			if !again {
-				delete(n.fetching, k)
-				n.mu.Unlock()
-				return
-			}
-			n.mu.Unlock()
-		}
-	})
+	startJob(n, &n.fetches, syncKey{p, agent}, 1, func(int) { n.fetchWanted(n.ctx, p, agent) })
 }
 
 // fetchBlob fetches the agent's blob h from p into partial and adopts

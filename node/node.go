@@ -81,14 +81,12 @@ type Node struct {
 	synced *lru.Cache[syncKey, journal.Vector]
 
 	mu      sync.Mutex
-	syncing map[peer.ID]bool  // a sync round with that peer is running
-	again   map[peer.ID]round // and another was asked for meanwhile
+	rounds  jobs[peer.ID] // sync rounds, by peer (startRound)
+	fetches jobs[syncKey] // blob fetches, by peer and agent (goFetch)
 	// responding counts the exchanges peers started that are running, by
 	// peer and agent: a timer round leaves those capsules to them.
 	responding map[syncKey]int
 	blobLocks  map[string]*blobLock // by sha256, while a fetch holds or awaits it
-	fetching   map[syncKey]bool     // a goFetch runs for that peer and agent
-	fetchAgain map[syncKey]bool     // and was asked for again meanwhile
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -145,9 +143,8 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	synced, _ := lru.New[syncKey, journal.Vector](peerVectors)
 	n := &Node{home: home, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
-		transfers: newTransfers(), synced: synced, syncing: map[peer.ID]bool{}, again: map[peer.ID]round{},
+		transfers: newTransfers(), synced: synced, rounds: newJobs[peer.ID](), fetches: newJobs[syncKey](),
 		responding: map[syncKey]int{}, blobLocks: map[string]*blobLock{},
-		fetching: map[syncKey]bool{}, fetchAgain: map[syncKey]bool{},
 		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)
 	if n.gossip, err = startGossip(ctx, n); err != nil {

@@ -98,30 +98,7 @@ func (n *Node) startRound(p peer.ID, r round) {
 	if !n.peers.Allowed(p) {
 		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.ctx.Err() != nil {
-		return // closing: Close waits for the goroutines already running
-	}
-	if n.syncing[p] {
-		n.again[p] = max(n.again[p], r)
-		return
-	}
-	n.syncing[p] = true
-	n.wg.Go(func() {
-		for {
-			n.syncRound(n.ctx, p, r)
-			n.mu.Lock()
-			r = n.again[p]
-			delete(n.again, p)
-			if r == 0 || n.ctx.Err() != nil {
-				delete(n.syncing, p)
-				n.mu.Unlock()
-				return
-			}
-			n.mu.Unlock()
-		}
-	})
+	startJob(n, &n.rounds, p, int(r), func(level int) { n.syncRound(n.ctx, p, round(level)) })
 }
 
 // SyncPeer takes a copy of every capsule p shares that this node lacks,
