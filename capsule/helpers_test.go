@@ -75,13 +75,7 @@ func writeTree(t testing.TB, root string, files map[string]string) {
 // conversation, snapshot a workspace. It returns the capsule folder.
 func fullCapsule(t testing.TB, s *testSigner) string {
 	t.Helper()
-	root := t.TempDir()
-	dir := filepath.Join(root, "agent")
-	c, err := New(dir, "helper", s.Machine())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	dir := emptyCapsule(t, s, "helper")
 	d, err := OpenDir(dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +89,7 @@ func fullCapsule(t testing.TB, s *testSigner) string {
 	); err != nil {
 		t.Fatal(err)
 	}
-	ws := filepath.Join(root, "ws")
+	ws := t.TempDir()
 	writeTree(t, ws, map[string]string{"a.txt": "alpha\n", "sub/b.bin": "\x00\x01\x02beta", "empty/": ""})
 	if _, err := d.Snapshot(ctx, s, ws); err != nil {
 		t.Fatal(err)
@@ -113,6 +107,19 @@ func mustVerify(t testing.TB, path string) *Report {
 		t.Fatalf("verify %s: %v", path, rep.Problems)
 	}
 	return rep
+}
+
+// emptyCapsule creates a new capsule named name, held by s's machine, in
+// a temporary folder, and returns its path.
+func emptyCapsule(t testing.TB, s *testSigner, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "agent")
+	c, err := New(dir, name, s.Machine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	return dir
 }
 
 func mustOpen(t testing.TB, path string) *Capsule {

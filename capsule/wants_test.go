@@ -127,12 +127,7 @@ func TestNamesBlobsSeesEveryKindOfReference(t *testing.T) {
 
 func TestAForkArrivingByAddEventsTakesTheSnapshotBackToTheLastReadableOne(t *testing.T) {
 	s := newSigner(t)
-	dir := filepath.Join(t.TempDir(), "agent")
-	c, err := New(dir, "forked", s.Machine())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	dir := emptyCapsule(t, s, "forked")
 	d, err := OpenDir(dir, nil)
 	if err != nil {
 		t.Fatal(err)

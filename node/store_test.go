@@ -17,29 +17,42 @@ import (
 	"github.com/tern-dev/tern/journal"
 )
 
-func TestIdleCapsulesAreClosedAndStillAnswerForTheirVectorAndWants(t *testing.T) {
-	home := t.TempDir()
+// newTestStore opens a store in a new home, and the home's identity.
+func newTestStore(t *testing.T) (home string, id *Identity, s *Store) {
+	t.Helper()
+	home = t.TempDir()
 	id, err := LoadIdentity(home)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenStore(home, nil)
+	if s, err = OpenStore(home, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return home, id, s
+}
+
+// importNew imports into s a new, empty capsule held by id, and returns
+// its agent id and the folder it was imported from.
+func importNew(t *testing.T, s *Store, id *Identity, name string) (agent, dir string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "c")
+	c, err := capsule.New(dir, name, id.PeerID().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	c.Close()
+	if agent, _, err = s.Import(dir); err != nil {
+		t.Fatal(err)
+	}
+	return agent, dir
+}
+
+func TestIdleCapsulesAreClosedAndStillAnswerForTheirVectorAndWants(t *testing.T) {
+	home, id, s := newTestStore(t)
 	var agents []string
 	for i := range 3 {
-		dir := filepath.Join(t.TempDir(), "c")
-		c, err := capsule.New(dir, "idle", id.PeerID().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Close()
-		agent, _, err := s.Import(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
+		agent, _ := importNew(t, s, id, "idle")
 		body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "hi"}, map[string]any{"type": "image", "cid": capsule.BlobCID(sha256Of(i))}}})
 		if _, err := s.Append(context.Background(), agent, id, []journal.Draft{{Type: "message", Session: "s", Body: body}}); err != nil {
 			t.Fatal(err)
@@ -125,25 +138,8 @@ func TestIdleCapsulesAreClosedAndStillAnswerForTheirVectorAndWants(t *testing.T)
 func sha256Of(i int) string { return strings.Repeat("0123456789abcdef"[i:i+1], 64) }
 
 func TestAClosedStoreWaitsForUsesInProgressThenOpensNothing(t *testing.T) {
-	home := t.TempDir()
-	id, err := LoadIdentity(home)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := OpenStore(home, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "c")
-	c, err := capsule.New(dir, "closing", id.PeerID().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
-	agent, _, err := s.Import(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	home, id, s := newTestStore(t)
+	agent, dir := importNew(t, s, id, "closing")
 	_, done, err := s.use(agent) // a sync storing what a peer sent, say
 	if err != nil {
 		t.Fatal(err)
