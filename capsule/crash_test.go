@@ -86,7 +86,7 @@ func TestKillNineDuringAppendSnapshotOrPackLosesNothing(t *testing.T) {
 		if !rep.OK() {
 			t.Fatalf("round %d: after kill -9 the capsule fails verify: %v", round, rep.Problems)
 		}
-		d, err := OpenDir(dir, nil) // recovery, as the next writer does
+		d, err := OpenDir(context.Background(), dir, nil) // recovery, as the next writer does
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}
@@ -134,7 +134,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	id, _ := peer.IDFromPrivateKey(priv)
 	s := &testSigner{priv: priv, id: id.String()}
-	d, err := OpenDir(dir, nil)
+	d, err := OpenDir(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

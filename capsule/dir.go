@@ -15,18 +15,20 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/journal"
 )
 
-// Dir is a capsule folder opened for writing. Only one Dir may be open on
-// a folder at a time. Its methods are safe for concurrent use: appends
+// Dir is a capsule folder opened for writing: it holds the folder's lock
+// (see OpenDir), so it is the folder's one writer until Close. Its methods are safe for concurrent use: appends
 // share fsyncs (group commit) and updates of the manifest take turns; the
 // embedded Capsule's Manifest field must not be read while another
 // goroutine may be updating it.
 type Dir struct {
 	*Capsule
-	dir string
-	log *slog.Logger
+	dir  string
+	log  *slog.Logger
+	lock *filelock.Lock
 
 	jlMu sync.Mutex
 	jl   *journal.Log // opened on first use
@@ -86,17 +88,12 @@ func New(dir, name, holder string) (*Capsule, error) {
 // staging folder; then it renames the staging folder into place.
 func writeNewCapsule(dir string, m *Manifest, files map[string][]byte, addBlobs func(staging string) (map[string]FileEntry, error)) error {
 	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
-	}
-	staging, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+tempPrefix+"*")
+	staging, lock, err := newStaging(dir)
 	if err != nil {
 		return err
 	}
+	defer lock.Unlock()
 	defer os.RemoveAll(staging) // a no-op once renamed
-	if err := os.Chmod(staging, 0o755); err != nil {
-		return err
-	}
 	for _, d := range dirs {
 		if err := os.Mkdir(filepath.Join(staging, filepath.FromSlash(d)), 0o755); err != nil {
 			return err
@@ -131,18 +128,31 @@ func writeNewCapsule(dir string, m *Manifest, files map[string][]byte, addBlobs 
 	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("replace the empty folder %s: %w", dir, err)
 	}
+	lock.Unlock()
 	if err := os.Rename(staging, dir); err != nil {
 		return fmt.Errorf("move the new capsule into place: %w", err)
 	}
 	return syncDir(parent)
 }
 
-// OpenDir opens a capsule folder for writing. It first completes what a
-// crash may have interrupted, logging each step: an update the manifest
-// committed but did not install is installed, an uncommitted one is
-// discarded, and temporary files are removed. A torn journal tail is
+// ErrLocked means another writer holds the capsule folder: another
+// process, or another Dir in this one. Errors that wrap it say who.
+var ErrLocked = filelock.ErrLocked
+
+// OpenDir opens a capsule folder for writing. It locks the folder against
+// every other writer until Close: another process, or another Dir in this
+// one (an OS lock on the folder, released even if the process is killed).
+// While another writer holds it, OpenDir waits until ctx is done, then
+// fails with an error wrapping ErrLocked that names the holder's process
+// when the system says; with a ctx already done it tries once.
+//
+// Holding the lock, it first completes what a crash may have interrupted,
+// logging each step: an update the manifest committed but did not install
+// is installed, an uncommitted one is discarded, temporary files are
+// removed, and blobs the manifest does not list are kept (listed) if the
+// journal names them and removed otherwise. A torn journal tail is
 // repaired on the first append.
-func OpenDir(dir string, log *slog.Logger) (*Dir, error) {
+func OpenDir(ctx context.Context, dir string, log *slog.Logger) (*Dir, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -153,12 +163,27 @@ func OpenDir(dir string, log *slog.Logger) (*Dir, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s is not a folder; unpack the tar first (tern capsule unpack)", dir)
 	}
-	c, err := Open(dir)
+	lock, err := filelock.Wait(ctx, dir)
+	if errors.Is(err, filelock.ErrLocked) {
+		who := "another process"
+		if pid := filelock.Holder(err); pid == os.Getpid() {
+			who = "this process (another writer in it)"
+		} else if pid > 0 {
+			who = fmt.Sprintf("process %d", pid)
+		}
+		return nil, fmt.Errorf("capsule %s is being written by %s; try again when it has finished: %w", dir, who, ErrLocked)
+	}
 	if err != nil {
 		return nil, err
 	}
-	d := &Dir{Capsule: c, dir: dir, log: log}
+	c, err := Open(dir)
+	if err != nil {
+		lock.Unlock()
+		return nil, err
+	}
+	d := &Dir{Capsule: c, dir: dir, log: log, lock: lock}
 	if err := d.recover(); err != nil {
+		d.Close()
 		return nil, fmt.Errorf("%s: recover: %w", dir, err)
 	}
 	return d, nil
@@ -166,12 +191,15 @@ func OpenDir(dir string, log *slog.Logger) (*Dir, error) {
 
 func (d *Dir) path(name string) string { return filepath.Join(d.dir, filepath.FromSlash(name)) }
 
-// recover finishes or discards interrupted updates and removes temporary files.
+// recover finishes or discards interrupted updates and removes what
+// killed writers left. It runs holding the folder's lock, so nothing it
+// finds is another writer's work in progress.
 func (d *Dir) recover() error {
 	names, err := d.src.list()
 	if err != nil {
 		return err
 	}
+	var blobs []string // blobs the manifest does not list
 	for _, name := range names {
 		switch {
 		case isTempName(name):
@@ -200,19 +228,72 @@ func (d *Dir) recover() error {
 			if err := os.Remove(d.path(name)); err != nil {
 				return err
 			}
+		case blobName(name) != "":
+			if _, listed := d.Manifest.Files[name]; !listed {
+				blobs = append(blobs, blobName(name))
+			}
+		}
+	}
+	if len(blobs) > 0 {
+		return d.recoverBlobs(blobs)
+	}
+	return nil
+}
+
+// recoverBlobs deals with blobs a killed writer stored but never listed
+// (a snapshot or an accepted edit killed before its manifest): those the
+// journal names are adopted, so its last events find their content; the
+// rest are removed. Adopting a snapshot's own blob can make its files
+// wanted, so it repeats until nothing more is adopted.
+func (d *Dir) recoverBlobs(blobs []string) error {
+	for {
+		wanted, err := d.Wanted()
+		if err != nil {
+			return err
+		}
+		adopted := false
+		for _, h := range blobs {
+			if _, ok := slices.BinarySearch(wanted, h); !ok {
+				continue
+			}
+			if err := d.AdoptBlob(h, d.path(BlobPath(h))); err != nil {
+				if errors.Is(err, ErrHashMismatch) {
+					continue // removed below
+				}
+				return err
+			}
+			d.log.Warn("keeping a blob an interrupted write stored: the journal names it", "capsule", d.dir, "blob", h)
+			adopted = true
+		}
+		if !adopted {
+			break
+		}
+	}
+	for _, h := range blobs {
+		if _, listed := d.Manifest.Files[BlobPath(h)]; listed {
+			continue
+		}
+		d.log.Warn("removing a blob an interrupted write left unlisted", "capsule", d.dir, "blob", h)
+		if err := os.Remove(d.path(BlobPath(h))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 	}
 	return nil
 }
 
-// Close closes the journal if an append opened it.
+// Close closes the journal if an append opened it and releases the
+// folder's lock. Closing again does nothing.
 func (d *Dir) Close() error {
 	d.jlMu.Lock()
 	defer d.jlMu.Unlock()
+	var err error
 	if d.jl != nil {
-		return d.jl.Close()
+		err = d.jl.Close()
 	}
-	return nil
+	if uerr := d.lock.Unlock(); err == nil {
+		err = uerr
+	}
+	return err
 }
 
 func (d *Dir) journalLog() (*journal.Log, error) {

@@ -23,7 +23,7 @@ func editFile(t *testing.T, dir, name string, edit func([]byte) []byte) {
 
 func accept(t *testing.T, dir string, s *testSigner) ([]string, error) {
 	t.Helper()
-	d, err := OpenDir(dir, nil)
+	d, err := OpenDir(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestTheLatestAcceptedEditWinsAMerge(t *testing.T) {
 func TestCopiesWithDifferentUnacceptedFilesDoNotMerge(t *testing.T) {
 	a, b, _, _ := diverge(t)
 	writeNotesIn := func(dir, text string) {
-		d, _ := OpenDir(dir, nil)
+		d, _ := OpenDir(context.Background(), dir, nil)
 		defer d.Close()
 		if err := d.commit(map[string][]byte{NotesFile: []byte(text)}, nil); err != nil {
 			t.Fatal(err)

@@ -76,7 +76,7 @@ func writeTree(t testing.TB, root string, files map[string]string) {
 func fullCapsule(t testing.TB, s *testSigner) string {
 	t.Helper()
 	dir := emptyCapsule(t, s, "helper")
-	d, err := OpenDir(dir, nil)
+	d, err := OpenDir(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,10 +95,11 @@ func Merge(a, b *Capsule, out string) (*MergeResult, error) {
 	if !strings.HasSuffix(out, ".tar") {
 		return res, writeNewCapsule(out, m, files, addBlobs)
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+tempPrefix+"*")
+	tmp, lock, err := newStaging(out)
 	if err != nil {
 		return nil, err
 	}
+	defer lock.Unlock()
 	defer os.RemoveAll(tmp)
 	dir := filepath.Join(tmp, "capsule")
 	if err := writeNewCapsule(dir, m, files, addBlobs); err != nil {

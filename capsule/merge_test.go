@@ -28,7 +28,7 @@ func diverge(t *testing.T) (a, b string, laptop, desktop *testSigner) {
 		if err := Unpack(tarPath, side.dir, Limits{}); err != nil {
 			t.Fatal(err)
 		}
-		d, err := OpenDir(side.dir, nil)
+		d, err := OpenDir(context.Background(), side.dir, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ func TestAppendingAfterAMergeContinuesTheLamportClock(t *testing.T) {
 	for _, e := range evs {
 		max = max0(max, e.Clock)
 	}
-	d, err := OpenDir(ab, nil)
+	d, err := OpenDir(context.Background(), ab, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestTheLatestSnapshotWinsTheMerge(t *testing.T) {
 	a, b, _, desktop := diverge(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	writeTree(t, ws, map[string]string{"new.txt": "from the desktop"})
-	d, err := OpenDir(b, nil)
+	d, err := OpenDir(context.Background(), b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

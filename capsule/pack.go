@@ -25,8 +25,9 @@ type PackOptions struct {
 
 // Pack writes the capsule as a tar to w. The tar holds manifest.json first,
 // then the layout's folders and files in sorted order, at its root, with
-// fixed owner, mode and time, in ustar format; the journal is written in
-// its total order and sealed whole in a fresh manifest. Two capsules with
+// fixed owner, mode and time, in USTAR format (PAX for a file of 8 GiB or
+// more); the journal is written in its total order and sealed whole in a
+// fresh manifest. Two capsules with
 // the same files and the same event set pack to identical bytes, on any
 // machine. Every file is hash-checked against the manifest as it is
 // copied; a damaged capsule is refused, with an error naming the file.
@@ -99,8 +100,22 @@ func Pack(c *Capsule, w io.Writer, opt PackOptions) error {
 	return tw.Close()
 }
 
+// maxUSTARSize is the largest file a USTAR header can describe (eleven
+// octal digits): 8 GiB - 1.
+const maxUSTARSize = 1<<33 - 1
+
+// tarFormat is the header format of a file of size bytes: USTAR, or PAX
+// (a USTAR header after an extended header holding the size) when USTAR
+// cannot hold the size. Both are deterministic.
+func tarFormat(size int64) tar.Format {
+	if size > maxUSTARSize {
+		return tar.FormatPAX
+	}
+	return tar.FormatUSTAR
+}
+
 func writeTarFile(tw *tar.Writer, name string, size int64, r io.Reader) error {
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: size, Mode: 0o644, ModTime: epoch0, Format: tar.FormatUSTAR}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: size, Mode: 0o644, ModTime: epoch0, Format: tarFormat(size)}
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
 	}
@@ -139,12 +154,14 @@ func copyChecked(tw *tar.Writer, c *Capsule, name string, want FileEntry) error 
 }
 
 // PackFile packs the capsule to the file at out atomically: a crash or an
-// error leaves no partial tar under that name.
+// error leaves no partial tar under that name, and what a killed run for
+// the same out left beside it is removed first.
 func PackFile(c *Capsule, out string, opt PackOptions) error {
 	abs, err := filepath.Abs(out)
 	if err != nil {
 		return err
 	}
+	removeLeftovers(abs)
 	return WriteAtomic(abs, 0o644, func(w io.Writer) error {
 		bw := newBufferedWriter(w)
 		if err := Pack(c, bw, opt); err != nil {

@@ -54,7 +54,7 @@ func TestACrashAfterTheCommitPointLeavesTheNewCapsule(t *testing.T) {
 	mustVerify(t, packed)
 
 	var log bytes.Buffer
-	d, err := OpenDir(dir, logTo(&log))
+	d, err := OpenDir(context.Background(), dir, logTo(&log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestACrashBeforeTheCommitPointLeavesTheOldCapsule(t *testing.T) {
 		t.Fatalf("a reader sees the uncommitted notes %q", got)
 	}
 	var log bytes.Buffer
-	d, err := OpenDir(dir, logTo(&log))
+	d, err := OpenDir(context.Background(), dir, logTo(&log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestATornJournalTailIsANoteAndTheNextAppendRepairsIt(t *testing.T) {
 		t.Fatalf("notes = %v", rep.Notes)
 	}
 	var log bytes.Buffer
-	d, err := OpenDir(dir, logTo(&log))
+	d, err := OpenDir(context.Background(), dir, logTo(&log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestEventsAppendedAfterTheSealVerifyAsANote(t *testing.T) {
 	s := newSigner(t)
 	dir := fullCapsule(t, s)
 	before, _ := os.ReadFile(filepath.Join(dir, ManifestFile))
-	d, _ := OpenDir(dir, nil)
+	d, _ := OpenDir(context.Background(), dir, nil)
 	if _, err := d.Append(context.Background(), s, 0, userMessage(t, "unsealed")); err != nil {
 		t.Fatal(err)
 	}

@@ -225,10 +225,11 @@ func (c *Capsule) Materialize(out string) error {
 	if err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
-	staging, err := os.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+tempPrefix+"*")
+	staging, lock, err := newStaging(out)
 	if err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
+	defer lock.Unlock()
 	defer os.RemoveAll(staging)
 
 	paths := make([]string, 0, len(snap.Entries))
@@ -262,6 +263,7 @@ func (c *Capsule) Materialize(out string) error {
 			}
 		}
 	}
+	lock.Unlock()
 	if err := os.Rename(staging, out); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}

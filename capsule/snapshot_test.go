@@ -25,7 +25,7 @@ func TestAWorkspaceComesBackWithItsContentAndModes(t *testing.T) {
 	os.Chmod(filepath.Join(ws, "ro"), 0o555)
 	t.Cleanup(func() { os.Chmod(filepath.Join(ws, "ro"), 0o755) })
 
-	d, err := OpenDir(dir, nil)
+	d, err := OpenDir(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestASymlinkInTheWorkspaceIsRefusedByName(t *testing.T) {
 	writeTree(t, ws, map[string]string{"a.txt": "a"})
 	os.Symlink("/etc/passwd", filepath.Join(ws, "link"))
 	before, _ := os.ReadFile(filepath.Join(dir, ManifestFile))
-	d, _ := OpenDir(dir, nil)
+	d, _ := OpenDir(context.Background(), dir, nil)
 	_, err := d.Snapshot(context.Background(), s, ws)
 	d.Close()
 	if err == nil || !strings.Contains(err.Error(), "link") || !strings.Contains(err.Error(), "symbolic link") {

@@ -24,8 +24,18 @@ type source interface {
 // dirSource reads a capsule folder.
 type dirSource struct{ dir string }
 
+// errNotRegular marks a capsule file that is a link, a device or another
+// non-regular file: damage, never followed.
+var errNotRegular = errors.New("not a regular file")
+
 func (s dirSource) open(name string) (io.ReadCloser, int64, error) {
-	f, err := os.Open(filepath.Join(s.dir, filepath.FromSlash(name)))
+	p := filepath.Join(s.dir, filepath.FromSlash(name))
+	if st, err := os.Lstat(p); err != nil {
+		return nil, 0, err
+	} else if !st.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("%s is a %s: %w", name, kindOf(st.Mode()), errNotRegular)
+	}
+	f, err := os.Open(p)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -34,34 +44,63 @@ func (s dirSource) open(name string) (io.ReadCloser, int64, error) {
 		f.Close()
 		return nil, 0, err
 	}
-	if !st.Mode().IsRegular() {
+	if !st.Mode().IsRegular() { // replaced since the Lstat
 		f.Close()
-		return nil, 0, fmt.Errorf("%s is not a regular file", name)
+		return nil, 0, fmt.Errorf("%s: %w", name, errNotRegular)
 	}
 	return f, st.Size(), nil
 }
 
-// list walks the folder; anything that is not a regular file or folder
-// (a link, a device) is reported as a name ending in " (not a regular file)"
-// so that verify names it.
+// list returns the capsule-relative names of the folder's regular files.
 func (s dirSource) list() ([]string, error) {
-	var names []string
-	err := filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+	names, _, err := s.scan()
+	return names, err
+}
+
+// scan walks the folder. It returns the names of its regular files and a
+// problem for everything else capsule v1 forbids in a folder: a link of
+// any kind (symbolic, or a file with more than one name), a device, a
+// pipe or a socket, and a folder outside the layout. A symbolic link is
+// never followed.
+func (s dirSource) scan() (regular []string, forbidden []Problem, err error) {
+	err = filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if p == s.dir || d.IsDir() {
+		if p == s.dir {
 			return nil
 		}
 		rel, err := filepath.Rel(s.dir, p)
 		if err != nil {
 			return err
 		}
-		names = append(names, filepath.ToSlash(rel))
+		name := filepath.ToSlash(rel)
+		switch {
+		case d.IsDir():
+			if !isLayoutDir(name) {
+				forbidden = append(forbidden, Problem{name + "/", fmt.Errorf("folder is not part of capsule v1 (it holds only %s)", strings.Join(dirs, "/, ")+"/")})
+			}
+			return nil
+		case d.Type()&fs.ModeSymlink != 0:
+			forbidden = append(forbidden, Problem{name, fmt.Errorf("symbolic link: a capsule holds only regular files (replace it with the file itself)")})
+			return nil
+		case !d.Type().IsRegular():
+			forbidden = append(forbidden, Problem{name, fmt.Errorf("%s: a capsule holds only regular files", kindOf(d.Type()))})
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if n := linkCount(info); n > 1 {
+			forbidden = append(forbidden, Problem{name, fmt.Errorf("hard link (the file has %d names): a capsule's files must be its own; copy the capsule with cp -r, not cp -l", n)})
+			return nil
+		}
+		regular = append(regular, name)
 		return nil
 	})
-	sort.Strings(names)
-	return names, err
+	sort.Strings(regular)
+	return regular, forbidden, err
 }
 
 func (dirSource) close() error { return nil }

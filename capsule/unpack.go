@@ -28,18 +28,16 @@ func Unpack(tarPath, dir string, lim Limits) (err error) {
 		return fmt.Errorf("unpack %s: %w: no %s", tarPath, ErrNotCapsule, ManifestFile)
 	}
 	parent := filepath.Dir(dir)
-	staging, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+tempPrefix+"*")
+	staging, lock, err := newStaging(dir)
 	if err != nil {
 		return fmt.Errorf("unpack: %w", err)
 	}
+	defer lock.Unlock()
 	defer func() {
 		if err != nil {
 			os.RemoveAll(staging)
 		}
 	}()
-	if err := os.Chmod(staging, 0o755); err != nil {
-		return err
-	}
 	for _, d := range dirs {
 		if err := os.Mkdir(filepath.Join(staging, filepath.FromSlash(d)), 0o755); err != nil {
 			return err
@@ -68,6 +66,7 @@ func Unpack(tarPath, dir string, lim Limits) (err error) {
 		}
 		return fmt.Errorf("unpack %s: entry %q: %v%s", tarPath, p.File, p.Err, more)
 	}
+	lock.Unlock()
 	if err := os.Rename(staging, dir); err != nil {
 		return fmt.Errorf("unpack: %w", err)
 	}

@@ -7,10 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/tern-dev/tern/journal"
 )
@@ -32,7 +34,9 @@ type Problem struct {
 func (p Problem) String() string { return p.File + ": " + p.Err.Error() }
 
 // Report is what Verify found. Problems are damage (the capsule must not be
-// trusted); Notes are harmless states a crash or a running writer leaves,
+// trusted); Unchecked are files that could not be read (an I/O error, a
+// permission, too many open files), so whether they are damaged is not
+// known; Notes are harmless states a crash or a running writer leaves,
 // which the next write tidies.
 type Report struct {
 	ID          string
@@ -42,13 +46,34 @@ type Report struct {
 	Events      int
 	Quarantined int
 	Problems    []Problem
+	Unchecked   []Problem
 	Notes       []string
 }
 
-// OK reports whether Verify found no problem.
-func (r *Report) OK() bool { return len(r.Problems) == 0 }
+// OK reports whether Verify found no problem and checked everything.
+func (r *Report) OK() bool { return len(r.Problems) == 0 && len(r.Unchecked) == 0 }
 
-func (r *Report) problem(file string, err error) { r.Problems = append(r.Problems, Problem{file, err}) }
+// problem records err against file: as damage, or as unchecked when err is
+// a failure to read (see readFailure).
+func (r *Report) problem(file string, err error) {
+	if readFailure(err) {
+		r.Unchecked = append(r.Unchecked, Problem{file, err})
+		return
+	}
+	r.Problems = append(r.Problems, Problem{file, err})
+}
+
+// readFailure reports whether err says a file could not be read, rather
+// than that it is missing or wrong: an error from the operating system
+// other than "does not exist".
+func readFailure(err error) bool {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNotRegular) {
+		return false
+	}
+	var pe *fs.PathError
+	var errno syscall.Errno
+	return errors.As(err, &pe) || errors.As(err, &errno)
+}
 
 func (r *Report) notef(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
@@ -72,7 +97,7 @@ func Verify(path string, opt VerifyOptions) (*Report, error) {
 	}
 	src, err := openSource(path, opt.Limits)
 	if err != nil {
-		r.problem(path, err)
+		r.problem(filepath.Base(path), err)
 		return r, nil
 	}
 	defer src.close()
@@ -130,7 +155,7 @@ func checkHashes(c *Capsule, workers int, r *Report) int64 {
 				n, err := checkFile(c, name)
 				mu.Lock()
 				total += n
-				if err != nil {
+				if err != nil && !errors.Is(err, errNotRegular) { // scan names those
 					r.problem(name, err)
 				}
 				mu.Unlock()
@@ -156,7 +181,7 @@ func checkFile(c *Capsule, name string) (int64, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return 0, fmt.Errorf("missing (the manifest lists %d bytes)", want.Size)
 		}
-		return 0, err
+		return 0, err // errNotRegular: scan names it too
 	}
 	if got == want {
 		return got.Size, nil
@@ -193,16 +218,25 @@ func hashListed(src source, name string, want FileEntry, prefix bool) (FileEntry
 
 func (d dirSource) path(name string) string { return d.dir + string(os.PathSeparator) + name }
 
-// checkUnlisted reports files the manifest does not list. In a folder,
-// what a crash leaves (temporary files, uncommitted updates, blobs written
-// before their manifest) is a note, not damage.
+// checkUnlisted reports files the manifest does not list, and in a
+// folder everything that is not a regular file or a layout folder. In a
+// folder, what a crash leaves (temporary files, uncommitted updates, blobs
+// written before their manifest) is a note, not damage.
 func checkUnlisted(c *Capsule, r *Report) {
-	names, err := c.src.list()
+	var names []string
+	var err error
+	d, isDir := c.src.(dirSource)
+	if isDir {
+		var forbidden []Problem
+		names, forbidden, err = d.scan()
+		r.Problems = append(r.Problems, forbidden...)
+	} else {
+		names, err = c.src.list()
+	}
 	if err != nil {
-		r.problem(c.Path, err)
+		r.problem(".", err)
 		return
 	}
-	_, isDir := c.src.(dirSource)
 	for _, name := range names {
 		if _, ok := c.Manifest.Files[name]; ok || name == ManifestFile {
 			continue
@@ -210,29 +244,30 @@ func checkUnlisted(c *Capsule, r *Report) {
 		if isDir {
 			switch {
 			case isTempName(name):
-				r.notef("%s: temporary file left by an interrupted write; removed on next write", name)
+				r.notef("%s: leftover of an interrupted write; removed by the next write", name)
 				continue
 			case strings.HasSuffix(name, nextSuffix):
 				if _, ok := c.Manifest.Files[strings.TrimSuffix(name, nextSuffix)]; ok {
-					r.notef("%s: interrupted update; completed or discarded on next write", name)
+					r.notef("%s: interrupted update; completed or discarded by the next write", name)
 					continue
 				}
 			case blobName(name) != "":
-				if e, err := hashFile(c.src.(dirSource).path(name), -1); err == nil && e.SHA256 == blobName(name) {
-					r.notef("%s: blob not yet listed in the manifest (an interrupted write)", name)
+				if e, err := hashFile(d.path(name), -1); err == nil && e.SHA256 == blobName(name) {
+					r.notef("%s: leftover blob of an interrupted write, not listed in the manifest; kept if the journal names it, else removed, by the next write", name)
 					continue
 				}
 			}
 		}
 		r.problem(name, fmt.Errorf("not listed in the manifest"))
 	}
+	sortProblems(r.Problems)
 }
 
 // checkJournal parses every line of the journal and checks its chains.
 func checkJournal(c *Capsule, r *Report) {
 	data, err := c.ReadFile(JournalFile)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errNotRegular) { // checkFile and scan name those
 			r.problem(JournalFile, err)
 		}
 		return

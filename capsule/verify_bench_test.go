@@ -56,7 +56,7 @@ func BenchmarkVerify(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	d, err := OpenDir(dir, nil)
+	d, err := OpenDir(context.Background(), dir, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -158,7 +158,7 @@ func TestTruncatingAnyFileIsCaughtAndNamed(t *testing.T) {
 // writeNotes replaces the notes through a committed update.
 func writeNotes(t *testing.T, dir, text string) {
 	t.Helper()
-	d, err := OpenDir(dir, nil)
+	d, err := OpenDir(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +274,7 @@ func TestVerifyNamesTheBadJournalLine(t *testing.T) {
 		before, _ := os.ReadFile(filepath.Join(dir, ManifestFile))
 		jpath := filepath.Join(dir, filepath.FromSlash(JournalFile))
 		j, _ := os.ReadFile(jpath)
-		d, _ := OpenDir(dir, nil)
+		d, _ := OpenDir(context.Background(), dir, nil)
 		evs, err := d.Append(context.Background(), s, 0, userMessage(t, "last"), userMessage(t, "after"))
 		d.Close()
 		if err != nil {
@@ -317,7 +317,7 @@ func TestVerifyNamesTheBadJournalLine(t *testing.T) {
 
 func TestVerifyRefusesASecretStoredUnderEnv(t *testing.T) {
 	dir := fullCapsule(t, newSigner(t))
-	d, err := OpenDir(dir, nil)
+	d, err := OpenDir(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

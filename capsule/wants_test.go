@@ -31,14 +31,14 @@ func TestACopyThatReceivedEventsWantsTheirBlobsAndCatchesUpWhenTheyArrive(t *tes
 	a, b, laptop, _ := diverge(t)
 	ws := filepath.Join(t.TempDir(), "ws")
 	writeTree(t, ws, map[string]string{"x.txt": "only on a", "y/z.bin": strings.Repeat("z", 5000)})
-	da, _ := OpenDir(a, nil)
+	da, _ := OpenDir(context.Background(), a, nil)
 	if _, err := da.Snapshot(context.Background(), laptop, ws); err != nil {
 		t.Fatal(err)
 	}
 	evsA, _ := da.Events()
 	da.Close()
 
-	db, err := OpenDir(b, nil)
+	db, err := OpenDir(context.Background(), b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestACopyThatReceivedEventsWantsTheirBlobsAndCatchesUpWhenTheyArrive(t *tes
 
 func TestAdoptBlobRefusesBytesThatDoNotMatchTheName(t *testing.T) {
 	dir := fullCapsule(t, newSigner(t))
-	d, _ := OpenDir(dir, nil)
+	d, _ := OpenDir(context.Background(), dir, nil)
 	defer d.Close()
 	p := filepath.Join(t.TempDir(), "x")
 	os.WriteFile(p, []byte("hello"), 0o644)
@@ -128,7 +128,7 @@ func TestNamesBlobsSeesEveryKindOfReference(t *testing.T) {
 func TestAForkArrivingByAddEventsTakesTheSnapshotBackToTheLastReadableOne(t *testing.T) {
 	s := newSigner(t)
 	dir := emptyCapsule(t, s, "forked")
-	d, err := OpenDir(dir, nil)
+	d, err := OpenDir(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,7 +193,7 @@ func (s *Store) get(id string) (*openCapsule, error) {
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("agent %s: %w", id, ErrUnknownAgent)
 	}
-	d, err := capsule.OpenDir(path, s.log)
+	d, err := capsule.OpenDir(noWait, path, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +219,15 @@ func (s *Store) summary(agent string) (summary, bool) {
 	}
 	return sum, true
 }
+
+// noWait is the context the store opens capsules with: a folder another
+// process is writing is reported at once, not waited for while the store's
+// lock is held.
+var noWait = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // ErrStoreClosed means the store was closed (the node is shutting down).
 var ErrStoreClosed = errors.New("the capsule store is closed")

@@ -109,7 +109,7 @@ func TestIdleCapsulesAreClosedAndStillAnswerForTheirVectorAndWants(t *testing.T)
 
 	// A tool writing to a closed capsule behind the store's back: the
 	// store sees the files changed and reads them again.
-	d, err := capsule.OpenDir(filepath.Join(home, CapsulesDir, agents[2]), nil)
+	d, err := capsule.OpenDir(context.Background(), filepath.Join(home, CapsulesDir, agents[2]), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

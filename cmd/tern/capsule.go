@@ -298,7 +298,7 @@ func capsuleSnapshotCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := capsule.OpenDir(args[0], e.log)
+			d, err := e.openDir(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -342,7 +342,7 @@ func capsuleAcceptCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := capsule.OpenDir(args[0], e.log)
+			d, err := e.openDir(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

@@ -85,7 +85,7 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 	say("   agent id %s, folder %s", c.ID(), path("agent"))
 
 	title("It appends a conversation: a question, a tool call, its result and an answer")
-	d, err := capsule.OpenDir(path("agent"), e.log)
+	d, err := e.openDir(ctx, path("agent"))
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 		{"on-laptop", laptop, "On the train: summarise chapter 3."},
 		{"on-desktop", desktop, "At home: draft the reply to Ana."},
 	} {
-		d, err := capsule.OpenDir(path(side.dir), e.log)
+		d, err := e.openDir(ctx, path(side.dir))
 		if err != nil {
 			return err
 		}

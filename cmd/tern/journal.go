@@ -68,7 +68,7 @@ func journalAppendCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := capsule.OpenDir(args[0], e.log)
+			d, err := e.openDir(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

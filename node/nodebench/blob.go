@@ -149,7 +149,7 @@ func nodesBlob(ctx context.Context, dir string, data []byte, sha256Hex string, r
 	}); err != nil {
 		return fmt.Errorf("first sync round: %w", err)
 	}
-	d, err := capsule.OpenDir(src, opt.log())
+	d, err := capsule.OpenDir(context.Background(), src, opt.log())
 	if err != nil {
 		return err
 	}

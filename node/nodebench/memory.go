@@ -187,7 +187,7 @@ func filledCapsule(ctx context.Context, dir, name string, id *node.Identity) ([]
 	if err != nil {
 		return nil, err
 	}
-	d, err := capsule.OpenDir(tmp, nil)
+	d, err := capsule.OpenDir(context.Background(), tmp, nil)
 	if err != nil {
 		return nil, err
 	}
