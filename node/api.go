@@ -9,9 +9,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,8 +28,9 @@ import (
 // maxImport bounds a capsule tar uploaded to the API.
 const maxImport = 64 << 30
 
-// routes is the loopback HTTP API. Every request needs the bearer token
-// of node.json.
+// routes is the loopback HTTP API. Every request must name the API as a
+// loopback address (see loopbackOnly) and carry the bearer token of
+// node.json.
 func (n *Node) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", n.handleStatus)
@@ -40,7 +44,53 @@ func (n *Node) routes() http.Handler {
 	root := http.NewServeMux()
 	root.Handle("GET /metrics", n.stats.handler()) // loopback only, no secrets: no token, as Prometheus expects
 	root.Handle("/", n.auth(mux))
-	return root
+	var host, port string // left empty (refusing every request) if the address does not parse
+	if api, err := url.Parse(n.info.API); err == nil {
+		host, port = api.Hostname(), api.Port()
+	}
+	return loopbackOnly(host, port, root)
+}
+
+// loopbackNames are the names a request may give the API by, besides the
+// address it listens on.
+var loopbackNames = []string{"127.0.0.1", "localhost", "::1"}
+
+// loopbackOnly serves a request only if its Host is a loopback name (or
+// listenHost, the loopback address the API listens on) with the API's own
+// port, and its Origin, if it has one, is http:// and such a host. A web
+// page the person visits thus cannot use the API: not through DNS
+// rebinding (its own name made to resolve to 127.0.0.1 stays in Host) nor
+// by a request from its own origin. Anything else is refused with 403.
+func loopbackOnly(listenHost, port string, next http.Handler) http.Handler {
+	names := append(slices.Clone(loopbackNames), listenHost)
+	ours := func(hostport string) bool {
+		h, p, err := net.SplitHostPort(hostport)
+		if err != nil { // no port: the default one
+			h, p = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), ""
+		}
+		if p == "" {
+			p = "80"
+		}
+		return p == port && slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(h, n) })
+	}
+	refused := func(w http.ResponseWriter, header, value string) {
+		httpError(w, http.StatusForbidden, fmt.Errorf("%s %q refused: this node's API answers only to http://127.0.0.1:%s, http://localhost:%s or http://[::1]:%s",
+			header, value, port, port, port))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ours(r.Host) {
+			refused(w, "Host", r.Host)
+			return
+		}
+		for _, o := range r.Header.Values("Origin") {
+			rest, ok := strings.CutPrefix(o, "http://")
+			if !ok || !ours(rest) {
+				refused(w, "Origin", o)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (n *Node) auth(next http.Handler) http.Handler {
