@@ -30,7 +30,8 @@ const maxImport = 64 << 30
 
 // routes is the loopback HTTP API. Every request must name the API as a
 // loopback address (see loopbackOnly) and carry the bearer token of
-// node.json.
+// node.json; /metrics, in Prometheus's text format, needs the token too
+// unless cfg.MetricsPublic.
 func (n *Node) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", n.handleStatus)
@@ -42,7 +43,11 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/peers/reload", n.handleReloadPeers)
 	mux.HandleFunc("POST /v1/shares/reload", n.handleReloadShares)
 	root := http.NewServeMux()
-	root.Handle("GET /metrics", n.stats.handler()) // loopback only, no secrets: no token, as Prometheus expects
+	metrics := n.stats.handler()
+	if !n.cfg.MetricsPublic {
+		metrics = n.auth(metrics)
+	}
+	root.Handle("GET /metrics", metrics)
 	root.Handle("/", n.auth(mux))
 	var host, port string // left empty (refusing every request) if the address does not parse
 	if api, err := url.Parse(n.info.API); err == nil {

@@ -46,6 +46,9 @@ type Config struct {
 	NAT          bool          // AutoNAT, port mapping, hole punching, paired peers with addresses as relays
 	RelayService bool          // relay connections between paired peers (an always-on machine)
 	SyncInterval time.Duration // anti-entropy period; default 30 s
+	// MetricsPublic serves /metrics without the bearer token, for a
+	// Prometheus on this machine (the token changes at every start).
+	MetricsPublic bool
 
 	// newHost makes the libp2p host instead of libp2pHost: tests run nodes
 	// on mocknet hosts, whose links they can cut.
