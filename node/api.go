@@ -79,7 +79,7 @@ func loopbackOnly(listenHost, port string, next http.Handler) http.Handler {
 		return p == port && slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(h, n) })
 	}
 	refused := func(w http.ResponseWriter, header, value string) {
-		httpError(w, http.StatusForbidden, fmt.Errorf("%s %q refused: this node's API answers only to http://127.0.0.1:%s, http://localhost:%s or http://[::1]:%s",
+		writeError(w, http.StatusForbidden, fmt.Sprintf("%s %q refused: this node's API answers only to http://127.0.0.1:%s, http://localhost:%s or http://[::1]:%s",
 			header, value, port, port, port))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -102,17 +102,81 @@ func (n *Node) auth(next http.Handler) http.Handler {
 	want := []byte("Bearer " + n.info.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			httpError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (see node.json)"))
+			n.httpError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (see node.json)"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func httpError(w http.ResponseWriter, code int, err error) {
+// httpError answers with code and {"error": message}, the message naming
+// the paths inside $TERN_HOME relative to it (see homeRelative).
+func (n *Node) httpError(w http.ResponseWriter, code int, err error) {
+	writeError(w, code, n.homeRelative(err.Error()))
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// homeRelative rewrites msg so that the paths inside $TERN_HOME it holds
+// are relative to it (capsules/<id>/manifest.json) and $TERN_HOME itself
+// reads "$TERN_HOME": where the node keeps its files is not the API's to
+// tell. It knows the home by every absolute spelling the node's errors
+// use: as given, cleaned, and with symbolic links resolved.
+func (n *Node) homeRelative(msg string) string {
+	var homes []string
+	if filepath.IsAbs(n.home) {
+		homes = append(homes, n.home)
+	}
+	if abs, err := filepath.Abs(n.home); err == nil {
+		homes = append(homes, abs)
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			homes = append(homes, real)
+		}
+	}
+	for _, h := range homes {
+		h = strings.TrimRight(h, string(filepath.Separator))
+		if h == "" || filepath.Dir(h) == h { // a root: no path would be left to read
+			continue
+		}
+		msg = relativeTo(msg, h)
+	}
+	return msg
+}
+
+// relativeTo rewrites every path in msg that is dir or lies inside it:
+// dir/a/b becomes a/b, dir itself $TERN_HOME. A path only starting like
+// dir (dir + "2/x") or holding it (/x + dir) is another path, left alone.
+func relativeTo(msg, dir string) string {
+	const seps = "/" + string(filepath.Separator)
+	bounds := func(c byte) bool { return strings.IndexByte(" \t\n\"'`:;,()[]<>=", c) >= 0 }
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, dir)
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		b.WriteString(msg[:i])
+		rest := msg[i+len(dir):]
+		inside := strings.TrimLeft(rest, seps)
+		switch {
+		case i > 0 && !bounds(msg[i-1]):
+			b.WriteString(dir)
+			msg = rest
+		case len(inside) < len(rest) && inside != "" && !bounds(inside[0]):
+			msg = inside
+		case len(inside) < len(rest) || rest == "" || bounds(rest[0]):
+			b.WriteString("$TERN_HOME")
+			msg = inside
+		default:
+			b.WriteString(dir)
+			msg = rest
+		}
+	}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -183,7 +247,7 @@ func (n *Node) Status() (Status, error) {
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 	st, err := n.Status()
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
+		n.httpError(w, http.StatusInternalServerError, err)
 		return
 	}
 	writeJSON(w, st)
@@ -192,7 +256,7 @@ func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
 	st, err := n.Status()
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
+		n.httpError(w, http.StatusInternalServerError, err)
 		return
 	}
 	writeJSON(w, st.Capsules)
@@ -202,7 +266,7 @@ func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
 func (n *Node) handleImport(w http.ResponseWriter, r *http.Request) {
 	f, err := os.CreateTemp(n.home, ".upload-*.tar")
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
+		n.httpError(w, http.StatusInternalServerError, err)
 		return
 	}
 	defer os.Remove(f.Name())
@@ -211,27 +275,38 @@ func (n *Node) handleImport(w http.ResponseWriter, r *http.Request) {
 		err = cerr
 	}
 	if err != nil {
-		httpError(w, http.StatusBadRequest, fmt.Errorf("upload: %w", err))
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("upload: %w", err))
 		return
 	}
 	id, merged, err := n.Import(f.Name())
 	if err != nil {
-		httpError(w, http.StatusBadRequest, err)
+		n.httpError(w, http.StatusBadRequest, uploadError(err, f.Name()))
 		return
 	}
 	writeJSON(w, map[string]any{"id": id, "merged": merged})
 }
 
+// uploadError is an error of importing the upload kept at tmp, saying
+// "the uploaded tar" where it named tmp, whose name means nothing to the
+// client, and saying it first if it did not.
+func uploadError(err error, tmp string) error {
+	msg := err.Error()
+	if !strings.Contains(msg, tmp) {
+		return fmt.Errorf("the uploaded tar: %s", msg)
+	}
+	return errors.New(strings.ReplaceAll(msg, tmp, "the uploaded tar"))
+}
+
 func (n *Node) handleExport(w http.ResponseWriter, r *http.Request) {
 	tmp, err := os.MkdirTemp(n.home, ".export-*")
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
+		n.httpError(w, http.StatusInternalServerError, err)
 		return
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "capsule.tar")
 	if err := n.store.ExportFile(r.PathValue("id"), out); err != nil {
-		httpError(w, statusOf(err), err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
@@ -251,18 +326,18 @@ func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
 		}
 		d, err := journal.ParseDraft([]byte(b))
 		if err != nil {
-			httpError(w, http.StatusBadRequest, fmt.Errorf("line %d: %w", line, err))
+			n.httpError(w, http.StatusBadRequest, fmt.Errorf("line %d: %w", line, err))
 			return
 		}
 		drafts = append(drafts, d)
 	}
 	if err := sc.Err(); err != nil {
-		httpError(w, http.StatusBadRequest, err)
+		n.httpError(w, http.StatusBadRequest, err)
 		return
 	}
 	evs, err := n.Append(r.Context(), r.PathValue("id"), drafts)
 	if err != nil {
-		httpError(w, statusOf(err), err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	ids := make([]string, len(evs))
@@ -296,12 +371,12 @@ func (n *Node) handleSyncState(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	p, err := peer.Decode(r.URL.Query().Get("peer"))
 	if err != nil {
-		httpError(w, http.StatusBadRequest, fmt.Errorf("peer: %w", err))
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("peer: %w", err))
 		return
 	}
 	st, err := n.syncState(r.Context(), p, id)
 	if err != nil {
-		httpError(w, statusOf(err), err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	writeJSON(w, st)
@@ -343,7 +418,7 @@ func (n *Node) syncState(ctx context.Context, p peer.ID, agent string) (SyncStat
 
 func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
 	if err := n.peers.Reload(); err != nil {
-		httpError(w, http.StatusBadRequest, err)
+		n.httpError(w, http.StatusBadRequest, err)
 		return
 	}
 	// Close connections to peers that are no longer paired.
@@ -358,7 +433,7 @@ func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleReloadShares(w http.ResponseWriter, r *http.Request) {
 	if err := n.store.shares.Reload(); err != nil {
-		httpError(w, http.StatusBadRequest, err)
+		n.httpError(w, http.StatusBadRequest, err)
 		return
 	}
 	writeJSON(w, map[string]bool{"ok": true})

@@ -1,12 +1,17 @@
 package node
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tern-dev/tern/capsule"
 )
 
 // apiError reads an error answer of the API, failing unless it is JSON
@@ -109,5 +114,145 @@ func TestARunningNodeRefusesAForeignHostOrOriginOnEveryRoute(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// call sends an authorized request to n's API and returns the status and
+// the body.
+func call(t *testing.T, n *Node, method, path string, body io.Reader) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, n.info.API+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+n.info.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, data
+}
+
+// errorOf returns the "error" of an error answer's body.
+func errorOf(t *testing.T, code int, body []byte) string {
+	t.Helper()
+	var e struct {
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Error == "" || code < 400 {
+		t.Fatalf("%d %q is not an error answer", code, body)
+	}
+	return e.Error
+}
+
+// noHomePath fails if msg names n's home or the temporary folder by an
+// absolute path.
+func noHomePath(t *testing.T, n *Node, msg string) {
+	t.Helper()
+	abs, _ := filepath.Abs(n.home)
+	real, _ := filepath.EvalSymlinks(abs)
+	for _, p := range []string{n.home, abs, real, os.TempDir()} {
+		if strings.Contains(msg, p) {
+			t.Fatalf("error %q names the absolute path %s", msg, p)
+		}
+	}
+}
+
+func TestAnErrorFromADamagedCapsuleNamesItsFilesRelativeToTheHome(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	agent := sharedCapsule(t, n)
+	if err := os.WriteFile(filepath.Join(n.home, CapsulesDir, agent, capsule.ManifestFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, method, path, body string }{
+		{"an append", http.MethodPost, "/v1/capsules/" + agent + "/events", `{"type":"message","body":{}}`},
+		{"an export", http.MethodGet, "/v1/capsules/" + agent + "/export", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := call(t, n, tc.method, tc.path, strings.NewReader(tc.body))
+			msg := errorOf(t, code, body)
+			noHomePath(t, n, msg)
+			if !strings.Contains(msg, CapsulesDir+"/"+agent) {
+				t.Fatalf("error %q does not name the capsule's folder relative to the home", msg)
+			}
+		})
+	}
+}
+
+func TestABadUploadIsCalledTheUploadedTarAndNamesNoPath(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	dir := filepath.Join(t.TempDir(), "agent")
+	c, err := capsule.New(dir, "tampered", n.info.PeerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	tarPath := filepath.Join(t.TempDir(), "agent.tar")
+	src, err := capsule.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = capsule.PackFile(src, tarPath, capsule.PackOptions{})
+	src.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := os.ReadFile(tarPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent's name is in agent.json, whose hash the manifest lists.
+	tampered := bytes.Replace(good, []byte(`"tampered"`), []byte(`"Tampered"`), 1)
+	if bytes.Equal(tampered, good) {
+		t.Fatal("the tar does not hold the agent's name")
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"bytes that are not a tar", []byte("not a tar at all")},
+		{"a tar cut short", good[:len(good)/2]},
+		{"a tar whose agent.json was altered", tampered},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := call(t, n, http.MethodPost, "/v1/capsules", bytes.NewReader(tc.body))
+			msg := errorOf(t, code, body)
+			noHomePath(t, n, msg)
+			if !strings.Contains(msg, "the uploaded tar") || strings.Contains(msg, ".upload-") {
+				t.Fatalf("error %q does not call the upload the uploaded tar", msg)
+			}
+		})
+	}
+}
+
+func TestHomeRelativeNamesPathsInsideTheHomeRelativeToIt(t *testing.T) {
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "home")
+	if err := os.Symlink(real, link); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+	n := &Node{home: link}
+	for _, tc := range []struct{ name, in, want string }{
+		{"a file under the home as given", "open " + link + "/capsules/x/manifest.json: denied", "open capsules/x/manifest.json: denied"},
+		{"a file under the home's real path", "read " + real + "/peers.json: bad", "read peers.json: bad"},
+		{"the home itself", "mkdir " + link + ": denied", "mkdir $TERN_HOME: denied"},
+		{"the home with a separator after it", "open " + link + "/: denied", "open $TERN_HOME: denied"},
+		{"a path quoted", `open "` + link + `/x"`, `open "x"`},
+		{"a doubled separator left by a join", "open " + link + "//x: denied", "open x: denied"},
+		{"two paths", "rename " + link + "/a " + real + "/b: denied", "rename a b: denied"},
+		{"a path outside the home", "open /etc/hosts: denied", "open /etc/hosts: denied"},
+		{"a sibling whose name starts like the home", "open " + link + "2/x: denied", "open " + link + "2/x: denied"},
+		{"a path that holds the home's path further in", "open /mnt" + real + "/x: denied", "open /mnt" + real + "/x: denied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := n.homeRelative(tc.in); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
