@@ -16,11 +16,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 )
@@ -28,10 +30,30 @@ import (
 // maxImport bounds a capsule tar uploaded to the API.
 const maxImport = 64 << 30
 
+// maxDraftLine bounds one line of the drafts appended through the API.
+const maxDraftLine = 64 << 20
+
 // routes is the loopback HTTP API. Every request must name the API as a
 // loopback address (see loopbackOnly) and carry the bearer token of
 // node.json; /metrics, in Prometheus's text format, needs the token too
 // unless cfg.MetricsPublic.
+//
+// An error answer is {"error": "..."}, naming paths inside $TERN_HOME
+// relative to it, with a status that says whose fault it was:
+//
+//   - 400: the request is malformed: not an agent id, a draft line or a
+//     peer ID that does not parse, an uploaded tar that is not a sound
+//     capsule.
+//   - 401: no bearer token, or the wrong one.
+//   - 403: a Host or Origin other than the API's loopback address.
+//   - 404: the node holds no capsule of that agent.
+//   - 409: the request conflicts with what the node holds: an uploaded
+//     copy differs from the held one in a file tern cannot merge, or this
+//     machine's own chain in the journal is forked or broken.
+//   - 413: over a limit: a tar over maxImport, a draft line over 64 MiB.
+//   - 500: the node failed: its disk, a damaged capsule of its own, a
+//     peers.json or shares.json it cannot reload.
+//   - 503: the node is shutting down; try again once it runs.
 func (n *Node) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", n.handleStatus)
@@ -247,7 +269,7 @@ func (n *Node) Status() (Status, error) {
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 	st, err := n.Status()
 	if err != nil {
-		n.httpError(w, http.StatusInternalServerError, err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	writeJSON(w, st)
@@ -256,7 +278,7 @@ func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
 	st, err := n.Status()
 	if err != nil {
-		n.httpError(w, http.StatusInternalServerError, err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	writeJSON(w, st.Capsules)
@@ -270,20 +292,61 @@ func (n *Node) handleImport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer os.Remove(f.Name())
-	_, err = io.Copy(f, http.MaxBytesReader(w, r.Body, maxImport))
+	body := &readErrors{r: http.MaxBytesReader(w, r.Body, maxImport)}
+	_, err = io.Copy(f, body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		n.httpError(w, http.StatusBadRequest, fmt.Errorf("upload: %w", err))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(body.err, &tooLarge):
+		n.httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded tar is over the limit of %d bytes", maxImport))
+		return
+	case body.err != nil:
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("reading the uploaded tar: %w", body.err))
+		return
+	case err != nil:
+		n.httpError(w, http.StatusInternalServerError, uploadError(fmt.Errorf("keeping the upload: %w", err), f.Name()))
 		return
 	}
 	id, merged, err := n.Import(f.Name())
 	if err != nil {
-		n.httpError(w, http.StatusBadRequest, uploadError(err, f.Name()))
+		n.httpError(w, importStatus(err), uploadError(err, f.Name()))
 		return
 	}
 	writeJSON(w, map[string]any{"id": id, "merged": merged})
+}
+
+// importStatus is the status of a failed import of an upload: the
+// upload's fault (400) unless the node's own disk failed (an error that
+// carries an errno: 500), it differs from the held copy in a file tern
+// cannot merge (409) or the store is closing (503).
+func importStatus(err error) int {
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, ErrStoreClosed):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, capsule.ErrDiverged):
+		return http.StatusConflict
+	case errors.As(err, &errno):
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
+}
+
+// readErrors is a reader that keeps its reader's error (io.EOF aside):
+// when a copy to a file fails, it tells the client's fault from the disk's.
+type readErrors struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErrors) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }
 
 // uploadError is an error of importing the upload kept at tmp, saying
@@ -298,6 +361,10 @@ func uploadError(err error, tmp string) error {
 }
 
 func (n *Node) handleExport(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
 	tmp, err := os.MkdirTemp(n.home, ".export-*")
 	if err != nil {
 		n.httpError(w, http.StatusInternalServerError, err)
@@ -305,7 +372,7 @@ func (n *Node) handleExport(w http.ResponseWriter, r *http.Request) {
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "capsule.tar")
-	if err := n.store.ExportFile(r.PathValue("id"), out); err != nil {
+	if err := n.store.ExportFile(id, out); err != nil {
 		n.httpError(w, statusOf(err), err)
 		return
 	}
@@ -316,9 +383,13 @@ func (n *Node) handleExport(w http.ResponseWriter, r *http.Request) {
 // handleAppend appends draft events (one JSON object per line) signed by
 // this node, all or nothing, and returns their ids.
 func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
 	var drafts []journal.Draft
 	sc := bufio.NewScanner(r.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	sc.Buffer(make([]byte, 64<<10), maxDraftLine)
 	for line := 1; sc.Scan(); line++ {
 		b := strings.TrimSpace(sc.Text())
 		if b == "" {
@@ -331,11 +402,14 @@ func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
 		}
 		drafts = append(drafts, d)
 	}
-	if err := sc.Err(); err != nil {
-		n.httpError(w, http.StatusBadRequest, err)
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		n.httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("a draft line is over the limit of %d bytes", maxDraftLine))
+		return
+	} else if err != nil {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("reading the drafts: %w", err))
 		return
 	}
-	evs, err := n.Append(r.Context(), r.PathValue("id"), drafts)
+	evs, err := n.Append(r.Context(), id, drafts)
 	if err != nil {
 		n.httpError(w, statusOf(err), err)
 		return
@@ -368,7 +442,10 @@ type SyncState struct {
 }
 
 func (n *Node) handleSyncState(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
 	p, err := peer.Decode(r.URL.Query().Get("peer"))
 	if err != nil {
 		n.httpError(w, http.StatusBadRequest, fmt.Errorf("peer: %w", err))
@@ -418,7 +495,7 @@ func (n *Node) syncState(ctx context.Context, p peer.ID, agent string) (SyncStat
 
 func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
 	if err := n.peers.Reload(); err != nil {
-		n.httpError(w, http.StatusBadRequest, err)
+		n.httpError(w, http.StatusInternalServerError, fmt.Errorf("reload %s: %w", PeersFile, err))
 		return
 	}
 	// Close connections to peers that are no longer paired.
@@ -433,15 +510,35 @@ func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleReloadShares(w http.ResponseWriter, r *http.Request) {
 	if err := n.store.shares.Reload(); err != nil {
-		n.httpError(w, http.StatusBadRequest, err)
+		n.httpError(w, http.StatusInternalServerError, fmt.Errorf("reload %s: %w", SharesFile, err))
 		return
 	}
 	writeJSON(w, map[string]bool{"ok": true})
 }
 
-func statusOf(err error) int {
-	if errors.Is(err, ErrUnknownAgent) {
-		return http.StatusNotFound
+// agentID returns the request's agent id, or answers 400 if it is not one.
+func (n *Node) agentID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !capsule.ValidAgentID(id) {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("%q is not an agent id", id))
+		return "", false
 	}
-	return http.StatusBadRequest
+	return id, true
+}
+
+// statusOf is the status of an error of the node's own capsules (see
+// routes): what the client got wrong is 4xx; anything else is the node's
+// failure, a damaged capsule included.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrUnknownAgent):
+		return http.StatusNotFound
+	case errors.Is(err, journal.ErrInvalidDraft):
+		return http.StatusBadRequest
+	case errors.Is(err, journal.ErrFork), errors.Is(err, journal.ErrBrokenChain):
+		return http.StatusConflict
+	case errors.Is(err, ErrStoreClosed), errors.Is(err, journal.ErrClosed):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }

@@ -3,15 +3,20 @@ package node
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
 )
 
 // apiError reads an error answer of the API, failing unless it is JSON
@@ -176,6 +181,9 @@ func TestAnErrorFromADamagedCapsuleNamesItsFilesRelativeToTheHome(t *testing.T) 
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := call(t, n, tc.method, tc.path, strings.NewReader(tc.body))
 			msg := errorOf(t, code, body)
+			if code != http.StatusInternalServerError {
+				t.Errorf("answered %d: a damaged capsule of the node's own is the node's failure, 500", code)
+			}
 			noHomePath(t, n, msg)
 			if !strings.Contains(msg, CapsulesDir+"/"+agent) {
 				t.Fatalf("error %q does not name the capsule's folder relative to the home", msg)
@@ -252,6 +260,75 @@ func TestHomeRelativeNamesPathsInsideTheHomeRelativeToIt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := n.homeRelative(tc.in); got != tc.want {
 				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTheAPIsStatusesSayWhoseFaultAnErrorIs(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	held := sharedCapsule(t, n)
+	const absent = "00000000-0000-4000-8000-000000000000"
+	for _, tc := range []struct {
+		name, method, path, body string
+		want                     int
+	}{
+		{"an export of an agent the node does not hold is 404", http.MethodGet, "/v1/capsules/" + absent + "/export", "", http.StatusNotFound},
+		{"an export of what is not an agent id is 400", http.MethodGet, "/v1/capsules/not-an-id/export", "", http.StatusBadRequest},
+		{"an append to an agent the node does not hold is 404", http.MethodPost, "/v1/capsules/" + absent + "/events", `{"type":"message","body":{}}`, http.StatusNotFound},
+		{"an append of a line that is not a draft is 400", http.MethodPost, "/v1/capsules/" + held + "/events", `{"body":{}}`, http.StatusBadRequest},
+		{"an append of a line over the limit is 413", http.MethodPost, "/v1/capsules/" + held + "/events", strings.Repeat(" ", maxDraftLine+1), http.StatusRequestEntityTooLarge},
+		{"a sync state for what is not a peer ID is 400", http.MethodGet, "/v1/capsules/" + held + "/sync?peer=nobody", "", http.StatusBadRequest},
+		{"a sync state of an agent the node does not hold is 404", http.MethodGet, "/v1/capsules/" + absent + "/sync?peer=" + n.info.PeerID, "", http.StatusNotFound},
+		{"an import of bytes that are not a tar is 400", http.MethodPost, "/v1/capsules", "not a tar", http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := call(t, n, tc.method, tc.path, strings.NewReader(tc.body))
+			if msg := errorOf(t, code, body); code != tc.want {
+				t.Fatalf("answered %d (%s), want %d", code, msg, tc.want)
+			}
+		})
+	}
+	// Once the store is closed (the node is shutting down), the node
+	// cannot serve, whatever the request.
+	if err := n.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/v1/status", "/v1/capsules/" + held + "/export"} {
+		if code, body := call(t, n, http.MethodGet, path, nil); code != http.StatusServiceUnavailable {
+			t.Errorf("%s on a closed store answered %d %s, want 503", path, code, body)
+		}
+	}
+}
+
+func TestStatusesOfErrorsTellTheClientsFaultFromTheNodes(t *testing.T) {
+	disk := &fs.PathError{Op: "write", Path: "/somewhere", Err: syscall.ENOSPC}
+	wrap := func(err error) error { return fmt.Errorf("agent x: %w", err) }
+	for _, tc := range []struct {
+		name   string
+		status func(error) int
+		err    error
+		want   int
+	}{
+		{"an agent the node does not hold", statusOf, wrap(ErrUnknownAgent), http.StatusNotFound},
+		{"an invalid draft", statusOf, wrap(journal.ErrInvalidDraft), http.StatusBadRequest},
+		{"this machine's chain forked", statusOf, wrap(journal.ErrFork), http.StatusConflict},
+		{"this machine's chain broken", statusOf, wrap(journal.ErrBrokenChain), http.StatusConflict},
+		{"a closed store", statusOf, wrap(ErrStoreClosed), http.StatusServiceUnavailable},
+		{"a closed journal", statusOf, wrap(journal.ErrClosed), http.StatusServiceUnavailable},
+		{"a full disk", statusOf, wrap(disk), http.StatusInternalServerError},
+		{"a damaged capsule the node holds", statusOf, wrap(capsule.ErrHashMismatch), http.StatusInternalServerError},
+		{"anything else", statusOf, errors.New("?"), http.StatusInternalServerError},
+		{"an import of an unsafe tar", importStatus, wrap(capsule.ErrUnsafeTar), http.StatusBadRequest},
+		{"an import of what is not a capsule", importStatus, wrap(capsule.ErrNotCapsule), http.StatusBadRequest},
+		{"an import that fails a check", importStatus, errors.New(`unpack the uploaded tar: entry "agent.json": altered`), http.StatusBadRequest},
+		{"an import that cannot merge", importStatus, wrap(capsule.ErrDiverged), http.StatusConflict},
+		{"an import onto a full disk", importStatus, wrap(disk), http.StatusInternalServerError},
+		{"an import into a closed store", importStatus, ErrStoreClosed, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.status(tc.err); got != tc.want {
+				t.Fatalf("%v: %d, want %d", tc.err, got, tc.want)
 			}
 		})
 	}
