@@ -72,6 +72,7 @@ type Node struct {
 	peers *Peers
 	store *Store
 	host  host.Host
+	mdns  mdns.Service // nil with NoMDNS
 	api   *http.Server
 	info  Info
 	stats *metrics
@@ -177,7 +178,8 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		n.connected(p)
 	}
 	if !cfg.NoMDNS {
-		if err := mdns.NewMdnsService(h, MDNSService, n).Start(); err != nil {
+		n.mdns = mdns.NewMdnsService(h, MDNSService, n)
+		if err := n.mdns.Start(); err != nil {
 			log.Warn("LAN discovery is off", "err", err)
 		}
 	}
@@ -322,6 +324,9 @@ func (n *Node) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, n.api.Shutdown(ctx))
 		cancel()
+	}
+	if n.mdns != nil {
+		errs = append(errs, n.mdns.Close()) // it announces the host: before the host
 	}
 	errs = append(errs, n.host.Close())
 	n.wg.Wait()

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -417,4 +418,46 @@ func TestATimerRoundLeavesACapsuleToTheExchangeThePeerIsRunning(t *testing.T) {
 	}
 	end()
 	converged(t, agent, 6, a, b) // the next timer round brings them
+}
+
+// mdnsGoroutines counts the goroutines of LAN discovery: the mDNS
+// service's and its zeroconf server's, which its Close waits for.
+func mdnsGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "p2p/discovery/mdns.") || strings.Contains(g, "zeroconf/v2.(*Server)") {
+			count++
+		}
+	}
+	return count
+}
+
+func TestCloseStopsLANDiscovery(t *testing.T) {
+	if got := mdnsGoroutines(); got != 0 {
+		t.Fatalf("%d mDNS goroutines run before the node starts", got)
+	}
+	home := t.TempDir()
+	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}}, testLog(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mdnsGoroutines() == 0 {
+		n.Close()
+		t.Skip("mDNS did not start on this machine (no multicast interface)")
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mdnsGoroutines(); got != 0 {
+		t.Fatalf("%d mDNS goroutines outlived Close", got)
+	}
 }
