@@ -9,15 +9,20 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 )
@@ -25,8 +30,30 @@ import (
 // maxImport bounds a capsule tar uploaded to the API.
 const maxImport = 64 << 30
 
-// routes is the loopback HTTP API. Every request needs the bearer token
-// of node.json.
+// maxDraftLine bounds one line of the drafts appended through the API.
+const maxDraftLine = 64 << 20
+
+// routes is the loopback HTTP API. Every request must name the API as a
+// loopback address (see loopbackOnly) and carry the bearer token of
+// node.json; /metrics, in Prometheus's text format, needs the token too
+// unless cfg.MetricsPublic.
+//
+// An error answer is {"error": "..."}, naming paths inside $TERN_HOME
+// relative to it, with a status that says whose fault it was:
+//
+//   - 400: the request is malformed: not an agent id, a draft line or a
+//     peer ID that does not parse, an uploaded tar that is not a sound
+//     capsule.
+//   - 401: no bearer token, or the wrong one.
+//   - 403: a Host or Origin other than the API's loopback address.
+//   - 404: the node holds no capsule of that agent.
+//   - 409: the request conflicts with what the node holds: an uploaded
+//     copy differs from the held one in a file tern cannot merge, or this
+//     machine's own chain in the journal is forked or broken.
+//   - 413: over a limit: a tar over maxImport, a draft line over 64 MiB.
+//   - 500: the node failed: its disk, a damaged capsule of its own, a
+//     peers.json or shares.json it cannot reload.
+//   - 503: the node is shutting down; try again once it runs.
 func (n *Node) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", n.handleStatus)
@@ -38,26 +65,140 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/peers/reload", n.handleReloadPeers)
 	mux.HandleFunc("POST /v1/shares/reload", n.handleReloadShares)
 	root := http.NewServeMux()
-	root.Handle("GET /metrics", n.stats.handler()) // loopback only, no secrets: no token, as Prometheus expects
+	metrics := n.stats.handler()
+	if !n.cfg.MetricsPublic {
+		metrics = n.auth(metrics)
+	}
+	root.Handle("GET /metrics", metrics)
 	root.Handle("/", n.auth(mux))
-	return root
+	var host, port string // left empty (refusing every request) if the address does not parse
+	if api, err := url.Parse(n.info.API); err == nil {
+		host, port = api.Hostname(), api.Port()
+	}
+	return loopbackOnly(host, port, root)
+}
+
+// loopbackNames are the names a request may give the API by, besides the
+// address it listens on.
+var loopbackNames = []string{"127.0.0.1", "localhost", "::1"}
+
+// loopbackOnly serves a request only if its Host is a loopback name (or
+// listenHost, the loopback address the API listens on) with the API's own
+// port, and its Origin, if it has one, is http:// and such a host. A web
+// page the person visits thus cannot use the API: not through DNS
+// rebinding (its own name made to resolve to 127.0.0.1 stays in Host) nor
+// by a request from its own origin. Anything else is refused with 403.
+func loopbackOnly(listenHost, port string, next http.Handler) http.Handler {
+	names := append(slices.Clone(loopbackNames), listenHost)
+	ours := func(hostport string) bool {
+		h, p, err := net.SplitHostPort(hostport)
+		if err != nil { // no port: the default one
+			h, p = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]"), ""
+		}
+		if p == "" {
+			p = "80"
+		}
+		return p == port && slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(h, n) })
+	}
+	refused := func(w http.ResponseWriter, header, value string) {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("%s %q refused: this node's API answers only to http://127.0.0.1:%s, http://localhost:%s or http://[::1]:%s",
+			header, value, port, port, port))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ours(r.Host) {
+			refused(w, "Host", r.Host)
+			return
+		}
+		for _, o := range r.Header.Values("Origin") {
+			rest, ok := strings.CutPrefix(o, "http://")
+			if !ok || !ours(rest) {
+				refused(w, "Origin", o)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (n *Node) auth(next http.Handler) http.Handler {
 	want := []byte("Bearer " + n.info.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			httpError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (see node.json)"))
+			n.httpError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (see node.json)"))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func httpError(w http.ResponseWriter, code int, err error) {
+// httpError answers with code and {"error": message}, the message naming
+// the paths inside $TERN_HOME relative to it (see homeRelative).
+func (n *Node) httpError(w http.ResponseWriter, code int, err error) {
+	writeError(w, code, n.homeRelative(err.Error()))
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// homeRelative rewrites msg so that the paths inside $TERN_HOME it holds
+// are relative to it (capsules/<id>/manifest.json) and $TERN_HOME itself
+// reads "$TERN_HOME": where the node keeps its files is not the API's to
+// tell. It knows the home by every absolute spelling the node's errors
+// use: as given, cleaned, and with symbolic links resolved.
+func (n *Node) homeRelative(msg string) string {
+	var homes []string
+	if filepath.IsAbs(n.home) {
+		homes = append(homes, n.home)
+	}
+	if abs, err := filepath.Abs(n.home); err == nil {
+		homes = append(homes, abs)
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			homes = append(homes, real)
+		}
+	}
+	for _, h := range homes {
+		h = strings.TrimRight(h, string(filepath.Separator))
+		if h == "" || filepath.Dir(h) == h { // a root: no path would be left to read
+			continue
+		}
+		msg = relativeTo(msg, h)
+	}
+	return msg
+}
+
+// relativeTo rewrites every path in msg that is dir or lies inside it:
+// dir/a/b becomes a/b, dir itself $TERN_HOME. A path only starting like
+// dir (dir + "2/x") or holding it (/x + dir) is another path, left alone.
+func relativeTo(msg, dir string) string {
+	const seps = "/" + string(filepath.Separator)
+	bounds := func(c byte) bool { return strings.IndexByte(" \t\n\"'`:;,()[]<>=", c) >= 0 }
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, dir)
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		b.WriteString(msg[:i])
+		rest := msg[i+len(dir):]
+		inside := strings.TrimLeft(rest, seps)
+		switch {
+		case i > 0 && !bounds(msg[i-1]):
+			b.WriteString(dir)
+			msg = rest
+		case len(inside) < len(rest) && inside != "" && !bounds(inside[0]):
+			msg = inside
+		case len(inside) < len(rest) || rest == "" || bounds(rest[0]):
+			b.WriteString("$TERN_HOME")
+			msg = inside
+		default:
+			b.WriteString(dir)
+			msg = rest
+		}
+	}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -128,7 +269,7 @@ func (n *Node) Status() (Status, error) {
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 	st, err := n.Status()
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	writeJSON(w, st)
@@ -137,7 +278,7 @@ func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
 func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
 	st, err := n.Status()
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	writeJSON(w, st.Capsules)
@@ -147,36 +288,92 @@ func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
 func (n *Node) handleImport(w http.ResponseWriter, r *http.Request) {
 	f, err := os.CreateTemp(n.home, ".upload-*.tar")
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
+		n.httpError(w, http.StatusInternalServerError, err)
 		return
 	}
 	defer os.Remove(f.Name())
-	_, err = io.Copy(f, http.MaxBytesReader(w, r.Body, maxImport))
+	body := &readErrors{r: http.MaxBytesReader(w, r.Body, maxImport)}
+	_, err = io.Copy(f, body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		httpError(w, http.StatusBadRequest, fmt.Errorf("upload: %w", err))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(body.err, &tooLarge):
+		n.httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded tar is over the limit of %d bytes", maxImport))
+		return
+	case body.err != nil:
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("reading the uploaded tar: %w", body.err))
+		return
+	case err != nil:
+		n.httpError(w, http.StatusInternalServerError, uploadError(fmt.Errorf("keeping the upload: %w", err), f.Name()))
 		return
 	}
 	id, merged, err := n.Import(f.Name())
 	if err != nil {
-		httpError(w, http.StatusBadRequest, err)
+		n.httpError(w, importStatus(err), uploadError(err, f.Name()))
 		return
 	}
 	writeJSON(w, map[string]any{"id": id, "merged": merged})
 }
 
+// importStatus is the status of a failed import of an upload: the
+// upload's fault (400) unless the node's own disk failed (an error that
+// carries an errno: 500), it differs from the held copy in a file tern
+// cannot merge (409) or the store is closing (503).
+func importStatus(err error) int {
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, ErrStoreClosed):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, capsule.ErrDiverged):
+		return http.StatusConflict
+	case errors.As(err, &errno):
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadRequest
+}
+
+// readErrors is a reader that keeps its reader's error (io.EOF aside):
+// when a copy to a file fails, it tells the client's fault from the disk's.
+type readErrors struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErrors) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
+}
+
+// uploadError is an error of importing the upload kept at tmp, saying
+// "the uploaded tar" where it named tmp, whose name means nothing to the
+// client, and saying it first if it did not.
+func uploadError(err error, tmp string) error {
+	msg := err.Error()
+	if !strings.Contains(msg, tmp) {
+		return fmt.Errorf("the uploaded tar: %s", msg)
+	}
+	return errors.New(strings.ReplaceAll(msg, tmp, "the uploaded tar"))
+}
+
 func (n *Node) handleExport(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
 	tmp, err := os.MkdirTemp(n.home, ".export-*")
 	if err != nil {
-		httpError(w, http.StatusInternalServerError, err)
+		n.httpError(w, http.StatusInternalServerError, err)
 		return
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "capsule.tar")
-	if err := n.store.ExportFile(r.PathValue("id"), out); err != nil {
-		httpError(w, statusOf(err), err)
+	if err := n.store.ExportFile(id, out); err != nil {
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
@@ -186,9 +383,13 @@ func (n *Node) handleExport(w http.ResponseWriter, r *http.Request) {
 // handleAppend appends draft events (one JSON object per line) signed by
 // this node, all or nothing, and returns their ids.
 func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
 	var drafts []journal.Draft
 	sc := bufio.NewScanner(r.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	sc.Buffer(make([]byte, 64<<10), maxDraftLine)
 	for line := 1; sc.Scan(); line++ {
 		b := strings.TrimSpace(sc.Text())
 		if b == "" {
@@ -196,18 +397,21 @@ func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
 		}
 		d, err := journal.ParseDraft([]byte(b))
 		if err != nil {
-			httpError(w, http.StatusBadRequest, fmt.Errorf("line %d: %w", line, err))
+			n.httpError(w, http.StatusBadRequest, fmt.Errorf("line %d: %w", line, err))
 			return
 		}
 		drafts = append(drafts, d)
 	}
-	if err := sc.Err(); err != nil {
-		httpError(w, http.StatusBadRequest, err)
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
+		n.httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("a draft line is over the limit of %d bytes", maxDraftLine))
+		return
+	} else if err != nil {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("reading the drafts: %w", err))
 		return
 	}
-	evs, err := n.Append(r.Context(), r.PathValue("id"), drafts)
+	evs, err := n.Append(r.Context(), id, drafts)
 	if err != nil {
-		httpError(w, statusOf(err), err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	ids := make([]string, len(evs))
@@ -238,15 +442,18 @@ type SyncState struct {
 }
 
 func (n *Node) handleSyncState(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
 	p, err := peer.Decode(r.URL.Query().Get("peer"))
 	if err != nil {
-		httpError(w, http.StatusBadRequest, fmt.Errorf("peer: %w", err))
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("peer: %w", err))
 		return
 	}
 	st, err := n.syncState(r.Context(), p, id)
 	if err != nil {
-		httpError(w, statusOf(err), err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	writeJSON(w, st)
@@ -288,7 +495,7 @@ func (n *Node) syncState(ctx context.Context, p peer.ID, agent string) (SyncStat
 
 func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
 	if err := n.peers.Reload(); err != nil {
-		httpError(w, http.StatusBadRequest, err)
+		n.httpError(w, http.StatusInternalServerError, fmt.Errorf("reload %s: %w", PeersFile, err))
 		return
 	}
 	// Close connections to peers that are no longer paired.
@@ -303,15 +510,35 @@ func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) handleReloadShares(w http.ResponseWriter, r *http.Request) {
 	if err := n.store.shares.Reload(); err != nil {
-		httpError(w, http.StatusBadRequest, err)
+		n.httpError(w, http.StatusInternalServerError, fmt.Errorf("reload %s: %w", SharesFile, err))
 		return
 	}
 	writeJSON(w, map[string]bool{"ok": true})
 }
 
-func statusOf(err error) int {
-	if errors.Is(err, ErrUnknownAgent) {
-		return http.StatusNotFound
+// agentID returns the request's agent id, or answers 400 if it is not one.
+func (n *Node) agentID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !capsule.ValidAgentID(id) {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("%q is not an agent id", id))
+		return "", false
 	}
-	return http.StatusBadRequest
+	return id, true
+}
+
+// statusOf is the status of an error of the node's own capsules (see
+// routes): what the client got wrong is 4xx; anything else is the node's
+// failure, a damaged capsule included.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrUnknownAgent):
+		return http.StatusNotFound
+	case errors.Is(err, journal.ErrInvalidDraft):
+		return http.StatusBadRequest
+	case errors.Is(err, journal.ErrFork), errors.Is(err, journal.ErrBrokenChain):
+		return http.StatusConflict
+	case errors.Is(err, ErrStoreClosed), errors.Is(err, journal.ErrClosed):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }

@@ -22,19 +22,21 @@ import (
 //	  "mdns": false,
 //	  "nat": true,
 //	  "relay_service": true,
-//	  "sync_interval": "30s"
+//	  "sync_interval": "30s",
+//	  "metrics_public": true
 //	}
 const ConfigFile = "config.json"
 
 // configJSON is ConfigFile's shape; pointers tell a field left out from
 // one set to its zero value.
 type configJSON struct {
-	Listen       []string `json:"listen"`
-	API          *string  `json:"api"`
-	MDNS         *bool    `json:"mdns"`
-	NAT          *bool    `json:"nat"`
-	RelayService *bool    `json:"relay_service"`
-	SyncInterval *string  `json:"sync_interval"`
+	Listen        []string `json:"listen"`
+	API           *string  `json:"api"`
+	MDNS          *bool    `json:"mdns"`
+	NAT           *bool    `json:"nat"`
+	RelayService  *bool    `json:"relay_service"`
+	SyncInterval  *string  `json:"sync_interval"`
+	MetricsPublic *bool    `json:"metrics_public"`
 }
 
 // LoadConfig reads home's config file; a missing file is the zero Config
@@ -73,6 +75,9 @@ func LoadConfig(home string) (Config, error) {
 	}
 	if f.RelayService != nil {
 		cfg.RelayService = *f.RelayService
+	}
+	if f.MetricsPublic != nil {
+		cfg.MetricsPublic = *f.MetricsPublic
 	}
 	if f.SyncInterval != nil {
 		d, err := time.ParseDuration(*f.SyncInterval)

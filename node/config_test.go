@@ -18,12 +18,12 @@ func TestTheConfigFileSetsWhatItNamesAndRefusesWhatItDoesNotKnow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(`{"listen": ["/ip4/127.0.0.1/tcp/4001"], "api": "127.0.0.1:7420", "mdns": false, "nat": true, "relay_service": true, "sync_interval": "5s"}`)
+	write(`{"listen": ["/ip4/127.0.0.1/tcp/4001"], "api": "127.0.0.1:7420", "mdns": false, "nat": true, "relay_service": true, "sync_interval": "5s", "metrics_public": true}`)
 	cfg, err := LoadConfig(home)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Listen) != 1 || cfg.API != "127.0.0.1:7420" || !cfg.NoMDNS || !cfg.NAT || !cfg.RelayService || cfg.SyncInterval != 5*time.Second {
+	if len(cfg.Listen) != 1 || cfg.API != "127.0.0.1:7420" || !cfg.NoMDNS || !cfg.NAT || !cfg.RelayService || cfg.SyncInterval != 5*time.Second || !cfg.MetricsPublic {
 		t.Fatalf("read %+v", cfg)
 	}
 	for bad, want := range map[string]string{
@@ -32,6 +32,7 @@ func TestTheConfigFileSetsWhatItNamesAndRefusesWhatItDoesNotKnow(t *testing.T) {
 		`{"sync_interval": "-1s"}`:    "sync_interval",
 		`{"relay": true}`:             "unknown field",
 		`{"nat": "yes"}`:              "nat",
+		`{"metrics_public": 1}`:       "metrics_public",
 		`{`:                           "config.json",
 	} {
 		write(bad)

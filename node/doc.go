@@ -20,8 +20,9 @@
 //   - identity.go: the machine's key, which offline commands use too, so
 //     that the key that signs journal events is the key the node serves
 //     under.
-//   - api.go, client.go, metrics.go: the loopback HTTP API with its bearer
-//     token, the client the CLI uses, and /metrics.
+//   - api.go, client.go, metrics.go: the loopback HTTP API (only for a
+//     loopback Host and Origin, with its bearer token; its error statuses
+//     are listed on routes), the client the CLI uses, and /metrics.
 //
 // The wire protocols themselves are in package protocol; docs/PROTOCOLS.md
 // describes them.

@@ -46,6 +46,9 @@ type Config struct {
 	NAT          bool          // AutoNAT, port mapping, hole punching, paired peers with addresses as relays
 	RelayService bool          // relay connections between paired peers (an always-on machine)
 	SyncInterval time.Duration // anti-entropy period; default 30 s
+	// MetricsPublic serves /metrics without the bearer token, for a
+	// Prometheus on this machine (the token changes at every start).
+	MetricsPublic bool
 
 	// newHost makes the libp2p host instead of libp2pHost: tests run nodes
 	// on mocknet hosts, whose links they can cut.
@@ -69,6 +72,7 @@ type Node struct {
 	peers *Peers
 	store *Store
 	host  host.Host
+	mdns  mdns.Service // nil with NoMDNS
 	api   *http.Server
 	info  Info
 	stats *metrics
@@ -174,7 +178,8 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		n.connected(p)
 	}
 	if !cfg.NoMDNS {
-		if err := mdns.NewMdnsService(h, MDNSService, n).Start(); err != nil {
+		n.mdns = mdns.NewMdnsService(h, MDNSService, n)
+		if err := n.mdns.Start(); err != nil {
 			log.Warn("LAN discovery is off", "err", err)
 		}
 	}
@@ -319,6 +324,9 @@ func (n *Node) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		errs = append(errs, n.api.Shutdown(ctx))
 		cancel()
+	}
+	if n.mdns != nil {
+		errs = append(errs, n.mdns.Close()) // it announces the host: before the host
 	}
 	errs = append(errs, n.host.Close())
 	n.wg.Wait()

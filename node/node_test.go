@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -196,24 +197,52 @@ func TestNodeJSONSaysWhereTheAPIIs(t *testing.T) {
 	}
 }
 
-func TestTheAPINeedsTheTokenButMetricsDoNot(t *testing.T) {
-	n := startNode(t, t.TempDir())
-	resp, err := http.Get(n.info.API + "/v1/status")
+func TestTheAPIAndMetricsNeedTheTokenUnlessMetricsArePublic(t *testing.T) {
+	get := func(n *Node, path, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, n.info.API+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	private := startNode(t, t.TempDir())
+	public, err := Start(t.TempDir(), Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, MetricsPublic: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("status without a token: %d", resp.StatusCode)
-	}
-	resp, err = http.Get(n.info.API + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "tern_peers_connected") {
-		t.Fatalf("metrics: %d %.200s", resp.StatusCode, body)
+	t.Cleanup(func() { public.Close() })
+	for _, tc := range []struct {
+		name        string
+		n           *Node
+		path, token string
+		want        int
+	}{
+		{"the status without a token is refused", private, "/v1/status", "", http.StatusUnauthorized},
+		{"the status with a wrong token is refused", private, "/v1/status", "wrong", http.StatusUnauthorized},
+		{"metrics without a token are refused", private, "/metrics", "", http.StatusUnauthorized},
+		{"metrics with the token are served", private, "/metrics", private.info.Token, http.StatusOK},
+		{"public metrics without a token are served", public, "/metrics", "", http.StatusOK},
+		{"the status of a node with public metrics still needs the token", public, "/v1/status", "", http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := get(tc.n, tc.path, tc.token)
+			if code != tc.want {
+				t.Fatalf("answered %d, want %d: %.200s", code, tc.want, body)
+			}
+			if code == http.StatusOK && tc.path == "/metrics" && !strings.Contains(body, "tern_peers_connected") {
+				t.Fatalf("metrics: %.200s", body)
+			}
+			if code == http.StatusUnauthorized && !strings.Contains(body, "token") {
+				t.Fatalf("the refusal does not say a token is needed: %s", body)
+			}
+		})
 	}
 }
 
@@ -389,4 +418,46 @@ func TestATimerRoundLeavesACapsuleToTheExchangeThePeerIsRunning(t *testing.T) {
 	}
 	end()
 	converged(t, agent, 6, a, b) // the next timer round brings them
+}
+
+// mdnsGoroutines counts the goroutines of LAN discovery: the mDNS
+// service's and its zeroconf server's, which its Close waits for.
+func mdnsGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "p2p/discovery/mdns.") || strings.Contains(g, "zeroconf/v2.(*Server)") {
+			count++
+		}
+	}
+	return count
+}
+
+func TestCloseStopsLANDiscovery(t *testing.T) {
+	if got := mdnsGoroutines(); got != 0 {
+		t.Fatalf("%d mDNS goroutines run before the node starts", got)
+	}
+	home := t.TempDir()
+	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}}, testLog(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mdnsGoroutines() == 0 {
+		n.Close()
+		t.Skip("mDNS did not start on this machine (no multicast interface)")
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := mdnsGoroutines(); got != 0 {
+		t.Fatalf("%d mDNS goroutines outlived Close", got)
+	}
 }

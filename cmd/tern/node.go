@@ -27,7 +27,11 @@ func nodeCmd(e *env) *cobra.Command {
 		Short: "Run this machine's tern node until interrupted",
 		Long: "Runs the node: a libp2p host that only paired peers can reach, syncing every capsule it\n" +
 			"holds with them, and a loopback API (its address and token in $TERN_HOME/node.json).\n" +
-			"Settings come from $TERN_HOME/config.json when it exists; flags override them.\n" +
+			"Settings come from $TERN_HOME/config.json when it exists; flags override them. Its keys:\n" +
+			"listen, api, mdns, nat, relay_service, sync_interval (\"30s\"), metrics_public.\n" +
+			"/metrics on the API address serves Prometheus; like the rest of the API it needs the\n" +
+			"token of node.json, which changes at every start, unless --metrics-public (or\n" +
+			"\"metrics_public\": true) lets any program on this machine read it without one.\n" +
 			"SIGINT or SIGTERM stops it cleanly.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,6 +58,9 @@ func nodeCmd(e *env) *cobra.Command {
 			}
 			if set("relay-service") {
 				cfg.RelayService = flags.RelayService
+			}
+			if set("metrics-public") {
+				cfg.MetricsPublic = flags.MetricsPublic
 			}
 			if set("sync-interval") {
 				if flags.SyncInterval <= 0 {
@@ -82,6 +89,7 @@ func nodeCmd(e *env) *cobra.Command {
 	c.Flags().BoolVar(&flags.NoMDNS, "no-mdns", false, "do not look for peers on the LAN")
 	c.Flags().BoolVar(&flags.NAT, "nat", false, "enable AutoNAT, port mapping, hole punching, and paired peers with addresses as relays")
 	c.Flags().BoolVar(&flags.RelayService, "relay-service", false, "relay connections between paired peers (for an always-on machine they can reach)")
+	c.Flags().BoolVar(&flags.MetricsPublic, "metrics-public", false, "serve /metrics without the API token (for a Prometheus on this machine)")
 	c.Flags().DurationVar(&flags.SyncInterval, "sync-interval", 30*time.Second, "how often to compare journals with every connected peer")
 	return c
 }

@@ -33,14 +33,15 @@ func (c syncCounters) plus(o syncCounters) syncCounters {
 		c.EventsReceived + o.EventsReceived, c.FrameBytes + o.FrameBytes, c.BlobBytes + o.BlobBytes}
 }
 
-// scrape reads n's sync counters from its /metrics endpoint (loopback, no
-// token), as Prometheus would.
+// scrape reads n's sync counters from its /metrics endpoint, with the
+// API's token, as Prometheus would.
 func scrape(ctx context.Context, n *node.Node) (syncCounters, error) {
 	var c syncCounters
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.Info().API+"/metrics", nil)
 	if err != nil {
 		return c, err
 	}
+	req.Header.Set("Authorization", "Bearer "+n.Info().Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return c, fmt.Errorf("scrape %s: %w", n.Info().API, err)
