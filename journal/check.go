@@ -55,28 +55,47 @@ func Forks(events []*Event) []Fork {
 // Check returns every chain problem in a set of events, each naming the
 // machine and seq: a *ForkError for two events at one (machine, seq), a
 // *ChainError for a missing seq (gap), a prev that is not the id of the
-// event before, or a clock that does not grow along the chain. The order is
-// deterministic: by machine, then seq. No problem: nil.
+// event before, or a clock that does not grow along the chain. Events a
+// machine set aside with a chain.healed event (see Heal) are not part of
+// its chain, so a healed fork is no problem. The order is deterministic: by
+// machine, then seq. No problem: nil.
 func Check(events []*Event) []error {
-	problems, _ := analyse(events)
+	var problems []error
+	for _, c := range analyse(events) {
+		problems = append(problems, c.problems...)
+	}
 	return problems
 }
 
 // Readable splits a set of events into what a reader may use and what is
-// quarantined. For each machine, the view holds the longest prefix of its
-// chain (seq 1, 2, …) without a gap, a fork or a broken link; that machine's
-// events from the first problem on are quarantined (both sides of a fork
-// included), so nothing is silently chosen and nothing is lost. Both slices
-// are in total order, without repeated ids.
+// kept aside. For each machine, the view holds its readable line: the
+// longest prefix of its chain (seq 1, 2, …) without a gap, a fork or a
+// broken link, leaving out the events the machine set aside with a
+// chain.healed event. The rest of that machine's events are quarantined:
+// those from its first problem on (both sides of a fork included), so
+// nothing is silently chosen and nothing is lost, and those a heal set
+// aside. Both slices are in total order, without repeated ids.
 func Readable(events []*Event) (view, quarantined []*Event) {
-	_, cut := analyse(events)
+	chains := analyse(events)
+	clean := true
+	for _, c := range chains {
+		if len(c.aside) > 0 {
+			clean = false
+		}
+	}
 	all := Merge(events, nil)
-	if len(cut) == 0 {
+	if clean {
 		return all, nil
+	}
+	aside := map[string]bool{}
+	for _, c := range chains {
+		for _, e := range c.aside {
+			aside[e.ID] = true
+		}
 	}
 	view = make([]*Event, 0, len(all))
 	for _, e := range all {
-		if c, ok := cut[e.Machine]; ok && e.Seq >= c {
+		if aside[e.ID] {
 			quarantined = append(quarantined, e)
 		} else {
 			view = append(view, e)
@@ -85,36 +104,88 @@ func Readable(events []*Event) (view, quarantined []*Event) {
 	return view, quarantined
 }
 
-// analyse walks every machine's chain. It returns the problems found and,
-// for each machine with a problem, the first seq that is not readable.
-func analyse(events []*Event) (problems []error, cut map[string]uint64) {
+// machineChain is what analyse finds in one machine's events.
+type machineChain struct {
+	machine  string
+	problems []error
+	line     []*Event // the readable line, by seq
+	aside    []*Event // the machine's other events: set aside by a heal, or from the first problem on; by seq, then id
+}
+
+// head is the chain's entry in a version vector: the last event of its
+// readable line, and a digest of the events aside.
+func (c *machineChain) head() Head {
+	var h Head
+	if n := len(c.line); n > 0 {
+		h = Head{Seq: c.line[n-1].Seq, ID: c.line[n-1].ID}
+	}
+	h.Aside = asideDigest(c.aside)
+	return h
+}
+
+// analyse walks every machine's chain, in machine order.
+func analyse(events []*Event) []*machineChain {
 	s := slices.Clone(events)
-	slices.SortFunc(s, func(a, b *Event) int {
-		if c := cmp.Compare(a.Machine, b.Machine); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Seq, b.Seq); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+	slices.SortFunc(s, bySeq)
 	s = dedupeSorted(s)
+	var out []*machineChain
 	for len(s) > 0 {
 		n := 1
 		for n < len(s) && s[n].Machine == s[0].Machine {
 			n++
 		}
-		ps, c := analyseChain(s[:n])
-		problems = append(problems, ps...)
-		if c > 0 {
-			if cut == nil {
-				cut = make(map[string]uint64)
-			}
-			cut[s[0].Machine] = c
-		}
+		out = append(out, analyseMachine(s[:n]))
 		s = s[n:]
 	}
-	return problems, cut
+	return out
+}
+
+// bySeq orders events by machine, seq, then id.
+func bySeq(a, b *Event) int {
+	if c := cmp.Compare(a.Machine, b.Machine); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Seq, b.Seq); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.ID, b.ID)
+}
+
+// analyseMachine checks one machine's events, sorted by seq then id,
+// without repeats: it leaves out the events the machine's heals set
+// aside, then finds the readable line of the rest.
+func analyseMachine(chain []*Event) *machineChain {
+	c := &machineChain{machine: chain[0].Machine}
+	replaced := setAside(chain)
+	kept := chain
+	if len(replaced) > 0 {
+		kept = make([]*Event, 0, len(chain))
+		for _, e := range chain {
+			if replaced[e.ID] {
+				c.aside = append(c.aside, e)
+			} else {
+				kept = append(kept, e)
+			}
+		}
+	}
+	if len(kept) == 0 {
+		return c
+	}
+	var cut uint64
+	c.problems, cut = analyseChain(kept)
+	if cut == 0 {
+		c.line = kept
+		return c
+	}
+	i, _ := slices.BinarySearchFunc(kept, cut, func(e *Event, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+	c.line = kept[:i]
+	if len(c.aside) == 0 {
+		c.aside = kept[i:]
+	} else {
+		c.aside = append(c.aside, kept[i:]...)
+		slices.SortFunc(c.aside, bySeq)
+	}
+	return c
 }
 
 // analyseChain checks one machine's events, sorted by seq then id, without

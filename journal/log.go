@@ -3,7 +3,6 @@ package journal
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -59,7 +58,6 @@ type Log struct {
 	events []*Event // durable, in file order
 	ids    map[string]struct{}
 	chains map[string]*chain
-	vec    Vector
 	clock  uint64    // highest durable clock
 	size   int64     // bytes of durable complete lines
 	sum    hash.Hash // sha256 of the first size bytes, fed as groups land
@@ -95,10 +93,10 @@ type logHooks struct {
 // chain is what a Log knows about one machine's chain.
 type chain struct {
 	events []*Event // in file order
-	head   Head     // last event of the chain when it is sound
-	clock  uint64   // clock of head
+	head   Head     // the chain's vector entry: its readable head, and its events aside
+	clock  uint64   // clock of the head event
 	stuck  error    // the chain's first problem; appending to it is refused
-	dirty  bool     // head and stuck must be recomputed from events
+	dirty  bool     // head, clock and stuck must be recomputed from events
 }
 
 // request is one Append or Add waiting for its group's write.
@@ -184,7 +182,6 @@ func openLog(f *os.File, path string, protected int64, logger *slog.Logger, now 
 		now:    now,
 		ids:    make(map[string]struct{}, len(events)),
 		chains: make(map[string]*chain),
-		vec:    make(Vector),
 		size:   complete,
 		sum:    sha256.New(),
 		events: make([]*Event, 0, len(events)),
@@ -258,7 +255,6 @@ func (l *Log) commitEvent(e *Event) {
 		return
 	}
 	l.ids[e.ID] = struct{}{}
-	l.vec.observe(e)
 	l.clock = max(l.clock, e.Clock)
 	c := l.chains[e.Machine]
 	if c == nil {
@@ -266,15 +262,19 @@ func (l *Log) commitEvent(e *Event) {
 		l.chains[e.Machine] = c
 	}
 	c.events = append(c.events, e)
-	if !c.dirty && c.stuck == nil && e.Seq == c.head.Seq+1 && e.Prev == c.head.ID && e.Clock > c.clock {
-		c.head, c.clock = Head{Seq: e.Seq, ID: e.ID}, e.Clock
+	// An event that extends a sound chain's head moves it; anything else
+	// (a fork, a gap, a heal, an event of a branch set aside) makes the
+	// chain be analysed again when it is next needed.
+	if !c.dirty && c.stuck == nil && e.Type != HealType && e.Seq == c.head.Seq+1 && e.Prev == c.head.ID && e.Clock > c.clock {
+		c.head.Seq, c.head.ID, c.clock = e.Seq, e.ID, e.Clock
 	} else {
 		c.dirty = true
 	}
 }
 
-// chainHead returns the durable head of a machine's chain, or the chain's
-// first problem if it cannot be extended. l.mu held.
+// chainHead returns a machine's chain as a vector entry (its readable head
+// and its events aside), or the chain's first problem if it cannot be
+// extended. l.mu held.
 func (l *Log) chainHead(machine string) (Head, error) {
 	c := l.chains[machine]
 	if c == nil {
@@ -282,20 +282,16 @@ func (l *Log) chainHead(machine string) (Head, error) {
 	}
 	if c.dirty {
 		s := slices.Clone(c.events)
-		slices.SortFunc(s, func(a, b *Event) int {
-			if c := cmp.Compare(a.Seq, b.Seq); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.ID, b.ID)
-		})
-		s = dedupeSorted(s)
-		problems, _ := analyseChain(s)
+		slices.SortFunc(s, bySeq)
+		mc := analyseMachine(dedupeSorted(s))
 		c.stuck, c.dirty = nil, false
-		if len(problems) > 0 {
-			c.stuck = problems[0]
+		if len(mc.problems) > 0 {
+			c.stuck = mc.problems[0]
 		}
-		last := s[len(s)-1]
-		c.head, c.clock = Head{Seq: last.Seq, ID: last.ID}, last.Clock
+		c.head, c.clock = mc.head(), 0
+		if n := len(mc.line); n > 0 {
+			c.clock = mc.line[n-1].Clock
+		}
 	}
 	return c.head, c.stuck
 }
@@ -391,7 +387,7 @@ func (l *Log) Append(ctx context.Context, s Signer, epoch uint64, drafts ...Draf
 	for _, e := range events {
 		l.pend(e, req)
 	}
-	l.pendHeads[machine] = head
+	l.pendHeads[machine] = Head{Seq: head.Seq, ID: head.ID}
 	l.enqueue(req)
 	l.mu.Unlock()
 
@@ -679,11 +675,15 @@ func (l *Log) Events() []*Event {
 	return slices.Clone(l.events)
 }
 
-// Vector returns the version vector of the durable events.
+// Vector returns the version vector of the durable events (see VectorOf).
 func (l *Log) Vector() Vector {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.vec.Clone()
+	v := make(Vector, len(l.chains))
+	for m := range l.chains {
+		v[m], _ = l.chainHead(m)
+	}
+	return v
 }
 
 // Size returns the length in bytes of the durable complete lines.
@@ -704,14 +704,15 @@ func (l *Log) Sealed() (size int64, sum [sha256.Size]byte) {
 }
 
 // Whole reports whether every durable event is readable: each machine's
-// chain runs from seq 1 without a gap, a fork or a broken link, so
-// Readable would quarantine nothing. It costs little while events arrive
-// in chain order; a chain that took an event out of order is checked again.
+// chain runs from seq 1 without a gap, a fork or a broken link, and no
+// heal set any event aside, so Readable would quarantine nothing. It costs
+// little while events arrive in chain order; a chain that took an event
+// out of order is checked again.
 func (l *Log) Whole() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for m := range l.chains {
-		if _, err := l.chainHead(m); err != nil {
+		if h, err := l.chainHead(m); err != nil || h.Aside != "" {
 			return false
 		}
 	}

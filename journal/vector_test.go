@@ -25,11 +25,14 @@ func TestVector(t *testing.T) {
 			t.Fatalf("got %v", v)
 		}
 	})
-	t.Run("a fork at the head reports the smaller id", func(t *testing.T) {
+	t.Run("a fork stops the readable line and shows in the digest of the events aside", func(t *testing.T) {
 		v := VectorOf(concat(A[:3], []*Event{A3x}))
-		want := min(A[2].ID, A3x.ID)
-		if v[a.Machine()].ID != want {
-			t.Fatalf("got %v, want %s", v[a.Machine()], want)
+		h := v[a.Machine()]
+		if h.Seq != 2 || h.ID != A[1].ID || h.Aside == "" {
+			t.Fatalf("got %+v, want seq 2 %s and a digest", h, A[1].ID)
+		}
+		if again := VectorOf([]*Event{A3x, A[2], A[1], A[0]}); again[a.Machine()] != h {
+			t.Fatalf("the vector depends on the order of the events: %+v", again)
 		}
 	})
 	t.Run("since a vector gives what its holder lacks, in order", func(t *testing.T) {
@@ -39,10 +42,23 @@ func TestVector(t *testing.T) {
 			t.Fatalf("got %v", ids(got))
 		}
 	})
-	t.Run("since a vector on the other side of a fork gives our side", func(t *testing.T) {
+	t.Run("since a vector on a branch we have never seen gives all our chain", func(t *testing.T) {
 		v := VectorOf(concat(A[:2], []*Event{A3x}))
 		got := Since(A, v)
+		if !slices.Equal(ids(got), ids(A)) {
+			t.Fatalf("got %v", ids(got))
+		}
+	})
+	t.Run("since a vector of a holder that knows the fork gives our side from the fork", func(t *testing.T) {
+		v := VectorOf(concat(A[:2], []*Event{A3x}, A[2:3]))
+		got := Since(A, v)
 		if !slices.Equal(ids(got), ids(A[2:])) {
+			t.Fatalf("got %v, want %v", ids(got), ids(A[2:]))
+		}
+	})
+	t.Run("since the vector we hold gives nothing", func(t *testing.T) {
+		all := concat(A, []*Event{A3x}, B)
+		if got := Since(all, VectorOf(all)); len(got) != 0 {
 			t.Fatalf("got %v", ids(got))
 		}
 	})
