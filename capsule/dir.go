@@ -300,13 +300,18 @@ func (d *Dir) journalLog() (*journal.Log, error) {
 	d.jlMu.Lock()
 	defer d.jlMu.Unlock()
 	if d.jl == nil {
-		jl, err := journal.OpenLog(d.path(JournalFile), journal.LogOptions{Logger: d.log, Protected: d.Manifest.Files[JournalFile].Size})
+		jl, err := d.openLog()
 		if err != nil {
 			return nil, err
 		}
 		d.jl = jl
 	}
 	return d.jl, nil
+}
+
+// openLog opens the journal file, protecting the part the manifest seals.
+func (d *Dir) openLog() (*journal.Log, error) {
+	return journal.OpenLog(d.path(JournalFile), journal.LogOptions{Logger: d.log, Protected: d.Manifest.Files[JournalFile].Size})
 }
 
 // JournalLoaded reports whether the journal has been read into memory,

@@ -61,6 +61,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/capsules", n.handleImport)
 	mux.HandleFunc("GET /v1/capsules/{id}/export", n.handleExport)
 	mux.HandleFunc("POST /v1/capsules/{id}/events", n.handleAppend)
+	mux.HandleFunc("POST /v1/capsules/{id}/heal", n.handleHeal)
 	mux.HandleFunc("GET /v1/capsules/{id}/sync", n.handleSyncState)
 	mux.HandleFunc("POST /v1/peers/reload", n.handleReloadPeers)
 	mux.HandleFunc("POST /v1/shares/reload", n.handleReloadShares)
@@ -232,6 +233,10 @@ type CapsuleStatus struct {
 	Quarantined int            `json:"quarantined"` // events of forked or broken chains, kept in the journal
 	Rejected    int            `json:"rejected"`    // lines peers sent that failed their checks (quarantine folder)
 	Wants       int            `json:"wants"`       // blobs the journal refers to that are not here yet
+	// Damaged says why the capsule could not be read, with paths relative
+	// to $TERN_HOME; the other fields are then empty. The node does not
+	// sync a damaged capsule; tern capsule verify names the damage.
+	Damaged string `json:"damaged,omitempty"`
 }
 
 // Status reports the node's state.
@@ -247,23 +252,35 @@ func (n *Node) Status() (Status, error) {
 		return st, err
 	}
 	for _, id := range ids {
-		evs, err := n.store.Events(id, "")
-		if err != nil {
+		cs, err := n.capsuleStatus(id)
+		if errors.Is(err, ErrStoreClosed) {
 			return st, err
 		}
-		_, q := journal.Readable(evs)
-		forks := journal.Forks(evs)
-		if forks == nil {
-			forks = []journal.Fork{}
-		}
-		wants, err := n.store.Wanted(id)
 		if err != nil {
-			return st, err
+			cs = CapsuleStatus{ID: id, Vector: journal.Vector{}, Forks: []journal.Fork{}, Damaged: n.homeRelative(err.Error())}
 		}
-		st.Capsules = append(st.Capsules, CapsuleStatus{ID: id, Events: len(evs), Vector: journal.VectorOf(evs), Forks: forks,
-			Quarantined: len(q), Rejected: n.store.quarantine.count(id), Wants: len(wants)})
+		st.Capsules = append(st.Capsules, cs)
 	}
 	return st, nil
+}
+
+// capsuleStatus summarises one held capsule's journal.
+func (n *Node) capsuleStatus(id string) (CapsuleStatus, error) {
+	evs, err := n.store.Events(id, "")
+	if err != nil {
+		return CapsuleStatus{}, err
+	}
+	_, q := journal.Readable(evs)
+	forks := journal.Forks(evs)
+	if forks == nil {
+		forks = []journal.Fork{}
+	}
+	wants, err := n.store.Wanted(id)
+	if err != nil {
+		return CapsuleStatus{}, err
+	}
+	return CapsuleStatus{ID: id, Events: len(evs), Vector: journal.VectorOf(evs), Forks: forks,
+		Quarantined: len(q), Rejected: n.store.quarantine.count(id), Wants: len(wants)}, nil
 }
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -421,6 +438,26 @@ func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"ids": ids})
 }
 
+// handleHeal heals the forks of this node's own chain in the agent's
+// capsule (see capsule.Dir.Heal) and returns the ids of the events it
+// appended ({"ids": []} when there was nothing to heal).
+func (n *Node) handleHeal(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
+	evs, err := n.Heal(r.Context(), id)
+	if err != nil && !errors.Is(err, journal.ErrNothingToHeal) {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	ids := make([]string, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	writeJSON(w, map[string]any{"ids": ids})
+}
+
 // SyncState is what the node knows of one capsule and one peer. The peer
 // holds the whole capsule (InSync) once it holds every event this node
 // holds and every blob the capsule holds or wants.
@@ -535,7 +572,8 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, journal.ErrInvalidDraft):
 		return http.StatusBadRequest
-	case errors.Is(err, journal.ErrFork), errors.Is(err, journal.ErrBrokenChain):
+	case errors.Is(err, journal.ErrFork), errors.Is(err, journal.ErrBrokenChain),
+		errors.Is(err, ErrChainElsewhere), errors.Is(err, ErrChainBusy), errors.Is(err, capsule.ErrLocked):
 		return http.StatusConflict
 	case errors.Is(err, ErrStoreClosed), errors.Is(err, journal.ErrClosed):
 		return http.StatusServiceUnavailable

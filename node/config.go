@@ -55,12 +55,13 @@ func LoadConfig(home string) (Config, error) {
 	var f configJSON
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
+	const todo = "fix it (tern node --help lists its keys), or remove it to run with the defaults"
 	if err := dec.Decode(&f); err != nil {
-		return cfg, fmt.Errorf("%s: %v", path, err)
+		return cfg, damagedHomeFile(path, err, todo)
 	}
 	for i, a := range f.Listen {
 		if _, err := ma.NewMultiaddr(a); err != nil {
-			return cfg, fmt.Errorf("%s: listen[%d] %q is not a multiaddr: %v", path, i, a, err)
+			return cfg, damagedHomeFile(path, fmt.Errorf("listen[%d] %q is not a multiaddr: %v", i, a, err), todo)
 		}
 	}
 	cfg.Listen = f.Listen
@@ -82,7 +83,7 @@ func LoadConfig(home string) (Config, error) {
 	if f.SyncInterval != nil {
 		d, err := time.ParseDuration(*f.SyncInterval)
 		if err != nil || d <= 0 {
-			return cfg, fmt.Errorf("%s: sync_interval %q is not a positive duration such as \"30s\"", path, *f.SyncInterval)
+			return cfg, damagedHomeFile(path, fmt.Errorf("sync_interval %q is not a positive duration such as \"30s\"", *f.SyncInterval), todo)
 		}
 		cfg.SyncInterval = d
 	}

@@ -53,13 +53,23 @@ type Identity struct {
 	id   peer.ID
 }
 
+// ErrNoKey means home holds capsules, peers or chain records bound to a
+// machine key, but not the key: it was deleted or not restored.
+var ErrNoKey = errors.New("this machine's key is missing")
+
 // LoadIdentity reads the key in home, creating home (0700) and a fresh
 // ed25519 key (0600) on first use. Two processes starting at once end up
-// with the same key. A key file readable by others is refused.
+// with the same key. A key file readable by others is refused, and so is
+// a missing key in a home that holds capsules, peers or chain records
+// (ErrNoKey): a new key there would silently make this machine someone
+// else to its peers and its chains; NewHomeIdentity makes one on purpose.
 func LoadIdentity(home string) (*Identity, error) {
 	path := filepath.Join(home, KeyFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		if what := inUse(home); what != "" {
+			return nil, fmt.Errorf("%w: %s is missing but %s holds %s. Restore node.key from a backup of this machine, or start a new identity on purpose with: tern node --new-identity (paired machines must then pair the new peer ID)", ErrNoKey, path, home, what)
+		}
 		if err := createKey(home, path); err != nil {
 			return nil, err
 		}
@@ -68,15 +78,39 @@ func LoadIdentity(home string) (*Identity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node key: %w", err)
 	}
+	return parseKey(path, data)
+}
+
+// NewHomeIdentity makes a new key for home on purpose, where LoadIdentity
+// refuses to: the old key is missing but the home holds capsules or
+// peers. An existing key is never replaced.
+func NewHomeIdentity(home string) (*Identity, error) {
+	path := filepath.Join(home, KeyFile)
+	if _, err := os.Stat(path); err == nil {
+		return nil, fmt.Errorf("%s exists: this machine already has an identity; move the file away first if you really mean to replace it (paired machines will no longer know this one)", path)
+	}
+	if err := createKey(home, path); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("node key: %w", err)
+	}
+	return parseKey(path, data)
+}
+
+// parseKey checks and decodes a key file's content.
+func parseKey(path string, data []byte) (*Identity, error) {
+	const todo = "restore it from a backup of this machine, or move it away and start a new identity with: tern node --new-identity (paired machines must then pair the new peer ID)"
 	if st, err := os.Stat(path); err == nil && runtime.GOOS != "windows" && st.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("node key %s is readable by others (mode %04o); run: chmod 600 %s", path, st.Mode().Perm(), path)
 	}
 	priv, err := crypto.UnmarshalPrivateKey(data)
 	if err != nil {
-		return nil, fmt.Errorf("node key %s is damaged: %w", path, err)
+		return nil, damagedHomeFile(path, err, todo)
 	}
 	if priv.Type() != crypto.Ed25519 {
-		return nil, fmt.Errorf("node key %s is not ed25519", path)
+		return nil, damagedHomeFile(path, fmt.Errorf("the key is %v, not ed25519", priv.Type()), todo)
 	}
 	return newIdentity(priv)
 }

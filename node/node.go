@@ -25,6 +25,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 )
@@ -65,17 +66,18 @@ type Info struct {
 
 // Node is a running tern node.
 type Node struct {
-	home  string
-	cfg   Config
-	log   *slog.Logger
-	id    *Identity
-	peers *Peers
-	store *Store
-	host  host.Host
-	mdns  mdns.Service // nil with NoMDNS
-	api   *http.Server
-	info  Info
-	stats *metrics
+	home     string
+	homeLock *filelock.Lock // held until Close: one node per home
+	cfg      Config
+	log      *slog.Logger
+	id       *Identity
+	peers    *Peers
+	store    *Store
+	host     host.Host
+	mdns     mdns.Service // nil with NoMDNS
+	api      *http.Server
+	info     Info
+	stats    *metrics
 
 	gossip    *gossip
 	transfers *transfers
@@ -123,6 +125,17 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = 30 * time.Second
 	}
+	lock, err := lockHome(home)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			lock.Unlock()
+		}
+	}()
+	removeLeftovers(home, log)
 	id, err := LoadIdentity(home)
 	if err != nil {
 		return nil, err
@@ -135,6 +148,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	store.reportDamage()
 	newHost := cfg.newHost
 	if newHost == nil {
 		newHost = libp2pHost
@@ -146,7 +160,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	synced, _ := lru.New[syncKey, journal.Vector](peerVectors)
-	n := &Node{home: home, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
+	n := &Node{home: home, homeLock: lock, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
 		transfers: newTransfers(), synced: synced, rounds: newJobs[peer.ID](), fetches: newJobs[syncKey](),
 		responding: map[syncKey]int{}, blobLocks: map[string]*blobLock{},
 		ctx: ctx, cancel: cancel}
@@ -189,6 +203,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	n.wg.Go(n.antiEntropy)
 	log.Info("node running", "peer", h.ID(), "addrs", h.Addrs(), "api", n.info.API)
+	started = true
 	return n, nil
 }
 
@@ -273,6 +288,17 @@ func (n *Node) Append(ctx context.Context, agent string, drafts []journal.Draft)
 	return evs, nil
 }
 
+// Heal heals the forks of this node's own chain in the agent's capsule
+// and gossips the events it appended (see Store.Heal).
+func (n *Node) Heal(ctx context.Context, agent string) ([]*journal.Event, error) {
+	evs, err := n.store.Heal(ctx, agent, n.id)
+	if err != nil {
+		return nil, err
+	}
+	n.gossip.publish(ctx, agent, evs)
+	return evs, nil
+}
+
 // Import takes a capsule tar or folder into the store (merging it with a
 // copy already held) and offers it to every connected peer at once.
 func (n *Node) Import(path string) (string, bool, error) {
@@ -334,6 +360,7 @@ func (n *Node) Close() error {
 	if err := os.Remove(filepath.Join(n.home, InfoFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
+	errs = append(errs, n.homeLock.Unlock()) // last: another node may start now
 	return errors.Join(errs...)
 }
 

@@ -74,13 +74,14 @@ func readPeers(path string) (map[peer.ID]Peer, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
+	const todo = `fix it by hand (it holds {"peers": [{"id": PEERID, "name": NAME, "addrs": [MULTIADDR, …]}]}), or remove it and pair again with tern peer add`
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, damagedHomeFile(path, err, todo)
 	}
 	for i, e := range f.Peers {
 		id, err := checkPeer(e)
 		if err != nil {
-			return nil, fmt.Errorf("%s: peers[%d]: %w", path, i, err)
+			return nil, damagedHomeFile(path, fmt.Errorf("peers[%d]: %w", i, err), todo)
 		}
 		byID[id] = e
 	}

@@ -44,16 +44,17 @@ func LoadShares(home string) (*Shares, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
+	const todo = `fix it by hand (it holds {"unshared": {AGENT-ID: [PEERID, …]}}), or remove it to share every capsule with every paired peer again`
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %v", s.path, err)
+		return nil, damagedHomeFile(s.path, err, todo)
 	}
 	for agent, peers := range f.Unshared {
 		if !capsule.ValidAgentID(agent) {
-			return nil, fmt.Errorf("%s: %q is not an agent id", s.path, agent)
+			return nil, damagedHomeFile(s.path, fmt.Errorf("%q is not an agent id", agent), todo)
 		}
 		for _, p := range peers {
 			if _, err := peer.Decode(p); err != nil {
-				return nil, fmt.Errorf("%s: agent %s: %q is not a peer ID", s.path, agent, p)
+				return nil, damagedHomeFile(s.path, fmt.Errorf("agent %s: %q is not a peer ID", agent, p), todo)
 			}
 		}
 		s.off[agent] = slices.Sorted(slices.Values(peers))

@@ -32,15 +32,17 @@ const CapsulesDir = "capsules"
 // shared with every paired peer unless withheld (see Shares). Safe for
 // concurrent use.
 type Store struct {
+	home       string
 	dir        string
 	log        *slog.Logger
 	quarantine *quarantine
 	shares     *Shares
 
-	mu     sync.Mutex
-	open   map[string]*openCapsule
-	closed map[string]summary // capsules CloseIdle closed
-	shut   bool               // Close has run: no capsule opens again
+	mu      sync.Mutex
+	open    map[string]*openCapsule
+	closed  map[string]summary // capsules CloseIdle closed
+	damaged map[string]string  // why a capsule could not be opened, by agent
+	shut    bool               // Close has run: no capsule opens again
 
 	// swap is held for reading while a capsule is in use, and for writing
 	// while Import replaces a capsule folder with a merged one, so that no
@@ -53,6 +55,19 @@ type openCapsule struct {
 	d     *capsule.Dir
 	users int       // uses in progress
 	last  time.Time // when the last use ended
+
+	claimMu sync.Mutex
+	claim   *ChainClaim // this machine's chain of the agent, once the node signed here; released at close
+}
+
+// close records this machine's chain head (if the node signed here) and
+// closes the capsule.
+func (oc *openCapsule) close() error {
+	oc.claimMu.Lock()
+	err := oc.claim.Release(oc.d)
+	oc.claim = nil
+	oc.claimMu.Unlock()
+	return errors.Join(err, oc.d.Close())
 }
 
 // summary is what the store answers for a capsule it closed, while its
@@ -85,9 +100,17 @@ func (s *Store) stamps(agent string) ([2]fileStamp, error) {
 // use returns the agent's open capsule with the swap lock held for
 // reading; call done (non-nil exactly when err is nil) when finished.
 func (s *Store) use(agent string) (d *capsule.Dir, done func(), err error) {
+	oc, done, err := s.useOpen(agent)
+	if err != nil {
+		return nil, nil, err
+	}
+	return oc.d, done, nil
+}
+
+// useOpen is use, returning the open capsule itself.
+func (s *Store) useOpen(agent string) (oc *openCapsule, done func(), err error) {
 	s.swap.RLock()
 	s.mu.Lock()
-	var oc *openCapsule
 	if s.shut {
 		err = ErrStoreClosed
 	} else if oc, err = s.get(agent); err == nil {
@@ -98,7 +121,7 @@ func (s *Store) use(agent string) (d *capsule.Dir, done func(), err error) {
 		s.swap.RUnlock()
 		return nil, nil, err
 	}
-	return oc.d, func() {
+	return oc, func() {
 		s.mu.Lock()
 		oc.users--
 		oc.last = time.Now()
@@ -133,7 +156,7 @@ func (s *Store) CloseIdle(idle time.Duration) (int, error) {
 			sum.wanted, err = oc.d.Wanted()
 			keep = err == nil
 		}
-		if err := oc.d.Close(); err != nil {
+		if err := oc.close(); err != nil {
 			errs = append(errs, fmt.Errorf("close capsule %s: %w", id, err))
 		}
 		delete(s.open, id)
@@ -162,7 +185,8 @@ func OpenStore(home string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, log: log, open: map[string]*openCapsule{}, closed: map[string]summary{}, quarantine: newQuarantine(home), shares: shares}, nil
+	return &Store{home: home, dir: dir, log: log, open: map[string]*openCapsule{}, closed: map[string]summary{}, damaged: map[string]string{},
+		quarantine: newQuarantine(home), shares: shares}, nil
 }
 
 // List returns the ids of the capsules held, sorted.
@@ -195,8 +219,12 @@ func (s *Store) get(id string) (*openCapsule, error) {
 	}
 	d, err := capsule.OpenDir(noWait, path, s.log)
 	if err != nil {
+		if !errors.Is(err, capsule.ErrLocked) {
+			s.damaged[id] = err.Error()
+		}
 		return nil, err
 	}
+	delete(s.damaged, id)
 	oc := &openCapsule{d: d, last: time.Now()}
 	s.open[id] = oc
 	delete(s.closed, id) // open, it may change
@@ -292,16 +320,85 @@ func (s *Store) Reject(agent, peer string, line []byte, err error) {
 	}
 }
 
-// Append appends drafts to the agent's journal as events signed by s.
+// Append appends drafts to the agent's journal as events signed by s. The
+// store claims the machine's chain of the agent for as long as it holds
+// the capsule open (see ClaimChain), so that no other copy of the agent
+// on this machine is signed meanwhile.
 func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer, drafts []journal.Draft) ([]*journal.Event, error) {
-	d, done, err := s.use(agent)
-	if done != nil {
-		defer done()
-	}
+	oc, done, err := s.useOpen(agent)
 	if err != nil {
 		return nil, err
 	}
-	return d.Append(ctx, signer, 0, drafts...)
+	defer done()
+	if err := s.claim(ctx, oc, signer.Machine(), false); err != nil {
+		return nil, err
+	}
+	return oc.d.Append(ctx, signer, 0, drafts...)
+}
+
+// Heal heals the forks of the signer's chain in the agent's capsule (see
+// capsule.Dir.Heal), taking the machine's chain over if the copy it was
+// last written in is gone.
+func (s *Store) Heal(ctx context.Context, agent string, signer journal.Signer) ([]*journal.Event, error) {
+	oc, done, err := s.useOpen(agent)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := s.claim(ctx, oc, signer.Machine(), true); err != nil {
+		return nil, err
+	}
+	return oc.d.Heal(ctx, signer)
+}
+
+// chainClaimWait bounds how long the store waits for another writer of
+// an agent's chain on this machine (a command signing another copy).
+const chainClaimWait = 5 * time.Second
+
+// claim claims the machine's chain of oc's agent, once per open capsule.
+func (s *Store) claim(ctx context.Context, oc *openCapsule, machine string, takeOver bool) error {
+	oc.claimMu.Lock()
+	defer oc.claimMu.Unlock()
+	if oc.claim != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, chainClaimWait)
+	defer cancel()
+	c, err := ClaimChain(ctx, s.home, oc.d, machine, takeOver)
+	if err != nil {
+		return err
+	}
+	oc.claim = c
+	return nil
+}
+
+// reportDamage logs every held capsule whose manifest does not open, and
+// remembers it for Status; the healthy ones work as ever.
+func (s *Store) reportDamage() {
+	ids, err := s.List()
+	if err != nil {
+		s.log.Error("cannot list the capsules", "dir", s.dir, "err", err)
+		return
+	}
+	for _, id := range ids {
+		c, err := capsule.Open(filepath.Join(s.dir, id))
+		if err != nil {
+			s.log.Error("a held capsule is damaged; it is not synced until it is repaired (tern capsule verify names the damage)", "agent", id, "err", err)
+			s.mu.Lock()
+			s.damaged[id] = err.Error()
+			s.mu.Unlock()
+			continue
+		}
+		c.Close()
+	}
+}
+
+// Damaged returns why the agent's capsule could not be opened, "" if it
+// could (or was not tried).
+func (s *Store) Damaged(agent string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.damaged[agent]
 }
 
 // Wanted returns the blobs the agent's capsule lacks (see capsule.Dir.Wanted).
@@ -450,7 +547,7 @@ func (s *Store) Import(path string) (string, bool, error) {
 	}
 	// Merge with the held copy, then swap folders.
 	if oc, ok := s.open[id]; ok {
-		oc.d.Close()
+		oc.close()
 		delete(s.open, id)
 	}
 	delete(s.closed, id)
@@ -538,7 +635,7 @@ func (s *Store) Close() error {
 	s.shut = true
 	var errs []error
 	for id, oc := range s.open {
-		errs = append(errs, oc.d.Close())
+		errs = append(errs, oc.close())
 		delete(s.open, id)
 	}
 	return errors.Join(errs...)

@@ -1,15 +1,24 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/node"
 )
 
 func capsuleCmd(e *env) *cobra.Command {
@@ -20,7 +29,7 @@ func capsuleCmd(e *env) *cobra.Command {
 		RunE:  showHelp,
 	}
 	c.AddCommand(capsuleNewCmd(e), capsuleInspectCmd(e), capsuleVerifyCmd(e), capsulePackCmd(e),
-		capsuleUnpackCmd(e), capsuleMergeCmd(e), capsuleSnapshotCmd(e), capsuleMaterializeCmd(e), capsuleAcceptCmd(e),
+		capsuleUnpackCmd(e), capsuleMergeCmd(e), capsuleHealCmd(e), capsuleSnapshotCmd(e), capsuleMaterializeCmd(e), capsuleAcceptCmd(e),
 		capsuleImportCmd(e), capsuleExportCmd(e), capsuleListCmd(e), capsuleShareCmd(e, true), capsuleShareCmd(e, false))
 	return c
 }
@@ -179,8 +188,19 @@ func capsuleVerifyCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "verify PATH [--signer PEERID]",
 		Short: "Check every file, hash, signature and chain; exit 1 and name each damaged file",
-		Args:  cobra.ExactArgs(1),
+		Long: "Checks a capsule folder or tar offline: every file against the manifest, the manifest's\n" +
+			"digest and signature, every journal line, signature and chain, and what the format forbids\n" +
+			"(links, unlisted files and folders). Damage: one line per problem on standard output, exit 1.\n" +
+			"A file that could not be read (an I/O error, a permission, too many open files): exit 3,\n" +
+			"\"could not check\". What an interrupted write left, which the next write tidies: notes on\n" +
+			"standard error, exit 0.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("signer") {
+				if err := checkPeerID("--signer", signer); err != nil {
+					return err
+				}
+			}
 			rep, err := capsule.Verify(args[0], capsule.VerifyOptions{Signer: signer})
 			if err != nil {
 				return err
@@ -188,11 +208,17 @@ func capsuleVerifyCmd(e *env) *cobra.Command {
 			for _, n := range rep.Notes {
 				fmt.Fprintln(e.stderr, "note:", n)
 			}
-			if !rep.OK() {
-				for _, p := range rep.Problems {
-					fmt.Fprintln(e.stdout, p)
-				}
+			for _, p := range rep.Problems {
+				fmt.Fprintln(e.stdout, p)
+			}
+			for _, p := range rep.Unchecked {
+				fmt.Fprintln(e.stdout, "could not check", p)
+			}
+			switch {
+			case len(rep.Problems) > 0:
 				return checkFailed("%s: %d problems found; do not trust this capsule", args[0], len(rep.Problems))
+			case len(rep.Unchecked) > 0:
+				return &exitError{exitFailed, fmt.Errorf("%s: could not check %d files (they could not be read); nothing damaged was found in the rest. Fix what stopped the reads and verify again", args[0], len(rep.Unchecked))}
 			}
 			signed := "unsigned"
 			if rep.Signer != "" {
@@ -204,6 +230,22 @@ func capsuleVerifyCmd(e *env) *cobra.Command {
 	}
 	c.Flags().StringVar(&signer, "signer", "", "require a valid signature by this peer ID")
 	return c
+}
+
+// checkPeerID refuses an empty or malformed peer ID given to flag, or one
+// not in its canonical spelling (base58btc, as tern prints them).
+func checkPeerID(flag, s string) error {
+	if s == "" {
+		return fmt.Errorf("%s is empty: give the peer ID (12D3KooW…) that must have signed; did a shell variable go unset?", flag)
+	}
+	id, err := peer.Decode(s)
+	if err != nil {
+		return fmt.Errorf("%s %q is not a peer ID: %v", flag, s, err)
+	}
+	if id.String() != s {
+		return fmt.Errorf("%s %q is not a peer ID in its canonical spelling; write it as %s", flag, s, id)
+	}
+	return nil
 }
 
 func capsulePackCmd(e *env) *cobra.Command {
@@ -278,10 +320,19 @@ func capsuleMergeCmd(e *env) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "merged %d events into %s\n", res.Events, out)
-			for _, f := range res.Forks {
-				fmt.Fprintf(e.stderr, "FORK: machine %s wrote %d different events at seq %d; they and what follows are quarantined, nothing was chosen\n", f.Machine, len(f.IDs), f.Seq)
+			if len(res.Forks) == 0 {
+				return nil
 			}
-			return nil
+			me := thisMachine()
+			for _, f := range res.Forks {
+				fmt.Fprintf(e.stderr, "FORK: machine %s wrote %d different events at seq %d; they and what follows are quarantined, nothing was chosen.\n", f.Machine, len(f.IDs), f.Seq)
+				if f.Machine == me {
+					fmt.Fprintf(e.stderr, "      This machine signed both branches: heal it with: tern capsule heal %s\n", out)
+				} else {
+					fmt.Fprintf(e.stderr, "      Only machine %s can heal it (a copied key or a restored backup signed both branches): on it, run tern capsule heal on a copy that holds both.\n", f.Machine)
+				}
+			}
+			return checkFailed("%s holds %d unresolved forks: it does not verify, and the forked chains take no appends until healed", out, len(res.Forks))
 		},
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "the new folder, or a .tar file")
@@ -294,17 +345,12 @@ func capsuleSnapshotCmd(e *env) *cobra.Command {
 		Short: "Store a workspace folder in the capsule and make it the current snapshot",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := e.identity()
+			w, err := e.openWriter(cmd.Context(), args[0], false)
 			if err != nil {
 				return err
 			}
-			d, err := e.openDir(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			body, err := d.Snapshot(cmd.Context(), id, args[1])
-			if err != nil {
+			body, err := w.Snapshot(cmd.Context(), w.id, args[1])
+			if err = errors.Join(err, w.Close()); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "snapshot %s: %d files, %d bytes\n", body.Snapshot, body.Files, body.Bytes)
@@ -338,17 +384,12 @@ func capsuleAcceptCmd(e *env) *cobra.Command {
 			"manifest. Any other file that no longer matches the manifest is damage and is refused.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := e.identity()
+			w, err := e.openWriter(cmd.Context(), args[0], false)
 			if err != nil {
 				return err
 			}
-			d, err := e.openDir(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			names, err := d.AcceptEdits(cmd.Context(), id)
-			if err != nil {
+			names, err := w.AcceptEdits(cmd.Context(), w.id)
+			if err = errors.Join(err, w.Close()); err != nil {
 				return err
 			}
 			if len(names) == 0 {
@@ -360,4 +401,91 @@ func capsuleAcceptCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+func capsuleHealCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "heal DIR|AGENT-ID",
+		Short: "Resolve a fork of this machine's own chain: keep one branch, sign the other again after it",
+		Long: "A fork is two different events that one machine signed at one place of its chain (two\n" +
+			"copies written apart, a restored backup). heal keeps the branch that reaches furthest, signs\n" +
+			"the events of the other branches again after it (same content), and appends a chain.healed\n" +
+			"event naming each event it sets aside, so every peer that receives it reads the same chain.\n" +
+			"Nothing is deleted: the old events stay in the journal, set aside. Only the machine that\n" +
+			"signed a fork can heal it. It also makes DIR the copy this machine writes the agent in,\n" +
+			"when the copy it last wrote is gone. Given an agent id, it heals the running node's copy.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if _, err := os.Stat(args[0]); err != nil && capsule.ValidAgentID(args[0]) {
+				return e.healThroughNode(ctx, args[0])
+			}
+			w, err := e.openWriter(ctx, args[0], true)
+			var held *heldByNode
+			if errors.As(err, &held) {
+				return e.healThroughNode(ctx, held.agent)
+			}
+			if err != nil {
+				return err
+			}
+			healed, err := w.Heal(ctx, w.id)
+			if err = errors.Join(err, w.Close()); err != nil && !errors.Is(err, journal.ErrNothingToHeal) {
+				return err
+			}
+			if len(healed) == 0 {
+				fmt.Fprintf(e.stdout, "nothing to heal: this machine's chain in %s is whole\n", args[0])
+			} else {
+				fmt.Fprintf(e.stdout, "healed: %d events signed again after the kept branch, and a %s event naming what they replace\n", len(healed)-1, journal.HealType)
+			}
+			rep, err := capsule.Verify(args[0], capsule.VerifyOptions{})
+			if err != nil {
+				return err
+			}
+			if !rep.OK() {
+				for _, p := range rep.Problems {
+					fmt.Fprintln(e.stdout, p)
+				}
+				return checkFailed("%s still does not verify: %d problems (forks of other machines heal only on those machines)", args[0], len(rep.Problems))
+			}
+			fmt.Fprintf(e.stdout, "ok: %s verifies\n", args[0])
+			return nil
+		},
+	}
+}
+
+// healThroughNode heals the running node's copy of agent.
+func (e *env) healThroughNode(ctx context.Context, agent string) error {
+	cl, err := e.client()
+	if err != nil {
+		return err
+	}
+	var res struct {
+		IDs []string `json:"ids"`
+	}
+	if err := cl.Do(ctx, http.MethodPost, "/v1/capsules/"+url.PathEscape(agent)+"/heal", nil, &res); err != nil {
+		return err
+	}
+	if len(res.IDs) == 0 {
+		fmt.Fprintf(e.stdout, "nothing to heal: this machine's chain of agent %s is whole\n", agent)
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "healed: %d events signed again and a %s event, through the node\n", len(res.IDs)-1, journal.HealType)
+	return nil
+}
+
+// thisMachine is this machine's peer ID if $TERN_HOME holds a key, "" if
+// not (it never creates one).
+func thisMachine() string {
+	home, err := node.Home()
+	if err != nil {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(home, node.KeyFile)); err != nil {
+		return ""
+	}
+	id, err := node.LoadIdentity(home)
+	if err != nil {
+		return ""
+	}
+	return id.Machine()
 }

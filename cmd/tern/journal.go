@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,8 +41,10 @@ func journalAppendCmd(e *env) *cobra.Command {
 		Short: "Append draft events {type, session, turn, body}, one JSON object per line; prints each new event id",
 		Long: "Reads draft events, one JSON object per line, from --file or standard input, and appends\n" +
 			"them to the capsule's journal as events signed by this machine, all or nothing. Every\n" +
-			"line is checked before anything is written. Given an agent id instead of a folder, it\n" +
-			"appends to the running node's copy of that capsule (which then syncs it to its peers).",
+			"line is checked before anything is written. Given an agent id instead of a folder (or the\n" +
+			"node's own folder of it), it appends through the running node (which then syncs it).\n" +
+			"Another command writing the folder is waited for. A copy that lacks events this machine\n" +
+			"wrote in another copy of the agent is refused, naming that copy: merge it first.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var in io.Reader = e.stdin
@@ -64,20 +67,20 @@ func journalAppendCmd(e *env) *cobra.Command {
 			if _, err := os.Stat(args[0]); err != nil && capsule.ValidAgentID(args[0]) {
 				return e.appendThroughNode(cmd.Context(), args[0], drafts)
 			}
-			id, err := e.identity()
+			w, err := e.openWriter(cmd.Context(), args[0], false)
+			var held *heldByNode
+			if errors.As(err, &held) {
+				fmt.Fprintf(e.stderr, "note: %s is the running node's copy of agent %s; appending through the node\n", args[0], held.agent)
+				return e.appendThroughNode(cmd.Context(), held.agent, drafts)
+			}
 			if err != nil {
 				return err
 			}
-			d, err := e.openDir(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			evs, err := d.Append(cmd.Context(), id, 0, drafts...)
+			evs, err := w.Append(cmd.Context(), w.id, 0, drafts...)
 			for _, ev := range evs {
 				fmt.Fprintln(e.stdout, ev.ID)
 			}
-			return err
+			return errors.Join(err, w.Close())
 		},
 	}
 	c.Flags().StringVar(&file, "file", "", "read drafts from this file (- or empty: standard input)")

@@ -2,26 +2,35 @@
 // capsule) and moves it between a person's own machines.
 //
 // Exit codes: 0 success, 1 a check failed (verify found a problem), 2 bad
-// usage or bad input.
+// usage or bad input, 3 a failure that is neither (see exitFailed).
 package main
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
 )
 
 // Exit codes of every tern command.
 const (
 	exitOK       = 0
-	exitCheck    = 1 // a check failed: verify found damage, a wait timed out
-	exitBadInput = 2 // bad usage or bad input
+	exitCheck    = 1 // a check failed: verify found damage, a merge left a fork, a wait timed out
+	exitBadInput = 2 // bad usage or bad input: a bad flag, file, line or path, a write that would fork a chain
+	// exitFailed is a failure that says nothing about the input: an I/O
+	// error, a network error, no node running, a lock another process
+	// holds, a file verify could not read. Trying again may work.
+	exitFailed = 3
 )
 
 // exitError carries the exit code an error should end the process with.
@@ -50,15 +59,41 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	code := exitBadInput
-	var ee *exitError
-	if errors.As(err, &ee) {
-		code = ee.code
-	}
 	if msg := err.Error(); msg != "" {
 		fmt.Fprintln(stderr, "tern:", msg)
 	}
-	return code
+	return exitCode(err)
+}
+
+// exitCode is the exit code an error ends a command with.
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	var api *node.APIError
+	if errors.As(err, &api) {
+		if api.Status >= 500 || api.Status == http.StatusUnauthorized || api.Status == http.StatusForbidden {
+			return exitFailed // the node's own failure, or a node.json that does not match it
+		}
+		return exitBadInput
+	}
+	switch {
+	case errors.Is(err, node.ErrNotRunning), errors.Is(err, capsule.ErrLocked),
+		errors.Is(err, node.ErrChainBusy), errors.Is(err, node.ErrHomeInUse):
+		return exitFailed
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrExist):
+		return exitBadInput // a path the user named
+	}
+	var errno syscall.Errno
+	var netErr net.Error
+	if errors.As(err, &errno) || errors.As(err, &netErr) {
+		if errno == syscall.ENOTDIR || errno == syscall.EISDIR {
+			return exitBadInput
+		}
+		return exitFailed
+	}
+	return exitBadInput
 }
 
 // env is what every command gets: its streams and a logger on stderr.

@@ -22,6 +22,7 @@ import (
 
 func nodeCmd(e *env) *cobra.Command {
 	var flags node.Config
+	var newIdentity bool
 	c := &cobra.Command{
 		Use:   "node [--listen MULTIADDR]... [--api HOST:PORT]",
 		Short: "Run this machine's tern node until interrupted",
@@ -68,6 +69,16 @@ func nodeCmd(e *env) *cobra.Command {
 				}
 				cfg.SyncInterval = flags.SyncInterval
 			}
+			if newIdentity {
+				if running, pid, _ := node.Running(home); running {
+					return fmt.Errorf("--new-identity: a node is running on this TERN_HOME (process %d); stop it first", pid)
+				}
+				id, err := node.NewHomeIdentity(home)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stderr, "new identity: this machine is now %s; paired machines must pair this peer ID\n", id.Machine())
+			}
 			n, err := node.Start(home, cfg, e.log)
 			if err != nil {
 				return err
@@ -84,6 +95,7 @@ func nodeCmd(e *env) *cobra.Command {
 			return n.Close()
 		},
 	}
+	c.Flags().BoolVar(&newIdentity, "new-identity", false, "make a new machine key when node.key is missing from a home that holds capsules or peers (never replaces a key)")
 	c.Flags().StringArrayVar(&flags.Listen, "listen", nil, "multiaddr to listen on (repeatable; default TCP and QUIC on every interface, free ports)")
 	c.Flags().StringVar(&flags.API, "api", "127.0.0.1:0", "loopback host:port of the HTTP API (port 0: a free one)")
 	c.Flags().BoolVar(&flags.NoMDNS, "no-mdns", false, "do not look for peers on the LAN")
@@ -222,6 +234,10 @@ func statusCmd(e *env) *cobra.Command {
 				fmt.Fprintf(w, "paired %s %s (%s)\n", p.ID, p.Name, state)
 			}
 			for _, c := range st.Capsules {
+				if c.Damaged != "" {
+					fmt.Fprintf(w, "agent  %s: DAMAGED, not synced: %s\n", c.ID, c.Damaged)
+					continue
+				}
 				fmt.Fprintf(w, "agent  %s: %d events from %d machines\n", c.ID, c.Events, len(c.Vector))
 				if c.Wants > 0 {
 					fmt.Fprintf(w, "       wants %d blobs\n", c.Wants)

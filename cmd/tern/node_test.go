@@ -62,7 +62,7 @@ func TestTwoNodesSyncACapsuleThroughTheCLI(t *testing.T) {
 
 func TestNodeCommandsWithoutANodeSayHowToStartOne(t *testing.T) {
 	code, _, errs := tern(t, t.TempDir(), "", "status")
-	if code != 2 || !strings.Contains(errs, "tern node") {
+	if code != exitFailed || !strings.Contains(errs, "tern node") {
 		t.Fatalf("exit %d, %q", code, errs)
 	}
 }
