@@ -322,10 +322,26 @@ func (d *Dir) JournalLoaded() bool {
 	return d.jl != nil
 }
 
+// writtenByTern are the event types only tern's own commands write, each
+// with the content it names: a hand-made one would name content the
+// capsule does not hold, or set aside the machine's own events.
+var writtenByTern = map[string]string{
+	SnapshotEventType:    "tern capsule snapshot",
+	FileUpdatedEventType: "tern capsule accept",
+	journal.HealType:     "tern capsule heal",
+}
+
 // Append appends drafts to the journal as events signed by s at the given
 // epoch, durably, then seals them into the manifest. The events are
-// acknowledged (durable) even if sealing fails.
+// acknowledged (durable) even if sealing fails. A draft of a type only
+// tern writes (workspace.snapshot, file.updated, chain.healed) is refused,
+// naming the command that writes it, and nothing is written.
 func (d *Dir) Append(ctx context.Context, s journal.Signer, epoch uint64, drafts ...journal.Draft) ([]*journal.Event, error) {
+	for i, dr := range drafts {
+		if cmd, ok := writtenByTern[dr.Type]; ok {
+			return nil, fmt.Errorf("%w: draft %d: %s events are written by %s, with the content they name; they cannot be appended by hand", journal.ErrInvalidDraft, i+1, dr.Type, cmd)
+		}
+	}
 	jl, err := d.journalLog()
 	if err != nil {
 		return nil, err

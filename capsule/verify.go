@@ -291,12 +291,16 @@ func checkJournal(c *Capsule, r *Report) {
 	if extra := int64(len(data)-torn) - sealed; extra > 0 && len(bad) == 0 {
 		r.notef("%s: %d bytes of valid events appended after the manifest's seal; sealed on next write", JournalFile, extra)
 	}
-	for _, err := range journal.Check(events) {
+	problems := journal.Check(events)
+	for _, err := range problems {
 		r.problem(JournalFile, err)
 	}
 	_, quarantined := journal.Readable(events)
 	r.Events = len(events)
 	r.Quarantined = len(quarantined)
+	if len(problems) == 0 && len(quarantined) > 0 {
+		r.notef("%s: %d events set aside by a heal (%s): kept, not read", JournalFile, len(quarantined), journal.HealType)
+	}
 }
 
 // checkContent parses the agent definition, environment spec, index and

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/filelock"
@@ -38,6 +39,42 @@ type chainRecord struct {
 // it would fork the machine's chain. Errors that wrap it say which copy,
 // and what to do.
 var ErrChainElsewhere = errors.New("this machine's newest events of the agent are in another copy")
+
+// ChainElsewhereError is the refusal of a write that would fork this
+// machine's chain of an agent; it wraps ErrChainElsewhere and says what to
+// do.
+type ChainElsewhereError struct {
+	Agent  string
+	Copy   string // where this machine's newest events of the agent are
+	Target string // the copy that was to be written
+	Seq    uint64 // the newest of those events the target lacks
+	Lacks  int    // how many of them the target lacks; 0 when Copy is gone
+	Node   bool   // the target is the node's own copy
+}
+
+func (e *ChainElsewhereError) Error() string {
+	var b strings.Builder
+	if e.Lacks > 0 {
+		fmt.Fprintf(&b, "this machine wrote %d events of agent %s in %s (up to seq %d) that %s lacks: writing there would fork this machine's chain. ", e.Lacks, e.Agent, e.Copy, e.Seq, e.Target)
+		if e.Node {
+			fmt.Fprintf(&b, "Import that copy into the node first: tern capsule import %s", e.Copy)
+		} else {
+			fmt.Fprintf(&b, "Merge them first: tern capsule merge %s %s -o NEW (then write to NEW), or write in %s", e.Copy, e.Target, e.Copy)
+		}
+		return b.String()
+	}
+	fmt.Fprintf(&b, "this machine's newest events of agent %s (up to seq %d) were written in %s, which is gone or holds another capsule now, and %s lacks them. If that folder moved, write in its new place; if those events are lost for good, take the chain over with: tern capsule heal %s",
+		e.Agent, e.Seq, e.Copy, e.Target, e.Target)
+	if e.Node {
+		b.Reset()
+		fmt.Fprintf(&b, "this machine's newest events of agent %s (up to seq %d) were written in %s, which is gone or holds another capsule now, and the node's copy lacks them. If that folder moved, import it (tern capsule import NEWPATH); if those events are lost for good, take the chain over with: tern capsule heal %s",
+			e.Agent, e.Seq, e.Copy, e.Agent)
+	}
+	return b.String()
+}
+
+// Unwrap returns ErrChainElsewhere.
+func (e *ChainElsewhereError) Unwrap() error { return ErrChainElsewhere }
 
 // ErrChainBusy means another writer signs events of the agent as this
 // machine right now (another command, or the running node).
@@ -124,33 +161,30 @@ func (c *ChainClaim) check(d *capsule.Dir, agent string, takeOver bool) error {
 		return err
 	}
 	ours := map[string]bool{}
-	var head journal.Head
 	for _, e := range events {
 		if e.Machine == c.machine {
 			ours[e.ID] = true
-			head.Seq = max(head.Seq, e.Seq)
 		}
 	}
 	theirs, gone := eventsOf(rec.Copy, agent, c.machine)
+	refusal := &ChainElsewhereError{Agent: agent, Copy: rec.Copy, Target: d.Path}
 	if !gone {
-		missing, top := 0, uint64(0)
 		for _, e := range theirs {
 			if !ours[e.ID] {
-				missing++
-				top = max(top, e.Seq)
+				refusal.Lacks++
+				refusal.Seq = max(refusal.Seq, e.Seq)
 			}
 		}
-		if missing == 0 {
+		if refusal.Lacks == 0 {
 			return nil
 		}
-		return fmt.Errorf("%w: this machine wrote %d events of agent %s in %s (up to seq %d) that %s lacks; writing here would fork this machine's chain. Merge them first: tern capsule merge %s %s -o NEW (then write to NEW), or write in %s",
-			ErrChainElsewhere, missing, agent, rec.Copy, top, d.Path, rec.Copy, d.Path, rec.Copy)
+		return refusal
 	}
 	if rec.Head.ID == "" || ours[rec.Head.ID] || takeOver {
 		return nil
 	}
-	return fmt.Errorf("%w: this machine's newest events of agent %s (up to seq %d) were written in %s, which is gone or holds another capsule now; %s holds this machine's events only up to seq %d. If you moved that folder, write in its new place; if those events are lost for good, take the chain over here with: tern capsule heal %s",
-		ErrChainElsewhere, agent, rec.Head.Seq, rec.Copy, d.Path, head.Seq, d.Path)
+	refusal.Seq = rec.Head.Seq
+	return refusal
 }
 
 // Release records d's head of the claimed chain as this machine's newest

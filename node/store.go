@@ -365,6 +365,10 @@ func (s *Store) claim(ctx context.Context, oc *openCapsule, machine string, take
 	ctx, cancel := context.WithTimeout(ctx, chainClaimWait)
 	defer cancel()
 	c, err := ClaimChain(ctx, s.home, oc.d, machine, takeOver)
+	var elsewhere *ChainElsewhereError
+	if errors.As(err, &elsewhere) {
+		elsewhere.Node, elsewhere.Target = true, "the node's copy"
+	}
 	if err != nil {
 		return err
 	}
