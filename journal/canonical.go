@@ -39,7 +39,10 @@ type member struct {
 	off int    // offset of val in the object
 }
 
-var errNotObject = errors.New("not a JSON object")
+var (
+	errNotObject = errors.New("not a JSON object")
+	errNotArray  = errors.New("not a JSON array")
+)
 
 // splitMembers cuts a canonical JSON object (no insignificant whitespace)
 // into its top-level members, in order. It never panics; on text that is
@@ -85,6 +88,33 @@ func splitMembers(b []byte) ([]member, error) {
 			return ms, nil
 		default:
 			return nil, errNotObject
+		}
+	}
+}
+
+// splitElements cuts a canonical JSON array into its elements, in order.
+// It never panics; on text that is not such an array it fails.
+func splitElements(b []byte) ([][]byte, error) {
+	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+		return nil, errNotArray
+	}
+	if len(b) == 2 {
+		return nil, nil
+	}
+	var out [][]byte
+	for i := 1; ; {
+		end, err := skipValue(b, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b[i:end])
+		switch {
+		case end < len(b)-1 && b[end] == ',':
+			i = end + 1
+		case end == len(b)-1:
+			return out, nil
+		default:
+			return nil, errNotArray
 		}
 	}
 }
