@@ -30,7 +30,7 @@ type Draft struct {
 // says what is expected). The body is returned in canonical form. Errors
 // wrap ErrInvalidDraft.
 func ParseDraft(line []byte) (Draft, error) {
-	canon, err := canonicalize(line)
+	canon, err := Canonical(line)
 	if err != nil {
 		return Draft{}, fmt.Errorf("%w: not JSON: %v", ErrInvalidDraft, err)
 	}
@@ -88,7 +88,7 @@ func (d Draft) canonicalBody() ([]byte, error) {
 	body := []byte("{}")
 	if len(d.Body) != 0 {
 		var err error
-		if body, err = canonicalize(d.Body); err != nil {
+		if body, err = Canonical(d.Body); err != nil {
 			return nil, fmt.Errorf("%w: type %q: body is not JSON: %v", ErrInvalidDraft, d.Type, err)
 		}
 		if tok := unsafeInteger(d.Body); tok != "" {

@@ -249,7 +249,7 @@ func TestUnknownFieldsAndTypesSurviveParsing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	canon, err := canonicalize([]byte(e.line))
+	canon, err := Canonical([]byte(e.line))
 	if err != nil || string(canon) != e.line {
 		t.Fatalf("built line is not canonical (%v):\n%s\n%s", err, e.line, canon)
 	}

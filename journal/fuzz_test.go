@@ -17,7 +17,7 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 	var out [][]byte
 	prev := ""
 	for i, body := range []string{`{}`, `{"role":"user","content":[{"type":"text","text":"héllo\n"}]}`, `[1,2.5,-0,1e30,"\u0000"]`, `null`} {
-		canon, err := canonicalize([]byte(body))
+		canon, err := Canonical([]byte(body))
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -138,7 +138,7 @@ func FuzzNewEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, typ, session, turn string, body []byte, clock, epoch uint64) {
 		d := Draft{Type: typ, Session: session, Turn: turn, Body: body}
 		e, err := NewEvent(s, Stamp{Seq: 1, Clock: clock, Epoch: epoch, Time: testTime}, d)
-		canon, bodyErr := canonicalize(body)
+		canon, bodyErr := Canonical(body)
 		if len(body) == 0 {
 			canon, bodyErr = []byte(`{}`), nil
 		}

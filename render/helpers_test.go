@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/gowebpki/jcs"
-
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 )
@@ -45,7 +43,7 @@ func events(t testing.TB, drafts ...ev) []*journal.Event {
 	t.Helper()
 	out := make([]*journal.Event, len(drafts))
 	for i, d := range drafts {
-		body, err := jcs.Transform([]byte(d.body))
+		body, err := journal.Canonical([]byte(d.body))
 		if err != nil {
 			t.Fatalf("event %d: body %s: %v", i, d.body, err)
 		}
