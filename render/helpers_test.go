@@ -53,7 +53,7 @@ func events(t testing.TB, drafts ...ev) []*journal.Event {
 	return out
 }
 
-// weatherAgent is the agent of PROVIDERS.md's example.
+// weatherAgent has one tool, get_weather, and terse instructions.
 var weatherAgent = capsule.Agent{
 	Name:         "weather",
 	Instructions: "You are terse.",

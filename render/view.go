@@ -109,8 +109,8 @@ const Interrupted = "interrupted; the outcome is unknown; inspect state before r
 var interruptedToken = []byte(`"` + Interrupted + `"`)
 
 // Event types that are part of tern but not of the conversation a model
-// sees (DESIGN.md and docs/FORMAT.md name these families); they are
-// skipped without a note. Any other type render does not know gets one.
+// sees (docs/FORMAT.md defines workspace. and file.; docs/DESIGN.md plans
+// the others); they are skipped without a note. Any other type render does not know gets one.
 var quietPrefixes = []string{"turn.", "action.", "operation.", "memory.", "workspace.", "file."}
 
 func isQuiet(typ string) bool {
