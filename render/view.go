@@ -101,8 +101,10 @@ type unit struct {
 func (u *unit) isUser() bool { return u.msg != nil && u.msg.role == roleUser }
 
 // Interrupted is the text of the error result render gives a tool call that
-// has no result in the journal (the machine died mid-call). The session
-// layer records the same result as a real event before the next model call.
+// has no result in the journal (the machine died mid-call). Render only
+// shows it; it writes no event. (The design has the runtime, which is not
+// built, record the same result as a real event before the next model
+// call: docs/DESIGN.md, "The three recoveries".)
 const Interrupted = "interrupted; the outcome is unknown; inspect state before retrying"
 
 // interruptedToken is Interrupted as a JSON string token.

@@ -379,8 +379,8 @@ func (r *Runner) handle(e *event) {
 	}
 }
 
-// command is the user typing "tern migrate" on the machine that runs the
-// agent, naming a random other node.
+// command is a person asking the machine that runs the agent to migrate it
+// to a random other node (what the planned `tern migrate` would do).
 func (r *Runner) command() {
 	var src *host
 	for _, h := range r.hosts {
