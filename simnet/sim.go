@@ -147,9 +147,6 @@ func NewRunner(opt Options) *Runner {
 	return r
 }
 
-// Run simulates one seed with opt.
-func Run(seed uint64, opt Options) Result { return NewRunner(opt).Run(seed) }
-
 // Run simulates one seed and returns what the checker found.
 func (r *Runner) Run(seed uint64) Result {
 	r.reset(seed)
