@@ -10,8 +10,9 @@ import (
 )
 
 // EnvSpec is environment/spec.json: how to rebuild the agent's sandbox.
-// Secrets appear by name only; their values come from the machine's keyring
-// for the duration of a run and are never written anywhere.
+// Secrets appear by name only: a capsule never holds a secret's value.
+// Supplying the values is the job of whatever runs the agent on a machine;
+// tern runs no agent yet and reads no secret values.
 type EnvSpec struct {
 	Workdir  string            `json:"workdir"`
 	Packages []string          `json:"packages"`
@@ -120,7 +121,7 @@ func (s EnvSpec) Validate() error {
 			return fmt.Errorf("environment spec: %s is both under env and under secrets; keep it only under secrets", name)
 		}
 		if LooksSecret(name) {
-			return fmt.Errorf("environment spec: env %s looks like a secret; its value must not be stored in the capsule: remove it from env and declare its name under \"secrets\" (the value then comes from the machine's keyring at run time)", name)
+			return fmt.Errorf("environment spec: env %s looks like a secret; its value must not be stored in the capsule: remove it from env and declare its name under \"secrets\" (the capsule keeps only the name; the value stays on the machine that runs the agent)", name)
 		}
 	}
 	return nil

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gowebpki/jcs"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/journal"
@@ -161,7 +160,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 		}
 		return nil, fmt.Errorf("%w: manifest format %q, expected %q", ErrNotCapsule, f, Format)
 	}
-	canon, err := jcs.Transform(data)
+	canon, err := journal.Canonical(data)
 	if err != nil {
 		return nil, fmt.Errorf("manifest is not valid JSON: %v", err)
 	}
@@ -239,13 +238,14 @@ func (m *Manifest) Names() []string {
 	return names
 }
 
-// canonical returns the RFC 8785 encoding of v.
+// canonical returns the RFC 8785 encoding of v (journal.Canonical of its
+// JSON).
 func canonical(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	return jcs.Transform(b)
+	return journal.Canonical(b)
 }
 
 func entryOf(data []byte) FileEntry {

@@ -110,8 +110,8 @@ func TestNamesBlobsSeesEveryKindOfReference(t *testing.T) {
 		names     bool
 	}{
 		{"message", `{"role":"user","content":[{"type":"text","text":"hi"}]}`, false},
-		{"message", `{"role":"user","content":[{"type":"image","cid":"` + cid + `"}]}`, true},
-		{"tool_result", `{"call_id":"c","content":[{"type":"file","cid":"` + cid + `"}],"is_error":false}`, true},
+		{"message", `{"role":"user","content":[{"type":"image","cid":"` + cid + `","media_type":"image/png"}]}`, true},
+		{"tool_result", `{"call_id":"c","content":[{"type":"file","cid":"` + cid + `","media_type":"text/plain","name":"out.txt"}],"is_error":false}`, true},
 		{SnapshotEventType, `{"snapshot":"` + cid + `","files":1,"bytes":3}`, true},
 		{FileUpdatedEventType, `{"path":"memory.md","cid":"` + cid + `"}`, true},
 	} {
@@ -163,7 +163,7 @@ func TestAForkArrivingByAddEventsTakesTheSnapshotBackToTheLastReadableOne(t *tes
 			before = e
 		}
 	}
-	fork, err := journal.NewEvent(s, journal.Stamp{Seq: second.Seq, Prev: before.ID, Clock: second.Clock + 1}, journal.Draft{Type: "message", Body: json.RawMessage(`{"role":"user","content":[]}`)})
+	fork, err := journal.NewEvent(s, journal.Stamp{Seq: second.Seq, Prev: before.ID, Clock: second.Clock + 1}, journal.Draft{Type: "message", Body: json.RawMessage(`{"role":"user","content":[{"type":"text","text":"forked"}]}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

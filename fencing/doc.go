@@ -19,8 +19,8 @@
 // persisted before any message that depends on it is sent: persist before
 // reply.
 //
-// The protocol (docs/MIGRATION.md records the choices DESIGN.md leaves
-// open, and why):
+// The protocol (docs/MIGRATION.md records the choices docs/DESIGN.md
+// leaves open, and why):
 //
 //	source: freeze, persist frozen(e, next n)      -> propose(n)
 //	target: n newer than anything seen? persist staging(n) -> accept(missing files)

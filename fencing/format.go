@@ -15,8 +15,9 @@ const RegistryFormat = "tern.registry/1"
 // MaxRegistrySize bounds a registry file; a bigger one is refused unread.
 const MaxRegistrySize = 64 << 20
 
-// The durable format, one JSON object per node (the file is written whole,
-// atomically: temp file, fsync, rename, fsync the folder):
+// The durable format, one JSON object per node (a durable Registry writes
+// the file whole, atomically: temp file, fsync, rename, fsync the folder;
+// no such Registry is built yet, see Registry):
 //
 //	{
 //	  "format": "tern.registry/1",

@@ -6,9 +6,11 @@ import (
 )
 
 // Registry is a node's durable holder registry: one Record per agent id.
-// The node implements it with one file written atomically (see
-// EncodeRegistry for the format); MemRegistry is the in-memory one simnet
-// uses. Implementations must be safe for concurrent use.
+// A durable implementation keeps it in one file written atomically, in the
+// format of EncodeRegistry, and passes fencing/fencingtest.TestRegistry.
+// The node does not persist a registry yet (migration runs only in
+// simnet), so MemRegistry, in memory, is the one implementation today.
+// Implementations must be safe for concurrent use.
 type Registry interface {
 	// Load returns the record of agent. ok is false if this registry has
 	// never recorded it. It fails with ErrRegistryLost if the registry

@@ -16,16 +16,28 @@ import (
 // maxSafeInt is the largest integer every JSON reader holds exactly (2^53-1).
 const maxSafeInt = 1<<53 - 1
 
-// canonicalize returns the RFC 8785 form of the JSON text b. It fails on
-// anything that is not a single JSON value (I-JSON: valid UTF-8, no duplicate
-// keys, no lone surrogates).
-func canonicalize(b []byte) (out []byte, err error) {
+// Canonical returns the RFC 8785 (JSON Canonicalization Scheme) form of
+// the JSON text b: no insignificant whitespace, object members sorted by
+// the UTF-16 code units of their names, strings with only the escapes RFC
+// 8785 requires, numbers as ECMAScript writes an IEEE 754 double (1.0
+// becomes 1, 1e30 becomes 1e+30). It is the one canonical encoding tern
+// uses: journal lines and bodies, the capsule manifest, anything hashed or
+// signed.
+//
+// b must be exactly one JSON value, surrounding whitespace allowed, that
+// I-JSON (RFC 7493) accepts: valid UTF-8, no duplicate member names, no
+// lone surrogate escapes; anything else is an error. A number is read as a
+// double, so an integer beyond 2^53-1 silently loses digits: callers that
+// must keep such input refuse it first (as ParseDraft does). Canonical
+// never panics, never modifies b, and returns a new slice; applied to its
+// own output it returns the same bytes. It is safe for concurrent use.
+func Canonical(b []byte) (out []byte, err error) {
 	if b == nil {
 		b = []byte{}
 	}
 	defer func() {
 		if r := recover(); r != nil { // the canonicalizer is outside code; never let it take us down
-			out, err = nil, fmt.Errorf("canonicalize: %v", r)
+			out, err = nil, fmt.Errorf("canonical JSON: %v", r)
 		}
 	}()
 	return jcs.Transform(b)
@@ -39,7 +51,10 @@ type member struct {
 	off int    // offset of val in the object
 }
 
-var errNotObject = errors.New("not a JSON object")
+var (
+	errNotObject = errors.New("not a JSON object")
+	errNotArray  = errors.New("not a JSON array")
+)
 
 // splitMembers cuts a canonical JSON object (no insignificant whitespace)
 // into its top-level members, in order. It never panics; on text that is
@@ -85,6 +100,33 @@ func splitMembers(b []byte) ([]member, error) {
 			return ms, nil
 		default:
 			return nil, errNotObject
+		}
+	}
+}
+
+// splitElements cuts a canonical JSON array into its elements, in order.
+// It never panics; on text that is not such an array it fails.
+func splitElements(b []byte) ([][]byte, error) {
+	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+		return nil, errNotArray
+	}
+	if len(b) == 2 {
+		return nil, nil
+	}
+	var out [][]byte
+	for i := 1; ; {
+		end, err := skipValue(b, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b[i:end])
+		switch {
+		case end < len(b)-1 && b[end] == ',':
+			i = end + 1
+		case end == len(b)-1:
+			return out, nil
+		default:
+			return nil, errNotArray
 		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 // at builds machine s's event at seq with the given prev and clock.
 func at(tb testing.TB, s Signer, seq uint64, prev string, clock uint64, body string) *Event {
 	tb.Helper()
-	e, err := NewEvent(s, Stamp{Seq: seq, Prev: prev, Clock: clock, Time: testTime}, draft("message", body))
+	e, err := NewEvent(s, Stamp{Seq: seq, Prev: prev, Clock: clock, Time: testTime}, draft("test", body))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func TestCrashHelper(t *testing.T) {
 			for i := 0; ; i++ {
 				drafts := make([]Draft, 1+i%3)
 				for j := range drafts {
-					drafts[j] = draft("message", fmt.Sprintf(`{"w":%d,"i":%d,"pad":"%s"}`, w, i, strings.Repeat("x", 1000*j)))
+					drafts[j] = draft("test", fmt.Sprintf(`{"w":%d,"i":%d,"pad":"%s"}`, w, i, strings.Repeat("x", 1000*j)))
 				}
 				events, err := l.Append(context.Background(), s, 0, drafts...)
 				if err != nil {

@@ -4,12 +4,15 @@
 //
 // The package has two layers.
 //
-// The model is pure: [ParseLine] and [Decode] read envelopes, [NewEvent]
-// makes and signs one, [Less] and [Sort] give the total order (clock,
-// machine, seq), [Merge] is the set union keyed by id, [VectorOf] summarises
-// a journal for sync, and [Check], [Forks] and [Readable] find and quarantine
-// broken or forked chains. These functions take time as an input, do no I/O,
-// start no goroutines and are safe for concurrent use.
+// The model is pure: [ParseLine] and [Decode] read envelopes (whatever
+// their bodies hold), [ParseDraft] reads what a writer supplies, [NewEvent]
+// makes and signs one (refusing a draft of a core type, message, tool_call,
+// tool_result or reasoning, whose body lacks what docs/FORMAT.md requires),
+// [Less] and [Sort] give the total order (clock, machine, seq), [Merge] is
+// the set union keyed by id, [VectorOf] summarises a journal for sync, and
+// [Check], [Forks] and [Readable] find and quarantine broken or forked
+// chains. These functions take time as an input, do no I/O, start no
+// goroutines and are safe for concurrent use.
 //
 // The file adapter is [Log] (and [WriteFile]): one journal file, opened and
 // checked, repaired (a torn last line only, logged), appended to durably

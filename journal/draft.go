@@ -10,7 +10,9 @@ import (
 // rest of the envelope (machine, seq, prev, clock, epoch, time, id, sig).
 // The body is stored in RFC 8785 form: member order, whitespace and number
 // spelling may change (1.0 becomes 1), values do not; an integer beyond
-// 2^53-1 is refused because it cannot be kept exactly.
+// 2^53-1 is refused because it cannot be kept exactly. The body of a core
+// type (message, tool_call, tool_result, reasoning) must have the shape
+// docs/FORMAT.md gives it; any other type's body is free-form.
 type Draft struct {
 	Type    string          `json:"type"`
 	Session string          `json:"session"`
@@ -23,10 +25,12 @@ type Draft struct {
 // turn (optional strings) and body (optional, any JSON value, default {}).
 // Any other key is refused, named in the error, so that a misspelt field is
 // never silently dropped, and so is an integer beyond 2^53-1 in the body,
-// which canonical JSON cannot keep exactly. The body is returned in
-// canonical form. Errors wrap ErrInvalidDraft.
+// which canonical JSON cannot keep exactly, and the body of a core type
+// that lacks a field the format requires (the error names the field and
+// says what is expected). The body is returned in canonical form. Errors
+// wrap ErrInvalidDraft.
 func ParseDraft(line []byte) (Draft, error) {
-	canon, err := canonicalize(line)
+	canon, err := Canonical(line)
 	if err != nil {
 		return Draft{}, fmt.Errorf("%w: not JSON: %v", ErrInvalidDraft, err)
 	}
@@ -68,23 +72,31 @@ func ParseDraft(line []byte) (Draft, error) {
 	if d.Body == nil {
 		d.Body = json.RawMessage("{}")
 	}
+	if err := checkBody(d.Type, d.Body); err != nil {
+		return Draft{}, err
+	}
 	return d, nil
 }
 
 // canonicalBody checks the draft and returns its body in canonical form.
+// It is the one way a draft's body becomes an event's (NewEvent and
+// Log.Append), so the body of a core type is checked here (checkBody).
 func (d Draft) canonicalBody() ([]byte, error) {
 	if d.Type == "" {
 		return nil, fmt.Errorf("%w: empty type", ErrInvalidDraft)
 	}
-	if len(d.Body) == 0 {
-		return []byte("{}"), nil
+	body := []byte("{}")
+	if len(d.Body) != 0 {
+		var err error
+		if body, err = Canonical(d.Body); err != nil {
+			return nil, fmt.Errorf("%w: type %q: body is not JSON: %v", ErrInvalidDraft, d.Type, err)
+		}
+		if tok := unsafeInteger(d.Body); tok != "" {
+			return nil, fmt.Errorf("%w: type %q: body holds the integer %.40s, beyond 2^53-1: canonical JSON would not keep it exactly; write it as a string", ErrInvalidDraft, d.Type, tok)
+		}
 	}
-	body, err := canonicalize(d.Body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: type %q: body is not JSON: %v", ErrInvalidDraft, d.Type, err)
-	}
-	if tok := unsafeInteger(d.Body); tok != "" {
-		return nil, fmt.Errorf("%w: type %q: body holds the integer %.40s, beyond 2^53-1: canonical JSON would not keep it exactly; write it as a string", ErrInvalidDraft, d.Type, tok)
+	if err := checkBody(d.Type, body); err != nil {
+		return nil, err
 	}
 	return body, nil
 }

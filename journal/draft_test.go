@@ -13,8 +13,11 @@ func TestParseDraft(t *testing.T) {
 		want Draft
 		says string // when the draft is refused
 	}{
-		{"a full draft is read", `{"type":"message","session":"s","turn":"t","body":{"b":1,"a":2}}`,
-			Draft{Type: "message", Session: "s", Turn: "t", Body: []byte(`{"a":2,"b":1}`)}, ""},
+		{"a full draft is read", `{"type":"x","session":"s","turn":"t","body":{"b":1,"a":2}}`,
+			Draft{Type: "x", Session: "s", Turn: "t", Body: []byte(`{"a":2,"b":1}`)}, ""},
+		{"a core body is read in canonical form", `{"type":"message","body":{ "role":"user", "content":[{"text":"hi","type":"text"}]}}`,
+			Draft{Type: "message", Body: []byte(`{"content":[{"text":"hi","type":"text"}],"role":"user"}`)}, ""},
+		{"a core body is checked", `{"type":"tool_call","body":{}}`, Draft{}, `type "tool_call": body.call_id: missing`},
 		{"a missing body becomes {}", `{"type":"memory.note"}`, Draft{Type: "memory.note", Body: []byte(`{}`)}, ""},
 		{"any JSON value is a body", ` {"type":"x","body":[1, "two"]} `, Draft{Type: "x", Body: []byte(`[1,"two"]`)}, ""},
 		{"a null body is kept", `{"type":"x","body":null}`, Draft{Type: "x", Body: []byte(`null`)}, ""},

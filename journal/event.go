@@ -68,7 +68,7 @@ func (e *Event) String() string {
 // ErrFutureFormat, ErrNotCanonical, ErrBadSignature or ErrBadID. ParseLine
 // keeps no reference to line.
 func ParseLine(line []byte) (*Event, error) {
-	canon, err := canonicalize(line)
+	canon, err := Canonical(line)
 	if err != nil {
 		return nil, fmt.Errorf("%w: not JSON: %v", ErrInvalidEvent, err)
 	}

@@ -46,7 +46,7 @@ func dropMember(tb testing.TB, line []byte, key string) []byte {
 // body full of things canonical JSON cares about.
 func sample(tb testing.TB, s Signer) *Event {
 	tb.Helper()
-	first, err := NewEvent(s, Stamp{Seq: 1, Clock: 1, Time: testTime}, draft("message", `{}`))
+	first, err := NewEvent(s, Stamp{Seq: 1, Clock: 1, Time: testTime}, draft("test", `{}`))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestUnknownFieldsAndTypesSurviveParsing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	canon, err := canonicalize([]byte(e.line))
+	canon, err := Canonical([]byte(e.line))
 	if err != nil || string(canon) != e.line {
 		t.Fatalf("built line is not canonical (%v):\n%s\n%s", err, e.line, canon)
 	}
@@ -279,17 +279,17 @@ func TestNewEventRefusesWhatCannotBeRead(t *testing.T) {
 		draft  Draft
 		want   error
 	}{
-		{"seq 0 is refused", s, Stamp{Seq: 0, Clock: 1}, draft("message", ``), ErrInvalidEvent},
-		{"clock 0 is refused", s, Stamp{Seq: 1, Clock: 0}, draft("message", ``), ErrInvalidEvent},
-		{"a clock above 2^53-1 is refused", s, Stamp{Seq: 1, Clock: 1 << 53}, draft("message", ``), ErrInvalidEvent},
-		{"seq 2 without prev is refused", s, Stamp{Seq: 2, Clock: 1}, draft("message", ``), ErrInvalidEvent},
-		{"seq 1 with a prev is refused", s, Stamp{Seq: 1, Prev: first.ID, Clock: 1}, draft("message", ``), ErrInvalidEvent},
-		{"a prev that is not an id is refused", s, Stamp{Seq: 2, Prev: "x", Clock: 1}, draft("message", ``), ErrInvalidEvent},
+		{"seq 0 is refused", s, Stamp{Seq: 0, Clock: 1}, draft("test", ``), ErrInvalidEvent},
+		{"clock 0 is refused", s, Stamp{Seq: 1, Clock: 0}, draft("test", ``), ErrInvalidEvent},
+		{"a clock above 2^53-1 is refused", s, Stamp{Seq: 1, Clock: 1 << 53}, draft("test", ``), ErrInvalidEvent},
+		{"seq 2 without prev is refused", s, Stamp{Seq: 2, Clock: 1}, draft("test", ``), ErrInvalidEvent},
+		{"seq 1 with a prev is refused", s, Stamp{Seq: 1, Prev: first.ID, Clock: 1}, draft("test", ``), ErrInvalidEvent},
+		{"a prev that is not an id is refused", s, Stamp{Seq: 2, Prev: "x", Clock: 1}, draft("test", ``), ErrInvalidEvent},
 		{"an empty type is refused", s, Stamp{Seq: 1, Clock: 1}, draft("", ``), ErrInvalidDraft},
-		{"a body that is not JSON is refused", s, Stamp{Seq: 1, Clock: 1}, draft("message", `{"a":`), ErrInvalidDraft},
-		{"a body integer beyond 2^53-1 is refused", s, Stamp{Seq: 1, Clock: 1}, draft("message", `{"big":123456789012345678901234}`), ErrInvalidDraft},
-		{"a session that is not UTF-8 is refused", s, Stamp{Seq: 1, Clock: 1}, Draft{Type: "message", Session: "\xff"}, ErrInvalidDraft},
-		{"a signer whose key is not its machine's is caught", impostor, Stamp{Seq: 1, Clock: 1}, draft("message", ``), ErrBadSignature},
+		{"a body that is not JSON is refused", s, Stamp{Seq: 1, Clock: 1}, draft("test", `{"a":`), ErrInvalidDraft},
+		{"a body integer beyond 2^53-1 is refused", s, Stamp{Seq: 1, Clock: 1}, draft("test", `{"big":123456789012345678901234}`), ErrInvalidDraft},
+		{"a session that is not UTF-8 is refused", s, Stamp{Seq: 1, Clock: 1}, Draft{Type: "test", Session: "\xff"}, ErrInvalidDraft},
+		{"a signer whose key is not its machine's is caught", impostor, Stamp{Seq: 1, Clock: 1}, draft("test", ``), ErrBadSignature},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -300,13 +300,13 @@ func TestNewEventRefusesWhatCannotBeRead(t *testing.T) {
 		})
 	}
 	t.Run("a signer's error is returned", func(t *testing.T) {
-		_, err := NewEvent(failing, Stamp{Seq: 1, Clock: 1}, draft("message", ``))
+		_, err := NewEvent(failing, Stamp{Seq: 1, Clock: 1}, draft("test", ``))
 		if err == nil || !strings.Contains(err.Error(), "keyring locked") {
 			t.Fatalf("got %v", err)
 		}
 	})
 	t.Run("an empty body becomes {}", func(t *testing.T) {
-		e, err := NewEvent(s, Stamp{Seq: 1, Clock: 1}, Draft{Type: "message"})
+		e, err := NewEvent(s, Stamp{Seq: 1, Clock: 1}, Draft{Type: "test"})
 		if err != nil || string(e.Body) != "{}" {
 			t.Fatalf("got %v %s", err, e.Body)
 		}
@@ -332,7 +332,7 @@ func TestKeySigner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := NewEvent(ks, Stamp{Seq: 1, Clock: 1}, draft("message", `{}`)); err != nil {
+		if _, err := NewEvent(ks, Stamp{Seq: 1, Clock: 1}, draft("test", `{}`)); err != nil {
 			t.Fatal(err)
 		}
 	})

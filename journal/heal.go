@@ -196,7 +196,7 @@ func Heal(events []*Event, s Signer, now time.Time) ([]*Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err = canonicalize(raw)
+	raw, err = Canonical(raw)
 	if err != nil {
 		return nil, err
 	}

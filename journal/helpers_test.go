@@ -89,7 +89,7 @@ func chainOf(tb testing.TB, s Signer, n int) []*Event {
 	w := &writer{s: s}
 	out := make([]*Event, n)
 	for i := range out {
-		out[i] = w.next(tb, uint64(i+1), "message", fmt.Sprintf(`{"n":%d}`, i))
+		out[i] = w.next(tb, uint64(i+1), "test", fmt.Sprintf(`{"n":%d}`, i))
 	}
 	return out
 }

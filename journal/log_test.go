@@ -66,7 +66,7 @@ func TestLogRoundTrip(t *testing.T) {
 	if problems := Check(again.Events()); problems != nil {
 		t.Fatal(problems)
 	}
-	e, err := again.Append(ctx, a, 0, draft("message", `{}`))
+	e, err := again.Append(ctx, a, 0, draft("test", `{}`))
 	if err != nil || e[0].Seq != 3 || e[0].Clock != 5 || e[0].Prev != appended[3].ID {
 		t.Fatalf("append after reopen: %v %v", e, err)
 	}
@@ -190,21 +190,21 @@ func TestFailedAppendLeavesTheFileUnchanged(t *testing.T) {
 		says   string
 	}{
 		{"an invalid body in a batch writes nothing", context.Background(), s,
-			[]Draft{draft("message", `{}`), draft("message", `{"oops"`)}, ErrInvalidDraft, "draft 2"},
+			[]Draft{draft("test", `{}`), draft("test", `{"oops"`)}, ErrInvalidDraft, "draft 2"},
 		{"an empty type in a batch writes nothing", context.Background(), s,
-			[]Draft{draft("message", `{}`), draft("", `{}`)}, ErrInvalidDraft, "draft 2"},
+			[]Draft{draft("test", `{}`), draft("", `{}`)}, ErrInvalidDraft, "draft 2"},
 		{"a signer failing mid-batch writes nothing", context.Background(), &flakySigner{Signer: s, failAt: 2},
-			[]Draft{draft("message", `{}`), draft("message", `{}`), draft("message", `{}`)}, nil, "hardware key unplugged"},
+			[]Draft{draft("test", `{}`), draft("test", `{}`), draft("test", `{}`)}, nil, "hardware key unplugged"},
 		{"a signer whose key is not its machine's writes nothing", context.Background(), &testSigner{key: newSigner(t).key, machine: s.Machine()},
-			[]Draft{draft("message", `{}`)}, ErrBadSignature, s.Machine()},
+			[]Draft{draft("test", `{}`)}, ErrBadSignature, s.Machine()},
 		{"a canceled context writes nothing", canceled, s,
-			[]Draft{draft("message", `{}`)}, context.Canceled, ""},
+			[]Draft{draft("test", `{}`)}, context.Canceled, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := newJournal(t)
 			l := mustOpen(t, path)
-			if _, err := l.Append(context.Background(), s, 0, draft("message", `{"first":true}`)); err != nil {
+			if _, err := l.Append(context.Background(), s, 0, draft("test", `{"first":true}`)); err != nil {
 				t.Fatal(err)
 			}
 			before := readFile(t, path)
@@ -215,7 +215,7 @@ func TestFailedAppendLeavesTheFileUnchanged(t *testing.T) {
 			if !bytes.Equal(readFile(t, path), before) || len(l.Events()) != 1 || l.Size() != int64(len(before)) {
 				t.Fatal("a failed append changed the journal")
 			}
-			next, err := l.Append(context.Background(), s, 0, draft("message", `{}`))
+			next, err := l.Append(context.Background(), s, 0, draft("test", `{}`))
 			if err != nil || next[0].Seq != 2 || next[0].Clock != 2 {
 				t.Fatalf("the next append: %v %v", next, err)
 			}
@@ -229,7 +229,7 @@ func TestAppendWriteAndFsyncErrors(t *testing.T) {
 	t.Run("a failed write is cut back and the log goes on", func(t *testing.T) {
 		path := newJournal(t)
 		l := mustOpen(t, path)
-		if _, err := l.Append(ctx, s, 0, draft("message", `{}`)); err != nil {
+		if _, err := l.Append(ctx, s, 0, draft("test", `{}`)); err != nil {
 			t.Fatal(err)
 		}
 		before := readFile(t, path)
@@ -238,14 +238,14 @@ func TestAppendWriteAndFsyncErrors(t *testing.T) {
 			n, _ := l.f.WriteAt(b[:len(b)/2], off) // a partial write, as a full disk does
 			return n, disk
 		}
-		if _, err := l.Append(ctx, s, 0, draft("message", `{"big":true}`)); !errors.Is(err, disk) {
+		if _, err := l.Append(ctx, s, 0, draft("test", `{"big":true}`)); !errors.Is(err, disk) {
 			t.Fatalf("got %v", err)
 		}
 		if !bytes.Equal(readFile(t, path), before) {
 			t.Fatal("the partial write was not cut back")
 		}
 		l.hooks.writeAt = nil
-		e, err := l.Append(ctx, s, 0, draft("message", `{}`))
+		e, err := l.Append(ctx, s, 0, draft("test", `{}`))
 		if err != nil || e[0].Seq != 2 || e[0].Prev != l.Events()[0].ID {
 			t.Fatalf("after a failed write: %v %v", e, err)
 		}
@@ -256,12 +256,12 @@ func TestAppendWriteAndFsyncErrors(t *testing.T) {
 		eio := errors.New("input/output error")
 		l.hooks.sync = func() error { return eio }
 		for i := range 2 {
-			if _, err := l.Append(ctx, s, 0, draft("message", `{}`)); !errors.Is(err, eio) {
+			if _, err := l.Append(ctx, s, 0, draft("test", `{}`)); !errors.Is(err, eio) {
 				t.Fatalf("append %d: got %v", i, err)
 			}
 		}
 		l.hooks.sync = nil
-		if _, err := l.Append(ctx, s, 0, draft("message", `{}`)); !errors.Is(err, eio) || !strings.Contains(err.Error(), "reopen") {
+		if _, err := l.Append(ctx, s, 0, draft("test", `{}`)); !errors.Is(err, eio) || !strings.Contains(err.Error(), "reopen") {
 			t.Fatalf("after the fsync error: got %v", err)
 		}
 		l.Close()
@@ -274,7 +274,7 @@ func TestAppendWriteAndFsyncErrors(t *testing.T) {
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Append(ctx, s, 0, draft("message", `{}`)); !errors.Is(err, ErrClosed) {
+		if _, err := l.Append(ctx, s, 0, draft("test", `{}`)); !errors.Is(err, ErrClosed) {
 			t.Fatalf("got %v", err)
 		}
 		if err := l.Close(); err != nil {
@@ -304,14 +304,14 @@ func TestAppendRefusesABrokenOwnChain(t *testing.T) {
 			}
 			l := mustOpen(t, path)
 			before := readFile(t, path)
-			_, err := l.Append(ctx, a, 0, draft("message", `{}`))
+			_, err := l.Append(ctx, a, 0, draft("test", `{}`))
 			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), a.Machine()) {
 				t.Fatalf("got %v, want %v", err, tt.want)
 			}
 			if !bytes.Equal(readFile(t, path), before) {
 				t.Fatal("refused append changed the file")
 			}
-			if _, err := l.Append(ctx, b, 0, draft("message", `{}`)); err != nil {
+			if _, err := l.Append(ctx, b, 0, draft("test", `{}`)); err != nil {
 				t.Fatalf("another machine cannot append: %v", err)
 			}
 		})
@@ -321,13 +321,13 @@ func TestAppendRefusesABrokenOwnChain(t *testing.T) {
 		if _, err := l.Add(ctx, A...); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Append(ctx, a, 0, draft("message", `{}`)); err != nil {
+		if _, err := l.Append(ctx, a, 0, draft("test", `{}`)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := l.Add(ctx, fork); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Append(ctx, a, 0, draft("message", `{}`)); !errors.Is(err, ErrFork) {
+		if _, err := l.Append(ctx, a, 0, draft("test", `{}`)); !errors.Is(err, ErrFork) {
 			t.Fatalf("got %v", err)
 		}
 	})
@@ -339,7 +339,7 @@ func TestLamportClockAcrossMerge(t *testing.T) {
 	ctx := context.Background()
 	check := func(t *testing.T, l *Log) {
 		t.Helper()
-		e, err := l.Append(ctx, a, 0, draft("message", `{}`), draft("message", `{}`))
+		e, err := l.Append(ctx, a, 0, draft("test", `{}`), draft("test", `{}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,7 +400,7 @@ func TestConcurrentAppendsShareFsyncs(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := range each {
-				e, err := l.Append(context.Background(), s, 0, draft("message", fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)))
+				e, err := l.Append(context.Background(), s, 0, draft("test", fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)))
 				if err != nil {
 					errs[w] = err
 					return
@@ -451,7 +451,7 @@ func TestSealedCoversExactlyTheCompleteLines(t *testing.T) {
 	l := mustOpen(t, path)
 	checkSealed(t, l)
 	s := newSigner(t)
-	if _, err := l.Append(context.Background(), s, 0, draft("message", `{}`), draft("message", `{"n":2}`)); err != nil {
+	if _, err := l.Append(context.Background(), s, 0, draft("test", `{}`), draft("test", `{"n":2}`)); err != nil {
 		t.Fatal(err)
 	}
 	checkSealed(t, l)
@@ -470,14 +470,14 @@ func TestSealedCoversExactlyTheCompleteLines(t *testing.T) {
 	// A failed write leaves the seal where it was.
 	size, sum := again.Sealed()
 	again.hooks.writeAt = func([]byte, int64) (int, error) { return 0, errors.New("disk full") }
-	if _, err := again.Append(context.Background(), s, 0, draft("message", `{}`)); err == nil {
+	if _, err := again.Append(context.Background(), s, 0, draft("test", `{}`)); err == nil {
 		t.Fatal("append succeeded with a failing write")
 	}
 	if size2, sum2 := again.Sealed(); size2 != size || sum2 != sum {
 		t.Fatal("a failed write moved the seal")
 	}
 	again.hooks.writeAt = nil
-	if _, err := again.Append(context.Background(), s, 0, draft("message", `{"n":3}`)); err != nil {
+	if _, err := again.Append(context.Background(), s, 0, draft("test", `{"n":3}`)); err != nil {
 		t.Fatal(err)
 	}
 	checkSealed(t, again)
@@ -626,7 +626,7 @@ func TestAddReturnsOnlyOnceEveryEventIsDurableEvenWhenAnotherCallWritesIt(t *tes
 func TestWholeMeansReadableWouldQuarantineNothing(t *testing.T) {
 	s := newSigner(t)
 	es := chainOf(t, s, 4)
-	fork, err := NewEvent(s, Stamp{Seq: 2, Prev: es[0].ID, Clock: 9}, draft("message", `{"forked":true}`))
+	fork, err := NewEvent(s, Stamp{Seq: 2, Prev: es[0].ID, Clock: 9}, draft("test", `{"forked":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func simulate(tb testing.TB, rng *rand.Rand, machines, steps int) ([][]*Event, [
 		r := rs[rng.IntN(machines)]
 		if rng.IntN(10) < 7 {
 			r.clock++
-			e := r.w.next(tb, r.clock, "message", fmt.Sprintf(`{"step":%d}`, step))
+			e := r.w.next(tb, r.clock, "test", fmt.Sprintf(`{"step":%d}`, step))
 			r.events[e.ID] = e
 			continue
 		}

@@ -175,7 +175,7 @@ func TestAnErrorFromADamagedCapsuleNamesItsFilesRelativeToTheHome(t *testing.T) 
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, method, path, body string }{
-		{"an append", http.MethodPost, "/v1/capsules/" + agent + "/events", `{"type":"message","body":{}}`},
+		{"an append", http.MethodPost, "/v1/capsules/" + agent + "/events", `{"type":"message","body":{"role":"user","content":[{"type":"text","text":"hi"}]}}`},
 		{"an export", http.MethodGet, "/v1/capsules/" + agent + "/export", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -275,7 +275,7 @@ func TestTheAPIsStatusesSayWhoseFaultAnErrorIs(t *testing.T) {
 	}{
 		{"an export of an agent the node does not hold is 404", http.MethodGet, "/v1/capsules/" + absent + "/export", "", http.StatusNotFound},
 		{"an export of what is not an agent id is 400", http.MethodGet, "/v1/capsules/not-an-id/export", "", http.StatusBadRequest},
-		{"an append to an agent the node does not hold is 404", http.MethodPost, "/v1/capsules/" + absent + "/events", `{"type":"message","body":{}}`, http.StatusNotFound},
+		{"an append to an agent the node does not hold is 404", http.MethodPost, "/v1/capsules/" + absent + "/events", `{"type":"message","body":{"role":"user","content":[{"type":"text","text":"hi"}]}}`, http.StatusNotFound},
 		{"an append of a line that is not a draft is 400", http.MethodPost, "/v1/capsules/" + held + "/events", `{"body":{}}`, http.StatusBadRequest},
 		{"an append of a line over the limit is 413", http.MethodPost, "/v1/capsules/" + held + "/events", strings.Repeat(" ", maxDraftLine+1), http.StatusRequestEntityTooLarge},
 		{"a sync state for what is not a peer ID is 400", http.MethodGet, "/v1/capsules/" + held + "/sync?peer=nobody", "", http.StatusBadRequest},

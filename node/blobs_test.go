@@ -290,7 +290,7 @@ func TestABlobAnEventNamesFollowsTheEventByGossip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "image", "cid": capsule.BlobCID(h)}}})
+	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "image", "cid": capsule.BlobCID(h), "media_type": "image/png"}}})
 	if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "message", Session: "s", Body: body}}); err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func Home() (string, error) {
 }
 
 // Identity is this machine's key. Its peer ID is the machine id in journal
-// chains and, later, the node's libp2p identity. It implements
+// chains and the node's libp2p identity. It implements
 // journal.Signer and is safe for concurrent use.
 type Identity struct {
 	priv crypto.PrivKey

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/gowebpki/jcs"
-
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 )
@@ -45,7 +43,7 @@ func events(t testing.TB, drafts ...ev) []*journal.Event {
 	t.Helper()
 	out := make([]*journal.Event, len(drafts))
 	for i, d := range drafts {
-		body, err := jcs.Transform([]byte(d.body))
+		body, err := journal.Canonical([]byte(d.body))
 		if err != nil {
 			t.Fatalf("event %d: body %s: %v", i, d.body, err)
 		}
@@ -55,7 +53,7 @@ func events(t testing.TB, drafts ...ev) []*journal.Event {
 	return out
 }
 
-// weatherAgent is the agent of PROVIDERS.md's example.
+// weatherAgent has one tool, get_weather, and terse instructions.
 var weatherAgent = capsule.Agent{
 	Name:         "weather",
 	Instructions: "You are terse.",

@@ -101,18 +101,3 @@ func (m *idMap) fits(id string) bool {
 	}
 	return true
 }
-
-// DecodeCallID returns the neutral id of a provider id of the form
-// "t64-…". Other ids are either neutral already or hashed; look those up in
-// Result.CallIDs.
-func DecodeCallID(id string) (string, bool) {
-	rest, ok := strings.CutPrefix(id, idPrefix64)
-	if !ok {
-		return "", false
-	}
-	b, err := base64.RawURLEncoding.DecodeString(rest)
-	if err != nil {
-		return "", false
-	}
-	return string(b), true
-}

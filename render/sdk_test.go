@@ -6,11 +6,12 @@ import (
 	"fmt"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/gowebpki/jcs"
 	ollama "github.com/ollama/ollama/api"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"google.golang.org/genai"
+
+	"github.com/tern-dev/tern/journal"
 )
 
 // geminiRequest is the generateContent body in the genai types.
@@ -51,11 +52,11 @@ func sdkRoundTrip(p Provider, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("encode the SDK type: %w", err)
 	}
-	want, err := jcs.Transform(body)
+	want, err := journal.Canonical(body)
 	if err != nil {
 		return fmt.Errorf("canonicalize the body: %w", err)
 	}
-	got, err := jcs.Transform(again)
+	got, err := journal.Canonical(again)
 	if err != nil {
 		return fmt.Errorf("canonicalize the SDK's encoding: %w", err)
 	}

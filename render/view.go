@@ -101,16 +101,18 @@ type unit struct {
 func (u *unit) isUser() bool { return u.msg != nil && u.msg.role == roleUser }
 
 // Interrupted is the text of the error result render gives a tool call that
-// has no result in the journal (the machine died mid-call). The session
-// layer records the same result as a real event before the next model call.
+// has no result in the journal (the machine died mid-call). Render only
+// shows it; it writes no event. (The design has the runtime, which is not
+// built, record the same result as a real event before the next model
+// call: docs/DESIGN.md, "The three recoveries".)
 const Interrupted = "interrupted; the outcome is unknown; inspect state before retrying"
 
 // interruptedToken is Interrupted as a JSON string token.
 var interruptedToken = []byte(`"` + Interrupted + `"`)
 
 // Event types that are part of tern but not of the conversation a model
-// sees (DESIGN.md and docs/FORMAT.md name these families); they are
-// skipped without a note. Any other type render does not know gets one.
+// sees (docs/FORMAT.md defines workspace. and file.; docs/DESIGN.md plans
+// the others); they are skipped without a note. Any other type render does not know gets one.
 var quietPrefixes = []string{"turn.", "action.", "operation.", "memory.", "workspace.", "file."}
 
 func isQuiet(typ string) bool {

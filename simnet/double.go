@@ -7,8 +7,9 @@ import (
 )
 
 // Peer is a node as another node sees it: deliver one request and get back
-// the messages it sends in answer. The node layer implements it over the
-// migrate stream protocol; tests put a fencing.Machine behind it.
+// the messages it sends in answer. Tests put a fencing.Machine behind it;
+// a real node would answer over a migrate stream protocol, which is not
+// built yet.
 type Peer interface {
 	Deliver(req fencing.Message) []fencing.Message
 }

@@ -96,8 +96,6 @@ func (c *calendar) reset() {
 	c.far = c.far[:0]
 }
 
-func (c *calendar) len() int { return c.count + len(c.far) }
-
 func (c *calendar) push(e event) {
 	if e.at < c.now+ringSize {
 		i := e.at & (ringSize - 1)

@@ -29,7 +29,7 @@ func TestTheCalendarGivesEventsInTheOrderOfAHeap(t *testing.T) {
 		}
 		now := int64(0)
 		schedule(now, 300)
-		for n := 0; n < 5000 && cal.len() > 0; n++ {
+		for n := 0; n < 5000 && len(heap) > 0; n++ {
 			next, ok := cal.earliest(now + 1)
 			if !ok || next != heap[0].at {
 				t.Fatalf("seed %d: calendar says next at %d (%v), heap %d", seed, next, ok, heap[0].at)
@@ -53,6 +53,11 @@ func TestTheCalendarGivesEventsInTheOrderOfAHeap(t *testing.T) {
 			}
 			if len(heap) > 0 && heap[0].at <= now {
 				t.Fatalf("seed %d: the calendar missed %+v", seed, heap[0])
+			}
+		}
+		if len(heap) == 0 {
+			if at, ok := cal.earliest(now + 1); ok {
+				t.Fatalf("seed %d: the heap is empty, the calendar still has an event at %d", seed, at)
 			}
 		}
 		if seq < 1000 {

@@ -147,9 +147,6 @@ func NewRunner(opt Options) *Runner {
 	return r
 }
 
-// Run simulates one seed with opt.
-func Run(seed uint64, opt Options) Result { return NewRunner(opt).Run(seed) }
-
 // Run simulates one seed and returns what the checker found.
 func (r *Runner) Run(seed uint64) Result {
 	r.reset(seed)
@@ -379,8 +376,8 @@ func (r *Runner) handle(e *event) {
 	}
 }
 
-// command is the user typing "tern migrate" on the machine that runs the
-// agent, naming a random other node.
+// command is a person asking the machine that runs the agent to migrate it
+// to a random other node (what the planned `tern migrate` would do).
 func (r *Runner) command() {
 	var src *host
 	for _, h := range r.hosts {

@@ -19,7 +19,7 @@ func TestSameSeedGivesTheSameTrace(t *testing.T) {
 	distinct := map[uint64]bool{}
 	for seed := uint64(1); seed <= 200; seed++ {
 		a, b := r1.Run(seed), r2.Run(seed)
-		fresh := Run(seed, opt)
+		fresh := NewRunner(opt).Run(seed)
 		if a.TraceHash != b.TraceHash || a.TraceHash != fresh.TraceHash || a.Steps != fresh.Steps {
 			t.Fatalf("seed %d: trace hashes %x, %x, %x (steps %d, %d): a run is not a function of its seed",
 				seed, a.TraceHash, b.TraceHash, fresh.TraceHash, a.Steps, fresh.Steps)
@@ -37,7 +37,7 @@ func TestTracingDoesNotChangeTheRun(t *testing.T) {
 		var buf bytes.Buffer
 		traced := opt
 		traced.Trace = &buf
-		a, b := Run(seed, opt), Run(seed, traced)
+		a, b := NewRunner(opt).Run(seed), NewRunner(traced).Run(seed)
 		if a.TraceHash != b.TraceHash {
 			t.Fatalf("seed %d: tracing changed the trace hash", seed)
 		}
@@ -126,7 +126,7 @@ func TestTheCheckerCatchesEveryHistoricalBug(t *testing.T) {
 				t.Fatalf("the checker found nothing wrong with %v in %d seeds", tc.flaw, bound)
 			}
 			f := s.Failures[0]
-			again := Run(f.Seed, opt)
+			again := NewRunner(opt).Run(f.Seed)
 			if again.Violation != f.Violation || again.TraceHash != f.TraceHash {
 				t.Errorf("seed %d does not replay: %q then %q", f.Seed, f.Violation, again.Violation)
 			}

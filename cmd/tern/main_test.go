@@ -100,16 +100,29 @@ func TestABadDraftLineIsRefusedByLineAndTheJournalIsUnchanged(t *testing.T) {
 	jpath := filepath.Join(dir, "memory", "timeline_events.jsonl")
 	before, _ := os.ReadFile(jpath)
 	manifestBefore, _ := os.ReadFile(filepath.Join(dir, "manifest.json"))
-	for name, input := range map[string]string{
-		"not JSON":           `{"type":"message","body":{}}` + "\n" + `{"type": oops}` + "\n",
-		"no type":            `{"type":"message","body":{}}` + "\n" + `{"session":"s"}` + "\n",
-		"an unknown key":     `{"type":"message","body":{}}` + "\n" + `{"type":"message","sig":"forged"}` + "\n",
-		"a session not text": `{"type":"message","body":{}}` + "\n" + `{"type":"message","session":7}` + "\n",
+	good := `{"type":"message","body":{"role":"user","content":[{"type":"text","text":"fine"}]}}` + "\n"
+	for _, tc := range []struct {
+		name, bad, says string
+	}{
+		{"a line that is not JSON", `{"type": oops}`, "not JSON"},
+		{"a line without a type", `{"session":"s"}`, `missing "type"`},
+		{"an unknown key", `{"type":"note","sig":"forged"}`, `unknown key "sig"`},
+		{"a session that is not text", `{"type":"note","session":7}`, `"session" must be a string`},
+		{"a message without a body", `{"type":"message"}`, `type "message": body.role: missing`},
+		{"a message whose role is not system, user or assistant", `{"type":"message","body":{"role":"wizard","content":[{"type":"text","text":"hi"}]}}`, `body.role: expected "system", "user" or "assistant", got "wizard"`},
+		{"a message without content", `{"type":"message","body":{"role":"user","content":[]}}`, "body.content: expected a non-empty list of parts"},
+		{"an image whose cid is not a blob CID", `{"type":"message","body":{"role":"user","content":[{"type":"image","cid":"cat.png","media_type":"image/png"}]}}`, "body.content[0].cid: expected the CID of a blob"},
+		{"a tool call with an empty body", `{"type":"tool_call","body":{}}`, `type "tool_call": body.call_id: missing`},
+		{"a tool result without is_error", `{"type":"tool_result","body":{"call_id":"c1","content":[]}}`, "body.is_error: missing; expected true or false"},
+		{"reasoning whose data is not an object", `{"type":"reasoning","body":{"provider":"p","model":"m","host":"h","data":[]}}`, "body.data: expected an object"},
 	} {
-		t.Run(name, func(t *testing.T) {
-			code, _, errs := tern(t, home, input, "journal", "append", dir)
-			if code != 2 || !strings.Contains(errs, "line 2") {
-				t.Fatalf("exit %d, stderr %q; want 2 naming line 2", code, errs)
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := tern(t, home, good+"\n"+tc.bad+"\n", "journal", "append", dir)
+			if code != 2 || !strings.Contains(errs, "line 3: ") || !strings.Contains(errs, tc.says) {
+				t.Fatalf("exit %d, stderr %q; want 2 naming line 3 and saying %q", code, errs, tc.says)
+			}
+			if out != "" {
+				t.Fatalf("a refused append printed %q", out)
 			}
 			after, _ := os.ReadFile(jpath)
 			if !bytes.Equal(before, after) {

@@ -1,7 +1,7 @@
 // Package fencingtest holds conformance suites for the interfaces package
-// fencing defines and other packages implement: run TestRegistry against
-// any fencing.Registry (the node's file registry, the in-memory one). It
-// imports testing and is for tests only.
+// fencing defines: run TestRegistry against any fencing.Registry (today
+// fencing.MemRegistry; a durable registry must pass it too). It imports
+// testing and is for tests only.
 package fencingtest
 
 import (
