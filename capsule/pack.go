@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -169,10 +168,4 @@ func PackFile(c *Capsule, out string, opt PackOptions) error {
 		}
 		return bw.Flush()
 	})
-}
-
-// isDir reports whether path is an existing folder.
-func isDir(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.IsDir()
 }

@@ -224,9 +224,7 @@ func BenchmarkMerge100kFiles(b *testing.B) {
 			b.Fatal(bad, bad2)
 		}
 		m := Merge(x, y)
-		if err := WriteFile(out, m); err != nil {
-			b.Fatal(err)
-		}
+		writeEvents(b, out, m)
 		return m
 	}
 	b.ReportAllocs()
@@ -242,9 +240,7 @@ func BenchmarkMerge100kFiles(b *testing.B) {
 func BenchmarkOpenLog100k(b *testing.B) {
 	fx := mergeData(b)
 	path := newJournal(b)
-	if err := WriteFile(path, fx.x); err != nil {
-		b.Fatal(err)
-	}
+	writeEvents(b, path, fx.x)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {

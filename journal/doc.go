@@ -8,16 +8,19 @@
 // their bodies hold), [ParseDraft] reads what a writer supplies, [NewEvent]
 // makes and signs one (refusing a draft of a core type, message, tool_call,
 // tool_result or reasoning, whose body lacks what docs/FORMAT.md requires),
-// [Less] and [Sort] give the total order (clock, machine, seq), [Merge] is
-// the set union keyed by id, [VectorOf] summarises a journal for sync, and
-// [Check], [Forks] and [Readable] find and quarantine broken or forked
-// chains. These functions take time as an input, do no I/O, start no
+// [Compare] and [Sort] give the total order (clock, machine, seq), [Merge] is
+// the set union keyed by id, [VectorOf] and [Since] summarise a journal for
+// sync and say what a peer lacks, [Check], [Forks] and [Readable] find and
+// quarantine broken or forked chains, and [Heal] plans how a machine
+// resolves a fork of its own chain (a chain.healed event sets the other
+// branch aside, its content signed again). These functions take time as an input, do no I/O, start no
 // goroutines and are safe for concurrent use.
 //
-// The file adapter is [Log] (and [WriteFile]): one journal file, opened and
+// The file adapter is [Log] (and [ExtendFile]): one journal file, opened and
 // checked, repaired (a torn last line only, logged), appended to durably
 // with group commit ([Log.Append] for the node's own events, [Log.Add] for
-// events received from peers), and rewritten atomically in total order.
+// events received from peers), and extended atomically by a heal ([Heal]
+// plans it, purely).
 //
 // The package must never touch the network, never read any file but the
 // journal it is given, never rewrite or reorder bytes of an event it has read

@@ -133,3 +133,16 @@ func readFile(tb testing.TB, path string) []byte {
 	}
 	return b
 }
+
+// writeEvents replaces the file at path with events, each once, in total
+// order: a journal as a merge or an export writes it.
+func writeEvents(tb testing.TB, path string, events []*Event) {
+	tb.Helper()
+	var b []byte
+	for _, e := range Merge(events, nil) {
+		b = append(append(b, e.line...), '\n')
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}

@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -11,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
@@ -46,7 +44,7 @@ type LogOptions struct {
 // repairs the first and keeps the second (its events are valid).
 //
 // One Log per file: the file must not be written by anything else while it
-// is open (WriteFile included: close, rewrite, reopen). A Log runs one
+// is open (ExtendFile included: close, rewrite, reopen). A Log runs one
 // writer goroutine until Close. All methods are safe for concurrent use.
 type Log struct {
 	path   string
@@ -736,58 +734,6 @@ func (l *Log) Close() error {
 	<-l.flusher
 	if err := l.f.Close(); err != nil {
 		return fmt.Errorf("close journal %s: %w", l.path, err)
-	}
-	return nil
-}
-
-// WriteFile writes events to path as a journal file, replacing it
-// atomically: in total order, each id once, one canonical line each, into a
-// temporary file in the same folder that is fsynced, renamed over path, and
-// the folder fsynced. A crash leaves the old file or the new one. An
-// existing file's permissions are kept; a new file gets 0600. Events must
-// come from ParseLine, Decode, NewEvent or a Log. No events: an empty file.
-func WriteFile(path string, events []*Event) (err error) {
-	sorted := Merge(events, nil)
-	for _, e := range sorted {
-		if len(e.line) == 0 {
-			return fmt.Errorf("write journal %s: event %q has no canonical line: events must come from ParseLine, Decode, NewEvent or a Log", path, e.ID)
-		}
-	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write journal %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if fi, serr := os.Stat(path); serr == nil {
-		if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
-			return fmt.Errorf("write journal %s: %w", path, err)
-		}
-	}
-	bw := bufio.NewWriterSize(tmp, 256<<10)
-	for _, e := range sorted {
-		bw.WriteString(e.line)
-		bw.WriteByte('\n')
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write journal %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("write journal %s: fsync: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write journal %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write journal %s: %w", path, err)
-	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("write journal %s: fsync folder: %w", path, err)
 	}
 	return nil
 }

@@ -299,9 +299,7 @@ func TestAppendRefusesABrokenOwnChain(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path := newJournal(t)
-			if err := WriteFile(path, tt.events); err != nil {
-				t.Fatal(err)
-			}
+			writeEvents(t, path, tt.events)
 			l := mustOpen(t, path)
 			before := readFile(t, path)
 			_, err := l.Append(ctx, a, 0, draft("test", `{}`))
@@ -350,11 +348,9 @@ func TestLamportClockAcrossMerge(t *testing.T) {
 			t.Fatal(problems)
 		}
 	}
-	t.Run("an append after WriteFile of a merge goes above every clock", func(t *testing.T) {
+	t.Run("an append after a merge goes above every clock", func(t *testing.T) {
 		path := newJournal(t)
-		if err := WriteFile(path, Merge(A, B)); err != nil {
-			t.Fatal(err)
-		}
+		writeEvents(t, path, Merge(A, B))
 		check(t, mustOpen(t, path))
 	})
 	t.Run("an append after Add goes above every clock", func(t *testing.T) {
@@ -496,12 +492,16 @@ func checkSealed(t *testing.T, l *Log) {
 	}
 }
 
-func TestWriteFile(t *testing.T) {
+func TestExtendFile(t *testing.T) {
 	a := newSigner(t)
 	A := chainOf(t, a, 3)
-	t.Run("events are written once each in total order", func(t *testing.T) {
+	t.Run("events follow the complete lines; a torn last line is dropped", func(t *testing.T) {
 		path := newJournal(t)
-		if err := WriteFile(path, concat(A[2:], A, A[:1])); err != nil {
+		writeEvents(t, path, A[:1])
+		f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		f.WriteString(`{"torn`)
+		f.Close()
+		if err := ExtendFile(path, A[1:]); err != nil {
 			t.Fatal(err)
 		}
 		want := strings.Join(lines(A), "\n") + "\n"
@@ -514,7 +514,7 @@ func TestWriteFile(t *testing.T) {
 		if err := os.Chmod(path, 0o640); err != nil {
 			t.Fatal(err)
 		}
-		if err := WriteFile(path, A); err != nil {
+		if err := ExtendFile(path, A); err != nil {
 			t.Fatal(err)
 		}
 		fi, err := os.Stat(path)
@@ -528,11 +528,9 @@ func TestWriteFile(t *testing.T) {
 	})
 	t.Run("an event without a line is refused and the file kept", func(t *testing.T) {
 		path := newJournal(t)
-		if err := WriteFile(path, A); err != nil {
-			t.Fatal(err)
-		}
+		writeEvents(t, path, A)
 		before := readFile(t, path)
-		if err := WriteFile(path, concat(A, []*Event{{ID: "x", Clock: 9}})); err == nil {
+		if err := ExtendFile(path, []*Event{{ID: "x", Clock: 9}}); err == nil {
 			t.Fatal("a hand-made event was written")
 		}
 		if !bytes.Equal(readFile(t, path), before) {

@@ -21,9 +21,5 @@ func Compare(a, b *Event) int {
 	return cmp.Compare(a.ID, b.ID)
 }
 
-// Less reports whether a comes before b in the total order (clock, machine,
-// seq, then id). Every reader of a journal sees the same order.
-func Less(a, b *Event) bool { return Compare(a, b) < 0 }
-
 // Sort puts events in the total order, in place.
 func Sort(events []*Event) { slices.SortFunc(events, Compare) }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/journal"
 )
 
 // KeyFile is the node's ed25519 private key inside $TERN_HOME, in libp2p's
@@ -46,9 +48,11 @@ func Home() (string, error) {
 }
 
 // Identity is this machine's key. Its peer ID is the machine id in journal
-// chains and the node's libp2p identity. It implements
-// journal.Signer and is safe for concurrent use.
+// chains and the node's libp2p identity. It signs journal events as that
+// machine (journal.Signer: Machine and Sign) and is safe for concurrent
+// use.
 type Identity struct {
+	*journal.KeySigner
 	priv crypto.PrivKey
 	id   peer.ID
 }
@@ -125,11 +129,15 @@ func NewIdentity() (*Identity, error) {
 }
 
 func newIdentity(priv crypto.PrivKey) (*Identity, error) {
+	ks, err := journal.NewKeySigner(priv)
+	if err != nil {
+		return nil, err
+	}
 	id, err := peer.IDFromPrivateKey(priv)
 	if err != nil {
 		return nil, err
 	}
-	return &Identity{priv: priv, id: id}, nil
+	return &Identity{KeySigner: ks, priv: priv, id: id}, nil
 }
 
 // createKey writes a new key to path unless one appears there first: the
@@ -176,14 +184,8 @@ func createKey(home, path string) error {
 	return d.Sync()
 }
 
-// Machine returns the peer ID string: the machine id in journal chains.
-func (i *Identity) Machine() string { return i.id.String() }
-
 // PeerID returns the libp2p peer ID.
 func (i *Identity) PeerID() peer.ID { return i.id }
 
 // PrivKey returns the private key, for the libp2p host.
 func (i *Identity) PrivKey() crypto.PrivKey { return i.priv }
-
-// Sign signs msg with the machine key.
-func (i *Identity) Sign(msg []byte) ([]byte, error) { return i.priv.Sign(msg) }

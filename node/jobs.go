@@ -13,9 +13,6 @@ func newJobs[K comparable]() jobs[K] {
 	return jobs[K]{running: map[K]bool{}, again: map[K]int{}}
 }
 
-// idle reports whether no run is going. n.mu held.
-func (j *jobs[K]) idle() bool { return len(j.running) == 0 }
-
 // startJob runs work(level) for k on n's wait group, or, if a run for k is
 // going, asks it for one more. Nothing starts once n is closing (Close
 // waits for the runs already going). n.mu must not be held.
