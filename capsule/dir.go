@@ -362,16 +362,17 @@ func (d *Dir) AddEvents(ctx context.Context, events []*journal.Event) ([]*journa
 	if err != nil {
 		return nil, err
 	}
-	wasWhole := jl.Whole()
+	before := jl.Disorder()
 	added, err := jl.Add(ctx, events...)
 	if err != nil || len(added) == 0 {
 		return added, err
 	}
-	// The derived files follow the readable view. While the journal stays
-	// whole, the view is every event, and only events that name content
-	// can change them; a fork, a gap or a gap filled changes the view.
+	// The derived files follow the readable view. While the events added
+	// only extend their chains, the view only grew by them, and only those
+	// that name content can change the files; a fork, a gap, a gap filled
+	// or a heal changes the view.
 	var files map[string][]byte
-	if !wasWhole || !jl.Whole() || slices.ContainsFunc(added, namesContent) {
+	if jl.Disorder() != before || slices.ContainsFunc(added, namesContent) {
 		if files, err = d.derivedUpdates(nil); err != nil {
 			return added, err
 		}

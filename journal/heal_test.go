@@ -78,8 +78,9 @@ func TestHealKeepsTheLongestBranchAndReappendsTheOther(t *testing.T) {
 	if more[0].Seq != 9 || more[0].Prev != healed[2].ID {
 		t.Fatalf("appended at seq %d after %s", more[0].Seq, more[0].Prev)
 	}
-	if l.Whole() {
-		t.Fatal("a log holding events set aside says it is whole")
+	before := l.Disorder()
+	if _, err := l.Append(t.Context(), s, 0, draft("note", `{"after":2}`)); err != nil || l.Disorder() != before {
+		t.Fatalf("an append extending a healed chain moved Disorder (%v)", err)
 	}
 }
 

@@ -56,9 +56,12 @@ type Log struct {
 	events []*Event // durable, in file order
 	ids    map[string]struct{}
 	chains map[string]*chain
-	clock  uint64    // highest durable clock
-	size   int64     // bytes of durable complete lines
-	sum    hash.Hash // sha256 of the first size bytes, fed as groups land
+	// disorder counts durable events that did not extend their chain's
+	// readable line when they were stored (see Disorder).
+	disorder uint64
+	clock    uint64    // highest durable clock
+	size     int64     // bytes of durable complete lines
+	sum      hash.Hash // sha256 of the first size bytes, fed as groups land
 
 	// What queued, not yet durable events build on.
 	pendHeads map[string]Head
@@ -267,6 +270,7 @@ func (l *Log) commitEvent(e *Event) {
 		c.head.Seq, c.head.ID, c.clock = e.Seq, e.ID, e.Clock
 	} else {
 		c.dirty = true
+		l.disorder++
 	}
 }
 
@@ -701,20 +705,21 @@ func (l *Log) Sealed() (size int64, sum [sha256.Size]byte) {
 	return l.size, sum
 }
 
-// Whole reports whether every durable event is readable: each machine's
-// chain runs from seq 1 without a gap, a fork or a broken link, and no
-// heal set any event aside, so Readable would quarantine nothing. It costs
-// little while events arrive in chain order; a chain that took an event
-// out of order is checked again.
-func (l *Log) Whole() bool {
+// Disorder counts the durable events that did not extend their chain's
+// readable line when they were stored: a fork, a gap or a gap filled, a
+// heal, an event of a branch set aside. While it does not move, the
+// readable view (see Readable) has only grown by the events stored, in
+// their chains' order; a caller that derives something from the view
+// compares it before and after an Add to know whether the view did more.
+func (l *Log) Disorder() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for m := range l.chains {
-		if h, err := l.chainHead(m); err != nil || h.Aside != "" {
-			return false
+	for m, c := range l.chains {
+		if c.dirty {
+			l.chainHead(m) // so that the next events extend it cleanly
 		}
 	}
-	return true
+	return l.disorder
 }
 
 // Path returns the journal file's path.

@@ -621,31 +621,30 @@ func TestAddReturnsOnlyOnceEveryEventIsDurableEvenWhenAnotherCallWritesIt(t *tes
 	}
 }
 
-func TestWholeMeansReadableWouldQuarantineNothing(t *testing.T) {
+// Disorder moves exactly when an Add does more to the readable view than
+// extend it by the events added.
+func TestDisorderMovesWhenTheViewDoesMoreThanGrow(t *testing.T) {
 	s := newSigner(t)
-	es := chainOf(t, s, 4)
+	es := chainOf(t, s, 5)
 	fork, err := NewEvent(s, Stamp{Seq: 2, Prev: es[0].ID, Clock: 9}, draft("test", `{"forked":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name   string
-		events []*Event
-		whole  bool
-	}{
-		{"a chain in order", es, true},
-		{"the same chain out of order", []*Event{es[2], es[0], es[3], es[1]}, true},
-		{"a gap", []*Event{es[0], es[2]}, false},
-		{"a fork", append(slices.Clone(es[:2]), fork), false},
-	} {
-		l := mustOpen(t, newJournal(t))
-		if _, err := l.Add(context.Background(), c.events...); err != nil {
+	l := mustOpen(t, newJournal(t))
+	step := func(name string, moves bool, events ...*Event) {
+		t.Helper()
+		before := l.Disorder()
+		if _, err := l.Add(context.Background(), events...); err != nil {
 			t.Fatal(err)
 		}
-		_, q := Readable(l.Events())
-		if l.Whole() != c.whole || (len(q) == 0) != c.whole {
-			t.Errorf("%s: Whole %v, Readable quarantines %d; want whole %v", c.name, l.Whole(), len(q), c.whole)
+		if got := l.Disorder() != before; got != moves {
+			t.Errorf("%s: Disorder moved %v, want %v", name, got, moves)
 		}
-		l.Close()
 	}
+	step("the first events, in order", false, es[0], es[1])
+	step("a gap", true, es[3])
+	step("the gap filled", true, es[2])
+	step("the chain extended again", false, es[4])
+	step("a fork", true, fork)
+	step("the same event again", false, fork)
 }
