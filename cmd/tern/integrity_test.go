@@ -155,6 +155,9 @@ func TestAForkThisMachineMadeIsHealedWithCapsuleHeal(t *testing.T) {
 			t.Fatalf("the healed journal lacks %q:\n%s", want, log)
 		}
 	}
+	if !strings.Contains(log, "SET ASIDE") || !strings.Contains(log, "healed a fork") {
+		t.Fatalf("journal log does not show the heal:\n%s", log)
+	}
 	if again := mustTern(t, home, "", "capsule", "heal", merged); !strings.Contains(again, "nothing to heal") {
 		t.Fatalf("heal again: %s", again)
 	}
@@ -230,4 +233,27 @@ func TestAMissingKeyInAHomeInUseIsRefused(t *testing.T) {
 func runNodeAndStop(t *testing.T, home string) {
 	t.Helper()
 	runNode(t, home).Close()
+}
+
+// Event types only tern's commands write, with the content they name,
+// cannot be appended by hand.
+func TestTypesOnlyTernWritesAreRefusedAtAppend(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	before := mustTern(t, home, "", "journal", "log", dir, "--json")
+	for typ, cmd := range map[string]string{
+		"chain.healed":       "tern capsule heal",
+		"workspace.snapshot": "tern capsule snapshot",
+		"file.updated":       "tern capsule accept",
+	} {
+		t.Run(typ, func(t *testing.T) {
+			code, _, errs := tern(t, home, `{"type":"`+typ+`","body":{}}`+"\n", "journal", "append", dir)
+			if code != exitBadInput || !strings.Contains(errs, cmd) {
+				t.Fatalf("exit %d, %q", code, errs)
+			}
+		})
+	}
+	if after := mustTern(t, home, "", "journal", "log", dir, "--json"); after != before {
+		t.Fatal("the journal changed")
+	}
 }

@@ -132,6 +132,15 @@ func journalLogCmd(e *env) *cobra.Command {
 			for _, ev := range quarantined {
 				q[ev.ID] = true
 			}
+			replaced := map[string]bool{} // set aside by a heal, rather than quarantined by a problem
+			for _, ev := range events {
+				var h journal.HealBody
+				if ev.Type == journal.HealType && json.Unmarshal(ev.Body, &h) == nil {
+					for _, r := range h.Replaced {
+						replaced[r.ID] = true
+					}
+				}
+			}
 			w := bufio.NewWriter(e.stdout)
 			defer w.Flush()
 			for _, ev := range events {
@@ -141,7 +150,10 @@ func journalLogCmd(e *env) *cobra.Command {
 					continue
 				}
 				mark := ""
-				if q[ev.ID] {
+				switch {
+				case q[ev.ID] && replaced[ev.ID]:
+					mark = " SET ASIDE (healed)"
+				case q[ev.ID]:
 					mark = " QUARANTINED"
 				}
 				fmt.Fprintf(w, "%6d  %s#%d  %-14s %s/%s  %s%s\n", ev.Clock, shortPeer(ev.Machine), ev.Seq, ev.Type, ev.Session, ev.Turn, summary(ev), mark)
@@ -195,6 +207,10 @@ func summary(ev *journal.Event) string {
 		}
 	case "reasoning":
 		s = b.Text
+	case journal.HealType:
+		var h journal.HealBody
+		_ = json.Unmarshal(ev.Body, &h)
+		s = fmt.Sprintf("healed a fork: %d events set aside, their content signed again", len(h.Replaced))
 	default:
 		s = string(ev.Body)
 	}
