@@ -326,7 +326,7 @@ func TestTheNextRunForAnOutputRemovesWhatKilledRunsLeftBesideIt(t *testing.T) {
 // A file of 8 GiB or more does not fit a USTAR header: pack writes a PAX
 // header for it, and a tar reader accepts PAX and GNU headers.
 func TestAFileOf8GiBOrMoreGetsAPAXHeader(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		t.Skip("hashes 8 GiB")
 	}
 	const size = 8<<30 + 3

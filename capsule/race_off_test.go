@@ -1,0 +1,5 @@
+//go:build !race
+
+package capsule
+
+const raceEnabled = false
