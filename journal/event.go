@@ -191,8 +191,11 @@ func ParseLine(line []byte) (*Event, error) {
 		return nil, fmt.Errorf("%w: machine %s seq %d: field \"prev\" is not an event id: %q", ErrInvalidEvent, e.Machine, e.Seq, e.Prev)
 	}
 
+	// Only the one standard spelling: the decoder would also skip line
+	// breaks, and every other spelling of a signature would give the same
+	// content another id.
 	sig, err := base64.StdEncoding.Strict().DecodeString(e.Sig)
-	if err != nil || len(sig) != ed25519.SignatureSize {
+	if err != nil || len(sig) != ed25519.SignatureSize || base64.StdEncoding.EncodeToString(sig) != e.Sig {
 		return nil, fmt.Errorf("%w for machine %s seq %d: field \"sig\" is not a standard base64 ed25519 signature", ErrBadSignature, e.Machine, e.Seq)
 	}
 	if !ed25519.Verify(pub, joinMembers(ms, "id", "sig"), sig) {

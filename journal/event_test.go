@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"reflect"
 	"strings"
@@ -126,6 +127,54 @@ func TestParseLineRefusesTampering(t *testing.T) {
 			_, err := ParseLine(tt.line)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// resigned returns line with the member key set to the raw value, signed
+// again by s and given its new id: a line a writer could really produce.
+func resigned(tb testing.TB, s *testSigner, line []byte, key, value string) []byte {
+	tb.Helper()
+	ms, err := splitMembers(replaceMember(tb, line, key, value))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if key != "sig" {
+		sig, err := s.Sign(joinMembers(ms, "id", "sig"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ms, err = splitMembers(replaceMember(tb, joinMembers(ms), "sig", `"`+base64.StdEncoding.EncodeToString(sig)+`"`))
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return replaceMember(tb, joinMembers(ms), "id", `"`+idOf(joinMembers(ms, "id"))+`"`)
+}
+
+func TestParseLineRefusesAnotherSpellingOfASignature(t *testing.T) {
+	s := newSigner(t)
+	e := sample(t, s)
+	raw, err := base64.StdEncoding.DecodeString(e.Sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := []byte(e.Sig)
+	last[len(last)-3]++ // "…w==" to "…x==": the same 64 bytes with padding bits set
+	for name, sig := range map[string]string{
+		"a line break inside":                `"` + e.Sig[:40] + `\n` + e.Sig[40:] + `"`,
+		"a carriage return and a line break": `"` + e.Sig[:40] + `\r\n` + e.Sig[40:] + `"`,
+		"padding bits set":                   `"` + string(last) + `"`,
+		"no padding":                         `"` + base64.RawStdEncoding.EncodeToString(raw) + `"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			// The id is right for the new spelling: only the signature's
+			// spelling is wrong, and it would make a second event, a fork
+			// of the machine's chain, out of one signature.
+			_, err := ParseLine(resigned(t, s, e.Line(), "sig", sig))
+			if !errors.Is(err, ErrBadSignature) {
+				t.Fatalf("got %v, want %v", err, ErrBadSignature)
 			}
 		})
 	}
