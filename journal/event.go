@@ -141,10 +141,8 @@ func ParseLine(line []byte) (*Event, error) {
 		case "time":
 			seen |= fTime
 			e.Time, err = stringField(m, ls)
-			if err == nil {
-				if _, perr := time.Parse(time.RFC3339Nano, e.Time); perr != nil {
-					err = fmt.Errorf("%w: field \"time\" is not an RFC 3339 time: %q", ErrInvalidEvent, e.Time)
-				}
+			if err == nil && !validTime(e.Time) {
+				err = fmt.Errorf("%w: field \"time\" is not an RFC 3339 time: %q", ErrInvalidEvent, e.Time)
 			}
 		case "session":
 			seen |= fSession
@@ -205,6 +203,48 @@ func ParseLine(line []byte) (*Event, error) {
 		return nil, fmt.Errorf("%w: machine %s seq %d: id is %q, content hashes to %q", ErrBadID, e.Machine, e.Seq, e.ID, want)
 	}
 	return e, nil
+}
+
+// validTime reports whether s is a time as the envelope allows it: RFC 3339
+// date-time "YYYY-MM-DDTHH:MM:SS", then optionally "." and one or more
+// digits, then "Z" or an offset "+HH:MM" or "-HH:MM" (hours 00-23, minutes
+// 00-59); upper-case T and Z, a real calendar date, no leap second.
+func validTime(s string) bool {
+	if len(s) < 20 || s[10] != 'T' {
+		return false
+	}
+	i := 19
+	if s[i] == '.' {
+		j := i + 1
+		for j < len(s) && '0' <= s[j] && s[j] <= '9' {
+			j++
+		}
+		if j == i+1 {
+			return false
+		}
+		i = j
+	}
+	switch zone := s[i:]; {
+	case zone == "Z":
+	case len(zone) == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':':
+		h, m := zone[1:3], zone[4:6]
+		if !isDigits(h) || !isDigits(m) || h > "23" || m > "59" {
+			return false
+		}
+	default:
+		return false
+	}
+	_, err := time.Parse(time.RFC3339Nano, s) // the date, clock and their ranges
+	return err == nil
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // stringField reads a string member of the object whose text is obj;

@@ -153,6 +153,23 @@ func resigned(tb testing.TB, s *testSigner, line []byte, key, value string) []by
 	return replaceMember(tb, joinMembers(ms), "id", `"`+idOf(joinMembers(ms, "id"))+`"`)
 }
 
+func TestParseLineReadsEveryTimeTheFormatAllows(t *testing.T) {
+	s := newSigner(t)
+	line := sample(t, s).Line()
+	for _, tm := range []string{
+		"2026-01-02T03:04:05Z",
+		"2026-01-02T03:04:05.5Z",
+		"2026-01-02T03:04:05.123456789123Z",
+		"2026-01-02T05:04:05.000000006+02:00",
+		"2026-01-02T03:04:05-00:00",
+		"2024-02-29T23:59:59+23:59",
+	} {
+		if _, err := ParseLine(resigned(t, s, line, "time", `"`+tm+`"`)); err != nil {
+			t.Errorf("time %s: %v", tm, err)
+		}
+	}
+}
+
 func TestParseLineRefusesAnotherSpellingOfASignature(t *testing.T) {
 	s := newSigner(t)
 	e := sample(t, s)
@@ -252,6 +269,13 @@ func TestParseLineRefusesBadLines(t *testing.T) {
 		{"an empty type is invalid", replaceMember(t, line, "type", `""`), ErrInvalidEvent, `"type"`},
 		{"a null session is invalid", replaceMember(t, line, "session", `null`), ErrInvalidEvent, `"session"`},
 		{"a time that is not RFC 3339 is invalid", replaceMember(t, line, "time", `"yesterday"`), ErrInvalidEvent, `"time"`},
+		{"a time with a comma before its fraction is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:05,5Z"`), ErrInvalidEvent, `"time"`},
+		{"a time with an offset of 24 hours is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:05+24:00"`), ErrInvalidEvent, `"time"`},
+		{"a time with an offset of 60 minutes is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:05+02:60"`), ErrInvalidEvent, `"time"`},
+		{"a time with a lower-case z is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:05z"`), ErrInvalidEvent, `"time"`},
+		{"a time with an empty fraction is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:05.Z"`), ErrInvalidEvent, `"time"`},
+		{"a time on a day that does not exist is invalid", replaceMember(t, line, "time", `"2026-02-29T03:04:05Z"`), ErrInvalidEvent, `"time"`},
+		{"a leap second is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:60Z"`), ErrInvalidEvent, `"time"`},
 		{"seq 1 with a prev is invalid", replaceMember(t, line, "seq", `1`), ErrInvalidEvent, "seq 1 has prev"},
 		{"a prev that is not an id is invalid", replaceMember(t, line, "prev", `"abc"`), ErrInvalidEvent, `"prev"`},
 		{"a machine too long for a peer ID is refused before decoding", replaceMember(t, line, "machine", `"1`+strings.Repeat("2", 1<<20)+`"`), ErrInvalidEvent, "too long for a peer ID"},
