@@ -28,6 +28,11 @@ const codecJSON = 0x0200
 // UTC, always nine fractional digits.
 const timeLayout = "2006-01-02T15:04:05.000000000Z"
 
+// MaxLineSize bounds one event line, without its newline: NewEvent refuses
+// a longer event, so that every event fits one sync frame (8 MiB, a tag
+// byte included). ParseLine reads longer lines.
+const MaxLineSize = 8<<20 - 1
+
 // Event is one journal entry. Events come from ParseLine, Decode, NewEvent
 // or a Log; the exported fields are a decoded view of Line, so changing
 // them changes nothing else (and a hand-built Event has no Line). An Event
@@ -469,6 +474,9 @@ func buildEvent(s Signer, st Stamp, d Draft, body []byte, extra []member) (*Even
 		return nil, err
 	}
 	e.line = string(joinMembers(insertMember(ms, im)))
+	if len(e.line) > MaxLineSize {
+		return nil, fmt.Errorf("%w: type %q: the event would be %d bytes, over the limit of %d; keep large content in a blob and name it by its CID", ErrInvalidDraft, d.Type, len(e.line), MaxLineSize)
+	}
 	return e, nil
 }
 

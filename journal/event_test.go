@@ -197,6 +197,26 @@ func TestParseLineRefusesAnotherSpellingOfASignature(t *testing.T) {
 	}
 }
 
+func TestNewEventRefusesALineOverTheLimit(t *testing.T) {
+	s := newSigner(t)
+	st := Stamp{Seq: 1, Clock: 1, Time: testTime}
+	small, err := NewEvent(s, st, draft("note", `{"t":""}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := MaxLineSize - len(small.Line())
+	e, err := NewEvent(s, st, draft("note", `{"t":"`+strings.Repeat("a", fill)+`"}`))
+	if err != nil {
+		t.Fatalf("a line of exactly %d bytes: %v", MaxLineSize, err)
+	}
+	if len(e.Line()) != MaxLineSize {
+		t.Fatalf("line is %d bytes, want %d", len(e.Line()), MaxLineSize)
+	}
+	if _, err := NewEvent(s, st, draft("note", `{"t":"`+strings.Repeat("a", fill+1)+`"}`)); !errors.Is(err, ErrInvalidDraft) {
+		t.Fatalf("a line of %d bytes: got %v, want %v", MaxLineSize+1, err, ErrInvalidDraft)
+	}
+}
+
 func flip(c byte) string {
 	if c == 'a' {
 		return "b"
