@@ -320,6 +320,19 @@ type machineEntry struct {
 // characters.
 const maxMachineLen = 128
 
+// MachineKey returns the ed25519 public key embedded in a machine's peer
+// ID. It accepts only what a machine's peer ID is in the format: the
+// canonical string form (base58btc, as peer.ID.String writes it; the CID
+// spelling "bafz…" and every other base are refused) of an identity
+// multihash of an ed25519 public key. The error says what is wrong.
+func MachineKey(id string) (ed25519.PublicKey, error) {
+	name, pub, err := machineKey([]byte(id)) // reads id as the inside of a JSON string
+	if err == nil && name != id {
+		err = fmt.Errorf("peer ID %q is not in its canonical form", id)
+	}
+	return pub, err
+}
+
 // machineKey checks that b is a libp2p peer ID, spelled in its canonical
 // form, that embeds an ed25519 public key, and returns the ID and the key.
 func machineKey(b []byte) (string, ed25519.PublicKey, error) {
