@@ -322,9 +322,10 @@ const maxMachineLen = 128
 
 // MachineKey returns the ed25519 public key embedded in a machine's peer
 // ID. It accepts only what a machine's peer ID is in the format: the
-// canonical string form (base58btc, as peer.ID.String writes it; the CID
-// spelling "bafz…" and every other base are refused) of an identity
-// multihash of an ed25519 public key. The error says what is wrong.
+// base58btc string (as peer.ID.String writes it; the CID spelling "bafz…"
+// and every other base are refused) of the identity multihash of the key's
+// libp2p protobuf encoding, exactly 00 24 08 01 12 20 followed by the 32
+// key bytes. The error says what is wrong.
 func MachineKey(id string) (ed25519.PublicKey, error) {
 	name, pub, err := machineKey([]byte(id)) // reads id as the inside of a JSON string
 	if err == nil && name != id {
@@ -366,6 +367,11 @@ func machineKey(b []byte) (string, ed25519.PublicKey, error) {
 	raw, err := pk.Raw()
 	if err != nil || len(raw) != ed25519.PublicKeySize {
 		return "", nil, fmt.Errorf("peer ID %q: bad ed25519 key", s)
+	}
+	// The key's protobuf could be written another way (fields in another
+	// order, say), which would give one key a second peer ID.
+	if canon, err := peer.IDFromPublicKey(pk); err != nil || canon != id {
+		return "", nil, fmt.Errorf("peer ID %q does not encode its key as libp2p does", s)
 	}
 	ent = machineEntry{name: s, pub: ed25519.PublicKey(raw)}
 	keyCache.Lock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/multiformats/go-multihash"
 )
 
 // replaceMember returns line with the member key set to the raw value
@@ -167,6 +168,31 @@ func TestParseLineReadsEveryTimeTheFormatAllows(t *testing.T) {
 		if _, err := ParseLine(resigned(t, s, line, "time", `"`+tm+`"`)); err != nil {
 			t.Errorf("time %s: %v", tm, err)
 		}
+	}
+}
+
+func TestParseLineRefusesAPeerIDThatEncodesItsKeyAnotherWay(t *testing.T) {
+	s := newSigner(t)
+	raw, err := s.key.GetPublic().Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The protobuf PublicKey with its two fields swapped: Data, then Type.
+	proto := append(append([]byte{0x12, 0x20}, raw...), 0x08, 0x01)
+	mh, err := multihash.Encode(proto, multihash.IDENTITY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := peer.ID(mh).String()
+	if other == s.Machine() {
+		t.Fatal("the swapped encoding gave the same peer ID")
+	}
+	_, err = ParseLine(resigned(t, s, sample(t, s).Line(), "machine", `"`+other+`"`))
+	if !errors.Is(err, ErrInvalidEvent) || !strings.Contains(err.Error(), "does not encode its key as libp2p does") {
+		t.Fatalf("got %v, want %v", err, ErrInvalidEvent)
+	}
+	if _, err := MachineKey(other); err == nil {
+		t.Fatal("MachineKey accepted it")
 	}
 }
 
