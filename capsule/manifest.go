@@ -152,16 +152,17 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	if len(data) > MaxManifestSize {
 		return nil, fmt.Errorf("%w: %d bytes, over the limit of %d", ErrInvalidManifest, len(data), MaxManifestSize)
 	}
-	var head struct {
-		Format *string `json:"format"`
-	}
+	// A map, not a struct: encoding/json would also take "Format" or
+	// "FORMAT" for the field, and field names are exact.
+	var head map[string]json.RawMessage
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("%w: manifest is not a JSON object: %v", ErrNotCapsule, err)
 	}
-	if head.Format == nil {
-		return nil, fmt.Errorf("%w: manifest has no format field", ErrNotCapsule)
+	var f string
+	if raw, ok := head["format"]; !ok || json.Unmarshal(raw, &f) != nil {
+		return nil, fmt.Errorf("%w: manifest has no format field (a string)", ErrNotCapsule)
 	}
-	if f := *head.Format; f != Format {
+	if f != Format {
 		if strings.HasPrefix(f, "tern.capsule/") {
 			return nil, fmt.Errorf("%w: manifest format %q, this tern reads %q; upgrade tern", ErrFutureFormat, f, Format)
 		}

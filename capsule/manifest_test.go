@@ -1,8 +1,11 @@
 package capsule
 
 import (
+	"bytes"
 	"crypto/rand"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -123,5 +126,19 @@ func TestCheckSignatureAcceptsOnlyTheStandardSpellingOfASignature(t *testing.T) 
 				t.Fatalf("got %q, %v; want %v", signer, err, ErrBadSignature)
 			}
 		})
+	}
+}
+
+func TestParseManifestReadsTheFormatFieldByItsExactName(t *testing.T) {
+	s := newSigner(t)
+	data, err := os.ReadFile(filepath.Join(emptyCapsule(t, s, "helper"), ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"Format", "FORMAT", "forMat"} {
+		_, err := ParseManifest(bytes.Replace(data, []byte(`"format":`), []byte(`"`+name+`":`), 1))
+		if !errors.Is(err, ErrNotCapsule) {
+			t.Errorf("%s: got %v, want %v", name, err, ErrNotCapsule)
+		}
 	}
 }
