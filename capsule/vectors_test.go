@@ -818,6 +818,13 @@ func capsuleVectors(t *testing.T, v *vectorSet, a *vectorKey, c *vectorCapsule) 
 	// Cut inside the journal's data: the archive ends before its entries do.
 	at := bytes.Index(c.tar, journalData[:64])
 	add("unsafe-truncated-archive", slices.Clone(c.tar[:at+100]), checkUnsafeTar)
+	// Cut after the manifest's data, inside its padding: every byte of the
+	// manifest is there, but the archive is not whole blocks.
+	add("unsafe-cut-inside-padding", slices.Clone(c.tar[:512+len(mdata)]), checkUnsafeTar)
+	// Cut between two entries, a tar is whole and shorter; an empty file is
+	// an empty archive.
+	add("cut-between-entries", slices.Clone(c.tar[:512+(len(mdata)+511)/512*512]), checkMissingFile)
+	add("empty-file", []byte{}, checkNotCapsule)
 }
 
 func reversedLines(lines [][]byte) [][]byte {
