@@ -4,7 +4,8 @@ package capsule_test
 // keys, fixed times and a fixed agent id, so the same code writes the same
 // bytes. Without -update the tests fail if the code would write anything
 // else, and check that the Go reader gives each vector the result
-// expected.json names.
+// expected.json names; the independent Python reader beside them,
+// testdata/vectors/check.py, must give the same results.
 //
 //	go test ./capsule -run Vectors -update   # rewrite them; review the diff
 
@@ -22,6 +23,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -1049,4 +1051,21 @@ func problemCheck(p capsule.Problem) string {
 		return checkInvalidContent
 	}
 	return "unexpected: " + p.String()
+}
+
+// TestPythonReaderGivesEveryVectorItsExpectedResult runs the independent
+// reader, testdata/vectors/check.py (Python 3.11, standard library only),
+// over the vectors.
+func TestPythonReaderGivesEveryVectorItsExpectedResult(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not on PATH, so the independent reader (testdata/vectors/check.py) was not run")
+	}
+	cmd := exec.Command(python, filepath.Join(vectorsDir, "check.py"), vectorsDir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	t.Log(lines[len(lines)-1])
 }
