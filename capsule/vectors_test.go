@@ -1055,13 +1055,13 @@ func problemCheck(p capsule.Problem) string {
 
 // TestPythonReaderGivesEveryVectorItsExpectedResult runs the independent
 // reader, testdata/vectors/check.py (Python 3.11, standard library only),
-// over the vectors.
+// over the vectors and the golden capsule.
 func TestPythonReaderGivesEveryVectorItsExpectedResult(t *testing.T) {
 	python, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 is not on PATH, so the independent reader (testdata/vectors/check.py) was not run")
 	}
-	cmd := exec.Command(python, filepath.Join(vectorsDir, "check.py"), vectorsDir)
+	cmd := exec.Command(python, filepath.Join(vectorsDir, "check.py"), vectorsDir, goldenDir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)

@@ -487,14 +487,20 @@ def parse_line(line):
 
 
 def chain_problems(events):
-    """The checks the chains fail: a fork (two events at one machine and
-    seq) or a broken chain (a missing seq, a prev that is not the id of the
-    event before, a clock that does not rise)."""
-    problems = set()
+    """The checks the chains fail, and for each machine whose chain fails
+    one, the first seq that is not readable: a fork (two events at one
+    machine and seq) or a broken chain (a missing seq, a prev that is not
+    the id of the event before, a clock that does not rise)."""
+    problems, cut = set(), {}
+
+    def mark(kind, machine, seq):
+        problems.add(kind)
+        cut[machine] = min(cut.get(machine, seq), seq)
+
     by_machine = {}
     for e in {e.id: e for e in events}.values():
         by_machine.setdefault(e.machine, []).append(e)
-    for chain in by_machine.values():
+    for machine, chain in by_machine.items():
         groups = {}
         for e in chain:
             groups.setdefault(e.seq, []).append(e)
@@ -502,17 +508,17 @@ def chain_problems(events):
         for seq in sorted(groups):
             group = groups[seq]
             if seq > want:
-                problems.add("broken-chain")
+                mark("broken-chain", machine, seq)
                 before = None
             if len(group) > 1:
-                problems.add("fork")
+                mark("fork", machine, seq)
             for e in group:
                 if seq > 1 and before is not None:
                     prev = [p for p in before if p.id == e.prev]
                     if not prev or e.clock <= prev[0].clock:
-                        problems.add("broken-chain")
+                        mark("broken-chain", machine, seq)
             before, want = group, seq + 1
-    return problems
+    return problems, cut
 
 
 def order_key(e):
@@ -849,8 +855,10 @@ def verify_capsule(data):
                 r.checks.add(check)
             else:
                 r.events.append(e)
-        r.checks |= chain_problems(r.events)
-        r.events.sort(key=order_key)
+        problems, cut = chain_problems(r.events)
+        r.checks |= problems
+        r.events = sorted({e.id: e for e in r.events}.values(), key=order_key)
+        r.quarantined = sum(1 for e in r.events if e.seq >= cut.get(e.machine, e.seq + 1))
     for name, valid in (("agent.json", valid_agent), ("environment/spec.json", valid_env),
                         ("memory/vector_index/index.json", lambda b: isinstance(loads_strict(b), dict))):
         if name in files:
@@ -980,8 +988,9 @@ def check_golden(root, failures):
     print("%s %-60s %s" % ("ok  " if got == want["checks"] else "FAIL", name, ", ".join(got)))
     if got != want["checks"]:
         failures.append("%s: got %s, expected %s" % (name, ", ".join(got), ", ".join(want["checks"])))
-    if len(r.events) != want["events"]:
-        failures.append("%s: read %d events, expected %d" % (name, len(r.events), want["events"]))
+    if (len(r.events), r.quarantined) != (want["events"], want["quarantined"]):
+        failures.append("%s: read %d events, %d quarantined; expected %d and %d"
+                        % (name, len(r.events), r.quarantined, want["events"], want["quarantined"]))
 
 
 if __name__ == "__main__":
