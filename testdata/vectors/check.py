@@ -756,6 +756,8 @@ def index_tar(data):
                 members.append(m)
         except tarfile.TarError as e:
             raise UnsafeTar(str(e)) from None
+        if tf.pax_headers:  # tarfile applies a PAX global header ('g') and lists no entry for it
+            raise UnsafeTar("a PAX global header")
     # tarfile stops quietly at a damaged header after the first entry: after
     # the last entry comes the end of the file, or a zero block and then the
     # end or a second zero block (and whatever follows it).
