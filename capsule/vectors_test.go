@@ -1072,3 +1072,46 @@ func TestPythonReaderGivesEveryVectorItsExpectedResult(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	t.Log(lines[len(lines)-1])
 }
+
+// TestFormatDocShowsTheVectors keeps the vectors docs/FORMAT.md shows
+// inline the same as the committed ones.
+func TestFormatDocShowsTheVectors(t *testing.T) {
+	doc, err := os.ReadFile("../docs/FORMAT.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys struct{ Keys []vectorKey }
+	data, err := os.ReadFile(filepath.Join(vectorsDir, "keys.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &keys); err != nil {
+		t.Fatal(err)
+	}
+	line, err := os.ReadFile(filepath.Join(vectorsDir, "events", "ok.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join(vectorsDir, "manifests", "signed.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := keys.Keys[0]
+	event := members(t, bytes.TrimSuffix(line, []byte("\n")))
+	delete(event, "id")
+	idSum := sha256.Sum256(canonicalOf(t, event))
+	delete(event, "sig")
+	unsigned := members(t, manifest)
+	delete(unsigned, "digest")
+	delete(unsigned, "signature")
+	for _, want := range []string{
+		a.Seed, a.PublicKey, a.PublicKeyProtobuf, a.Multihash, a.PeerID,
+		string(bytes.TrimSuffix(line, []byte("\n"))), string(canonicalOf(t, event)),
+		hex.EncodeToString(idSum[:]), "0180041220" + hex.EncodeToString(idSum[:]),
+		string(manifest), sha256Hex(canonicalOf(t, unsigned)),
+	} {
+		if !bytes.Contains(doc, []byte(want)) {
+			t.Errorf("docs/FORMAT.md (Test vectors) does not show %.80s…; copy it from testdata/vectors", want)
+		}
+	}
+}
