@@ -2,6 +2,7 @@ package capsule
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -10,8 +11,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/journal"
 )
@@ -59,7 +58,17 @@ var (
 	ErrFutureFormat = errors.New("capsule format is newer than this tern understands")
 	ErrNotCapsule   = errors.New("not a tern capsule")
 	ErrBadSignature = errors.New("signature does not verify")
+	// ErrNotCanonical: the manifest's bytes are not their RFC 8785 encoding.
+	ErrNotCanonical = errors.New("manifest is not byte-exact canonical JSON (RFC 8785)")
+	// ErrInvalidManifest: a field is unknown, missing, misnamed or out of
+	// range (the agent id, a peer ID, a file name, a hash, a size).
+	ErrInvalidManifest = errors.New("invalid manifest")
+	// ErrBadDigest: the digest field is not the hash of the rest.
+	ErrBadDigest = errors.New("manifest digest does not match its content")
 )
+
+// maxSafeInt is the largest integer every JSON reader holds exactly (2^53-1).
+const maxSafeInt = 1<<53 - 1
 
 // Encode sets m.Digest and returns the canonical bytes of m, exactly what
 // manifest.json holds.
@@ -108,30 +117,28 @@ func (m *Manifest) Sign(s journal.Signer) error {
 }
 
 // CheckSignature verifies the manifest's signature and returns the signer's
-// peer ID. It returns "" and no error for an unsigned manifest.
+// peer ID. It returns "" and no error for an unsigned manifest. The signer
+// must be a machine's peer ID in its canonical spelling (see
+// journal.MachineKey), and sig the standard base64 of a 64-byte ed25519
+// signature; anything else wraps ErrBadSignature.
 func (m *Manifest) CheckSignature() (string, error) {
 	if m.Signature == nil {
 		return "", nil
 	}
 	signer := m.Signature.Signer
-	id, err := peer.Decode(signer)
+	pub, err := journal.MachineKey(signer)
 	if err != nil {
-		return "", fmt.Errorf("signature: signer %q is not a peer ID: %w", signer, err)
+		return "", fmt.Errorf("signature: signer: %v: %w", err, ErrBadSignature)
 	}
-	pub, err := id.ExtractPublicKey()
-	if err != nil {
-		return "", fmt.Errorf("signature: signer %s: %w", signer, err)
-	}
-	sig, err := base64.StdEncoding.DecodeString(m.Signature.Sig)
-	if err != nil {
-		return "", fmt.Errorf("signature: not base64: %w", err)
+	sig, err := base64.StdEncoding.Strict().DecodeString(m.Signature.Sig)
+	if err != nil || len(sig) != ed25519.SignatureSize || base64.StdEncoding.EncodeToString(sig) != m.Signature.Sig {
+		return "", fmt.Errorf("signature: sig is not the standard base64 of an ed25519 signature: %w", ErrBadSignature)
 	}
 	b, err := m.signedBytes()
 	if err != nil {
 		return "", err
 	}
-	ok, err := pub.Verify(b, sig)
-	if err != nil || !ok {
+	if !ed25519.Verify(pub, b, sig) {
 		return "", fmt.Errorf("signature by %s: %w", signer, ErrBadSignature)
 	}
 	return signer, nil
@@ -143,18 +150,19 @@ func (m *Manifest) CheckSignature() (string, error) {
 // allows, every layout file listed and the digest right.
 func ParseManifest(data []byte) (*Manifest, error) {
 	if len(data) > MaxManifestSize {
-		return nil, fmt.Errorf("manifest is %d bytes, over the limit of %d", len(data), MaxManifestSize)
+		return nil, fmt.Errorf("%w: %d bytes, over the limit of %d", ErrInvalidManifest, len(data), MaxManifestSize)
 	}
-	var head struct {
-		Format *string `json:"format"`
-	}
+	// A map, not a struct: encoding/json would also take "Format" or
+	// "FORMAT" for the field, and field names are exact.
+	var head map[string]json.RawMessage
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("%w: manifest is not a JSON object: %v", ErrNotCapsule, err)
 	}
-	if head.Format == nil {
-		return nil, fmt.Errorf("%w: manifest has no format field", ErrNotCapsule)
+	var f string
+	if raw, ok := head["format"]; !ok || json.Unmarshal(raw, &f) != nil {
+		return nil, fmt.Errorf("%w: manifest has no format field (a string)", ErrNotCapsule)
 	}
-	if f := *head.Format; f != Format {
+	if f != Format {
 		if strings.HasPrefix(f, "tern.capsule/") {
 			return nil, fmt.Errorf("%w: manifest format %q, this tern reads %q; upgrade tern", ErrFutureFormat, f, Format)
 		}
@@ -162,26 +170,26 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	}
 	canon, err := journal.Canonical(data)
 	if err != nil {
-		return nil, fmt.Errorf("manifest is not valid JSON: %v", err)
+		return nil, fmt.Errorf("%w: not valid JSON: %v", ErrInvalidManifest, err)
 	}
 	if !bytes.Equal(canon, data) {
-		return nil, fmt.Errorf("manifest is not byte-exact canonical JSON (RFC 8785): it was edited or damaged")
+		return nil, fmt.Errorf("%w: it was edited or damaged", ErrNotCanonical)
 	}
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("manifest: %v", err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
 	}
 	if err := m.check(); err != nil {
-		return nil, fmt.Errorf("manifest: %w", err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
 	}
 	want, err := m.computeDigest()
 	if err != nil {
 		return nil, err
 	}
 	if m.Digest != want {
-		return nil, fmt.Errorf("manifest digest is %q but its content hashes to %q: the manifest was altered", m.Digest, want)
+		return nil, fmt.Errorf("%w: the digest is %q, the content hashes to %q: the manifest was altered", ErrBadDigest, m.Digest, want)
 	}
 	// The digest and signature are computed over the decoded manifest, so the
 	// bytes must be exactly its encoding: JSON's case-insensitive field
@@ -191,7 +199,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 		return nil, err
 	}
 	if !bytes.Equal(again, data) {
-		return nil, fmt.Errorf("manifest is not in the form tern writes (a field name or value was altered)")
+		return nil, fmt.Errorf("%w: not in the form tern writes (a field name or value was altered)", ErrInvalidManifest)
 	}
 	return &m, nil
 }
@@ -203,8 +211,16 @@ func (m *Manifest) check() error {
 	if err := checkAgentID(m.ID); err != nil {
 		return err
 	}
-	if _, err := peer.Decode(m.Holder.Peer); err != nil {
-		return fmt.Errorf("holder peer %q is not a peer ID", m.Holder.Peer)
+	if _, err := journal.MachineKey(m.Holder.Peer); err != nil {
+		return fmt.Errorf("holder peer: %v", err)
+	}
+	if m.Holder.Epoch > maxSafeInt {
+		return fmt.Errorf("holder epoch %d is over 2^53-1", m.Holder.Epoch)
+	}
+	if m.Signature != nil {
+		if _, err := journal.MachineKey(m.Signature.Signer); err != nil {
+			return fmt.Errorf("signature signer: %v", err)
+		}
 	}
 	for name, e := range m.Files {
 		if err := checkName(name); err != nil {
@@ -213,8 +229,8 @@ func (m *Manifest) check() error {
 		if !isSHA256Hex(e.SHA256) {
 			return fmt.Errorf("files: %s: sha256 %q is not 64 lowercase hex digits", name, e.SHA256)
 		}
-		if e.Size < 0 {
-			return fmt.Errorf("files: %s: negative size", name)
+		if e.Size < 0 || e.Size > maxSafeInt {
+			return fmt.Errorf("files: %s: size %d is not from 0 to 2^53-1", name, e.Size)
 		}
 		if h := blobName(name); h != "" && h != e.SHA256 {
 			return fmt.Errorf("files: %s: listed with sha256 %s, but a blob is named by its own hash", name, e.SHA256)

@@ -42,7 +42,7 @@ func Pack(c *Capsule, w io.Writer, opt PackOptions) error {
 	if len(bad) > 0 {
 		return fmt.Errorf("pack: %s: %w", JournalFile, bad[0])
 	}
-	journal.Sort(events)
+	events = journal.Merge(events, nil) // total order, each id once: a repeated line is the same event
 	var jbuf bytes.Buffer
 	for _, e := range events {
 		jbuf.Write(e.Line())

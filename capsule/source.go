@@ -140,6 +140,10 @@ type tarSource struct {
 
 type tarEntry struct{ offset, size int64 }
 
+// tarBlock is the tar format's block size: every archive is a whole number
+// of blocks.
+const tarBlock = 512
+
 // openTar indexes a tar file, refusing everything capsule v1 never holds:
 // paths that are absolute, unclean or escape, links, devices, duplicate
 // entries, names outside the layout, files over the limits, a truncated or
@@ -252,6 +256,11 @@ func indexTar(r io.ReadSeeker, lim Limits) (map[string]tarEntry, error) {
 	end, err := r.Seek(0, io.SeekEnd)
 	if err != nil {
 		return nil, err
+	}
+	// A cut inside an entry's padding leaves its data whole, and the
+	// reader, seeking over the padding, would see a shorter archive.
+	if end%tarBlock != 0 {
+		return nil, fmt.Errorf("%w: the tar is truncated: %d bytes is not a whole number of %d-byte blocks", ErrUnsafeTar, end, tarBlock)
 	}
 	for name, e := range entries {
 		if e.offset+e.size > end {

@@ -28,6 +28,11 @@ const codecJSON = 0x0200
 // UTC, always nine fractional digits.
 const timeLayout = "2006-01-02T15:04:05.000000000Z"
 
+// MaxLineSize bounds one event line, without its newline: NewEvent refuses
+// a longer event, so that every event fits one sync frame (8 MiB, a tag
+// byte included). ParseLine reads longer lines.
+const MaxLineSize = 8<<20 - 1
+
 // Event is one journal entry. Events come from ParseLine, Decode, NewEvent
 // or a Log; the exported fields are a decoded view of Line, so changing
 // them changes nothing else (and a hand-built Event has no Line). An Event
@@ -141,10 +146,8 @@ func ParseLine(line []byte) (*Event, error) {
 		case "time":
 			seen |= fTime
 			e.Time, err = stringField(m, ls)
-			if err == nil {
-				if _, perr := time.Parse(time.RFC3339Nano, e.Time); perr != nil {
-					err = fmt.Errorf("%w: field \"time\" is not an RFC 3339 time: %q", ErrInvalidEvent, e.Time)
-				}
+			if err == nil && !validTime(e.Time) {
+				err = fmt.Errorf("%w: field \"time\" is not an RFC 3339 time: %q", ErrInvalidEvent, e.Time)
 			}
 		case "session":
 			seen |= fSession
@@ -191,8 +194,11 @@ func ParseLine(line []byte) (*Event, error) {
 		return nil, fmt.Errorf("%w: machine %s seq %d: field \"prev\" is not an event id: %q", ErrInvalidEvent, e.Machine, e.Seq, e.Prev)
 	}
 
+	// Only the one standard spelling: the decoder would also skip line
+	// breaks, and every other spelling of a signature would give the same
+	// content another id.
 	sig, err := base64.StdEncoding.Strict().DecodeString(e.Sig)
-	if err != nil || len(sig) != ed25519.SignatureSize {
+	if err != nil || len(sig) != ed25519.SignatureSize || base64.StdEncoding.EncodeToString(sig) != e.Sig {
 		return nil, fmt.Errorf("%w for machine %s seq %d: field \"sig\" is not a standard base64 ed25519 signature", ErrBadSignature, e.Machine, e.Seq)
 	}
 	if !ed25519.Verify(pub, joinMembers(ms, "id", "sig"), sig) {
@@ -202,6 +208,48 @@ func ParseLine(line []byte) (*Event, error) {
 		return nil, fmt.Errorf("%w: machine %s seq %d: id is %q, content hashes to %q", ErrBadID, e.Machine, e.Seq, e.ID, want)
 	}
 	return e, nil
+}
+
+// validTime reports whether s is a time as the envelope allows it: RFC 3339
+// date-time "YYYY-MM-DDTHH:MM:SS", then optionally "." and one or more
+// digits, then "Z" or an offset "+HH:MM" or "-HH:MM" (hours 00-23, minutes
+// 00-59); upper-case T and Z, a real calendar date, no leap second.
+func validTime(s string) bool {
+	if len(s) < 20 || s[10] != 'T' {
+		return false
+	}
+	i := 19
+	if s[i] == '.' {
+		j := i + 1
+		for j < len(s) && '0' <= s[j] && s[j] <= '9' {
+			j++
+		}
+		if j == i+1 {
+			return false
+		}
+		i = j
+	}
+	switch zone := s[i:]; {
+	case zone == "Z":
+	case len(zone) == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':':
+		h, m := zone[1:3], zone[4:6]
+		if !isDigits(h) || !isDigits(m) || h > "23" || m > "59" {
+			return false
+		}
+	default:
+		return false
+	}
+	_, err := time.Parse(time.RFC3339Nano, s) // the date, clock and their ranges
+	return err == nil
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // stringField reads a string member of the object whose text is obj;
@@ -272,6 +320,20 @@ type machineEntry struct {
 // characters.
 const maxMachineLen = 128
 
+// MachineKey returns the ed25519 public key embedded in a machine's peer
+// ID. It accepts only what a machine's peer ID is in the format: the
+// base58btc string (as peer.ID.String writes it; the CID spelling "bafz…"
+// and every other base are refused) of the identity multihash of the key's
+// libp2p protobuf encoding, exactly 00 24 08 01 12 20 followed by the 32
+// key bytes. The error says what is wrong.
+func MachineKey(id string) (ed25519.PublicKey, error) {
+	name, pub, err := machineKey([]byte(id)) // reads id as the inside of a JSON string
+	if err == nil && name != id {
+		err = fmt.Errorf("peer ID %q is not in its canonical form", id)
+	}
+	return pub, err
+}
+
 // machineKey checks that b is a libp2p peer ID, spelled in its canonical
 // form, that embeds an ed25519 public key, and returns the ID and the key.
 func machineKey(b []byte) (string, ed25519.PublicKey, error) {
@@ -305,6 +367,11 @@ func machineKey(b []byte) (string, ed25519.PublicKey, error) {
 	raw, err := pk.Raw()
 	if err != nil || len(raw) != ed25519.PublicKeySize {
 		return "", nil, fmt.Errorf("peer ID %q: bad ed25519 key", s)
+	}
+	// The key's protobuf could be written another way (fields in another
+	// order, say), which would give one key a second peer ID.
+	if canon, err := peer.IDFromPublicKey(pk); err != nil || canon != id {
+		return "", nil, fmt.Errorf("peer ID %q does not encode its key as libp2p does", s)
 	}
 	ent = machineEntry{name: s, pub: ed25519.PublicKey(raw)}
 	keyCache.Lock()
@@ -426,6 +493,9 @@ func buildEvent(s Signer, st Stamp, d Draft, body []byte, extra []member) (*Even
 		return nil, err
 	}
 	e.line = string(joinMembers(insertMember(ms, im)))
+	if len(e.line) > MaxLineSize {
+		return nil, fmt.Errorf("%w: type %q: the event would be %d bytes, over the limit of %d; keep large content in a blob and name it by its CID", ErrInvalidDraft, d.Type, len(e.line), MaxLineSize)
+	}
 	return e, nil
 }
 

@@ -3,6 +3,7 @@ package journal
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"reflect"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/multiformats/go-multihash"
 )
 
 // replaceMember returns line with the member key set to the raw value
@@ -131,6 +133,116 @@ func TestParseLineRefusesTampering(t *testing.T) {
 	}
 }
 
+// resigned returns line with the member key set to the raw value, signed
+// again by s and given its new id: a line a writer could really produce.
+func resigned(tb testing.TB, s *testSigner, line []byte, key, value string) []byte {
+	tb.Helper()
+	ms, err := splitMembers(replaceMember(tb, line, key, value))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if key != "sig" {
+		sig, err := s.Sign(joinMembers(ms, "id", "sig"))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ms, err = splitMembers(replaceMember(tb, joinMembers(ms), "sig", `"`+base64.StdEncoding.EncodeToString(sig)+`"`))
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return replaceMember(tb, joinMembers(ms), "id", `"`+idOf(joinMembers(ms, "id"))+`"`)
+}
+
+func TestParseLineReadsEveryTimeTheFormatAllows(t *testing.T) {
+	s := newSigner(t)
+	line := sample(t, s).Line()
+	for _, tm := range []string{
+		"2026-01-02T03:04:05Z",
+		"2026-01-02T03:04:05.5Z",
+		"2026-01-02T03:04:05.123456789123Z",
+		"2026-01-02T05:04:05.000000006+02:00",
+		"2026-01-02T03:04:05-00:00",
+		"2024-02-29T23:59:59+23:59",
+	} {
+		if _, err := ParseLine(resigned(t, s, line, "time", `"`+tm+`"`)); err != nil {
+			t.Errorf("time %s: %v", tm, err)
+		}
+	}
+}
+
+func TestParseLineRefusesAPeerIDThatEncodesItsKeyAnotherWay(t *testing.T) {
+	s := newSigner(t)
+	raw, err := s.key.GetPublic().Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The protobuf PublicKey with its two fields swapped: Data, then Type.
+	proto := append(append([]byte{0x12, 0x20}, raw...), 0x08, 0x01)
+	mh, err := multihash.Encode(proto, multihash.IDENTITY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := peer.ID(mh).String()
+	if other == s.Machine() {
+		t.Fatal("the swapped encoding gave the same peer ID")
+	}
+	_, err = ParseLine(resigned(t, s, sample(t, s).Line(), "machine", `"`+other+`"`))
+	if !errors.Is(err, ErrInvalidEvent) || !strings.Contains(err.Error(), "does not encode its key as libp2p does") {
+		t.Fatalf("got %v, want %v", err, ErrInvalidEvent)
+	}
+	if _, err := MachineKey(other); err == nil {
+		t.Fatal("MachineKey accepted it")
+	}
+}
+
+func TestParseLineRefusesAnotherSpellingOfASignature(t *testing.T) {
+	s := newSigner(t)
+	e := sample(t, s)
+	raw, err := base64.StdEncoding.DecodeString(e.Sig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := []byte(e.Sig)
+	last[len(last)-3]++ // "…w==" to "…x==": the same 64 bytes with padding bits set
+	for name, sig := range map[string]string{
+		"a line break inside":                `"` + e.Sig[:40] + `\n` + e.Sig[40:] + `"`,
+		"a carriage return and a line break": `"` + e.Sig[:40] + `\r\n` + e.Sig[40:] + `"`,
+		"padding bits set":                   `"` + string(last) + `"`,
+		"no padding":                         `"` + base64.RawStdEncoding.EncodeToString(raw) + `"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			// The id is right for the new spelling: only the signature's
+			// spelling is wrong, and it would make a second event, a fork
+			// of the machine's chain, out of one signature.
+			_, err := ParseLine(resigned(t, s, e.Line(), "sig", sig))
+			if !errors.Is(err, ErrBadSignature) {
+				t.Fatalf("got %v, want %v", err, ErrBadSignature)
+			}
+		})
+	}
+}
+
+func TestNewEventRefusesALineOverTheLimit(t *testing.T) {
+	s := newSigner(t)
+	st := Stamp{Seq: 1, Clock: 1, Time: testTime}
+	small, err := NewEvent(s, st, draft("note", `{"t":""}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := MaxLineSize - len(small.Line())
+	e, err := NewEvent(s, st, draft("note", `{"t":"`+strings.Repeat("a", fill)+`"}`))
+	if err != nil {
+		t.Fatalf("a line of exactly %d bytes: %v", MaxLineSize, err)
+	}
+	if len(e.Line()) != MaxLineSize {
+		t.Fatalf("line is %d bytes, want %d", len(e.Line()), MaxLineSize)
+	}
+	if _, err := NewEvent(s, st, draft("note", `{"t":"`+strings.Repeat("a", fill+1)+`"}`)); !errors.Is(err, ErrInvalidDraft) {
+		t.Fatalf("a line of %d bytes: got %v, want %v", MaxLineSize+1, err, ErrInvalidDraft)
+	}
+}
+
 func flip(c byte) string {
 	if c == 'a' {
 		return "b"
@@ -203,6 +315,13 @@ func TestParseLineRefusesBadLines(t *testing.T) {
 		{"an empty type is invalid", replaceMember(t, line, "type", `""`), ErrInvalidEvent, `"type"`},
 		{"a null session is invalid", replaceMember(t, line, "session", `null`), ErrInvalidEvent, `"session"`},
 		{"a time that is not RFC 3339 is invalid", replaceMember(t, line, "time", `"yesterday"`), ErrInvalidEvent, `"time"`},
+		{"a time with a comma before its fraction is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:05,5Z"`), ErrInvalidEvent, `"time"`},
+		{"a time with an offset of 24 hours is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:05+24:00"`), ErrInvalidEvent, `"time"`},
+		{"a time with an offset of 60 minutes is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:05+02:60"`), ErrInvalidEvent, `"time"`},
+		{"a time with a lower-case z is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:05z"`), ErrInvalidEvent, `"time"`},
+		{"a time with an empty fraction is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:05.Z"`), ErrInvalidEvent, `"time"`},
+		{"a time on a day that does not exist is invalid", replaceMember(t, line, "time", `"2026-02-29T03:04:05Z"`), ErrInvalidEvent, `"time"`},
+		{"a leap second is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:60Z"`), ErrInvalidEvent, `"time"`},
 		{"seq 1 with a prev is invalid", replaceMember(t, line, "seq", `1`), ErrInvalidEvent, "seq 1 has prev"},
 		{"a prev that is not an id is invalid", replaceMember(t, line, "prev", `"abc"`), ErrInvalidEvent, `"prev"`},
 		{"a machine too long for a peer ID is refused before decoding", replaceMember(t, line, "machine", `"1`+strings.Repeat("2", 1<<20)+`"`), ErrInvalidEvent, "too long for a peer ID"},
