@@ -119,7 +119,7 @@ func verifyForMerge(c *Capsule) error {
 	if err != nil {
 		return fmt.Errorf("merge: %w", err)
 	}
-	for _, p := range rep.Problems {
+	for _, p := range rep.Issues() {
 		if !errors.Is(p.Err, journal.ErrFork) {
 			return fmt.Errorf("merge: %s does not verify: %s; run tern capsule verify %s", c.Path, p, c.Path)
 		}

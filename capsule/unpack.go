@@ -7,12 +7,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+
+	"github.com/tern-dev/tern/journal"
 )
 
 // Unpack extracts the capsule tar at tarPath into a new folder dir. The tar
 // is checked before anything is trusted (see openTar), extracted into a
 // sibling staging folder, verified there completely, and only then renamed
-// to dir. On any error dir is not created and nothing is left behind.
+// to dir. On any error dir is not created and nothing is left behind. A
+// fork in the journal is not an error: it is carried over, for the
+// machine that signed it to heal.
 func Unpack(tarPath, dir string, lim Limits) (err error) {
 	if _, err := os.Lstat(dir); err == nil {
 		return fmt.Errorf("unpack: %s already exists; name a new folder", dir)
@@ -58,13 +63,16 @@ func Unpack(tarPath, dir string, lim Limits) (err error) {
 	if err != nil {
 		return fmt.Errorf("unpack: %w", err)
 	}
-	if !rep.OK() {
-		p := rep.Problems[0]
+	// A fork is no damage of the tar: it is carried over, to be healed by
+	// the machine that signed it (ForksOf names them).
+	issues := slices.DeleteFunc(rep.Issues(), func(p Problem) bool { return errors.Is(p.Err, journal.ErrFork) })
+	if len(issues) > 0 {
+		p := issues[0]
 		more := ""
-		if len(rep.Problems) > 1 {
-			more = fmt.Sprintf(" (and %d more problems; tern capsule verify %s lists them)", len(rep.Problems)-1, tarPath)
+		if len(issues) > 1 {
+			more = fmt.Sprintf(" (and %d more problems; tern capsule verify %s lists them)", len(issues)-1, tarPath)
 		}
-		return fmt.Errorf("unpack %s: entry %q: %v%s", tarPath, p.File, p.Err, more)
+		return fmt.Errorf("unpack %s: entry %q: %w%s", tarPath, p.File, p.Err, more)
 	}
 	lock.Unlock()
 	if err := os.Rename(staging, dir); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -52,6 +53,12 @@ type Report struct {
 
 // OK reports whether Verify found no problem and checked everything.
 func (r *Report) OK() bool { return len(r.Problems) == 0 && len(r.Unchecked) == 0 }
+
+// Issues returns what keeps the report from being OK: the problems, then
+// the files that could not be checked.
+func (r *Report) Issues() []Problem {
+	return append(slices.Clone(r.Problems), r.Unchecked...)
+}
 
 // problem records err against file: as damage, or as unchecked when err is
 // a failure to read (see readFailure).

@@ -15,8 +15,9 @@ import (
 const SyncID = "/tern/sync/1.0.0"
 
 // MaxSyncFrame bounds one frame of a sync exchange: one event line (a large
-// tool result included) or a version vector.
-const MaxSyncFrame = 8 << 20
+// tool result included) after its tag byte, or a version vector. Every
+// event a tern writes fits (journal.MaxLineSize).
+const MaxSyncFrame = 1 + journal.MaxLineSize
 
 // addBatch and addBatchBytes bound how many received events, and how
 // many of their bytes, are checked and handed to the store at once, so

@@ -287,7 +287,19 @@ func capsuleUnpackCmd(e *env) *cobra.Command {
 		Short: "Check a capsule tar and unpack it into a new folder (created only on success)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return capsule.Unpack(args[0], args[1], lim)
+			if err := capsule.Unpack(args[0], args[1], lim); err != nil {
+				return err
+			}
+			c, err := capsule.Open(args[1])
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			events, err := c.Journal()
+			if err != nil {
+				return err
+			}
+			return e.reportForks(args[1], journal.Forks(events))
 		},
 	}
 	c.Flags().Int64Var(&lim.MaxFileSize, "max-file-size", capsule.DefaultLimits.MaxFileSize, "refuse a tar holding a file larger than this many bytes")
@@ -320,19 +332,7 @@ func capsuleMergeCmd(e *env) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "merged %d events into %s\n", res.Events, out)
-			if len(res.Forks) == 0 {
-				return nil
-			}
-			me := thisMachine()
-			for _, f := range res.Forks {
-				fmt.Fprintf(e.stderr, "FORK: machine %s wrote %d different events at seq %d; they and what follows are quarantined, nothing was chosen.\n", f.Machine, len(f.IDs), f.Seq)
-				if f.Machine == me {
-					fmt.Fprintf(e.stderr, "      This machine signed both branches: heal it with: tern capsule heal %s\n", out)
-				} else {
-					fmt.Fprintf(e.stderr, "      Only machine %s can heal it (a copied key or a restored backup signed both branches): on it, run tern capsule heal on a copy that holds both.\n", f.Machine)
-				}
-			}
-			return checkFailed("%s holds %d unresolved forks: it does not verify, and the forked chains take no appends until healed", out, len(res.Forks))
+			return e.reportForks(out, res.Forks)
 		},
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "the new folder, or a .tar file")
@@ -442,10 +442,10 @@ func capsuleHealCmd(e *env) *cobra.Command {
 				return err
 			}
 			if !rep.OK() {
-				for _, p := range rep.Problems {
+				for _, p := range rep.Issues() {
 					fmt.Fprintln(e.stdout, p)
 				}
-				return checkFailed("%s still does not verify: %d problems (forks of other machines heal only on those machines)", args[0], len(rep.Problems))
+				return checkFailed("%s still does not verify (forks of other machines heal only on those machines): run tern capsule verify %s", args[0], args[0])
 			}
 			fmt.Fprintf(e.stdout, "ok: %s verifies\n", args[0])
 			return nil
@@ -488,4 +488,22 @@ func thisMachine() string {
 		return ""
 	}
 	return id.Machine()
+}
+
+// reportForks names each fork of the capsule at path and who can heal it;
+// with any, the command fails with exit code 1 (the capsule was written).
+func (e *env) reportForks(path string, forks []journal.Fork) error {
+	if len(forks) == 0 {
+		return nil
+	}
+	me := thisMachine()
+	for _, f := range forks {
+		fmt.Fprintf(e.stderr, "FORK: machine %s wrote %d different events at seq %d; they and what follows are quarantined, nothing was chosen.\n", f.Machine, len(f.IDs), f.Seq)
+		if f.Machine == me {
+			fmt.Fprintf(e.stderr, "      This machine signed both branches: heal it with: tern capsule heal %s\n", path)
+		} else {
+			fmt.Fprintf(e.stderr, "      Only machine %s can heal it (a copied key or a restored backup signed both branches): on it, run tern capsule heal on a copy that holds both.\n", f.Machine)
+		}
+	}
+	return checkFailed("%s holds %d unresolved forks: it does not verify, and the forked chains take no appends until healed", path, len(forks))
 }

@@ -144,7 +144,7 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 		return err
 	}
 	if !rep.OK() {
-		return fmt.Errorf("demo: the fresh tar does not verify: %v", rep.Problems)
+		return fmt.Errorf("demo: the fresh tar does not verify: %v", rep.Issues())
 	}
 	say("   verify: ok, %d files, %d events, signed by %s", rep.Files, rep.Events, rep.Signer)
 

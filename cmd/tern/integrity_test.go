@@ -143,6 +143,14 @@ func TestAForkThisMachineMadeIsHealedWithCapsuleHeal(t *testing.T) {
 	if code, _, _ := tern(t, home, draftLine("refused"), "journal", "append", merged); code == 0 {
 		t.Fatal("an append to a forked chain succeeded")
 	}
+	// A tar of it unpacks, fork and all, so that it can be healed there too.
+	forkedTar := filepath.Join(t.TempDir(), "forked.tar")
+	mustTern(t, home, "", "capsule", "pack", merged, "-o", forkedTar)
+	unpacked := filepath.Join(t.TempDir(), "unpacked")
+	code, _, errs = tern(t, home, "", "capsule", "unpack", forkedTar, unpacked)
+	if code != exitCheck || !strings.Contains(errs, "tern capsule heal "+unpacked) {
+		t.Fatalf("unpack of a forked tar: exit %d, %q", code, errs)
+	}
 	out := mustTern(t, home, "", "capsule", "heal", merged)
 	if !strings.Contains(out, "healed") || !strings.Contains(out, "ok:") {
 		t.Fatalf("heal: %s", out)

@@ -346,7 +346,7 @@ func capsuleExportCmd(e *env) *cobra.Command {
 			}
 			if !rep.OK() {
 				os.Remove(abs)
-				return checkFailed("the exported tar does not verify: %v", rep.Problems[0])
+				return checkFailed("the exported tar does not verify: %v", rep.Issues()[0])
 			}
 			return nil
 		},
