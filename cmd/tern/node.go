@@ -244,6 +244,11 @@ func statusCmd(e *env) *cobra.Command {
 				}
 				for _, f := range c.Forks {
 					fmt.Fprintf(w, "       FORK machine %s seq %d; %d events quarantined\n", f.Machine, f.Seq, c.Quarantined)
+					if f.Machine == st.PeerID {
+						fmt.Fprintf(w, "       this node's own chain: heal it with: tern capsule heal %s\n", c.ID)
+					} else {
+						fmt.Fprintf(w, "       only that machine can heal it: tern capsule heal %s, run there\n", c.ID)
+					}
 				}
 				if c.Rejected > 0 {
 					fmt.Fprintf(w, "       REJECTED %d events from peers that failed their checks (see $TERN_HOME/quarantine/%s.jsonl)\n", c.Rejected, c.ID)

@@ -1,0 +1,126 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+)
+
+// forkOwnChain gives n's copy of a fresh shared capsule a fork of n's own
+// chain, as two copies written apart under n's key leave it, and returns
+// the agent id.
+func forkOwnChain(t *testing.T, n *Node, others ...*Node) string {
+	t.Helper()
+	ctx := context.Background()
+	agent := sharedCapsule(t, append([]*Node{n}, others...)...)
+	appendN(t, n, agent, 2)
+	tarPath := filepath.Join(t.TempDir(), "a.tar")
+	if err := n.store.ExportFile(agent, tarPath); err != nil {
+		t.Fatal(err)
+	}
+	var copies []string
+	for i, text := range []string{"written in one copy", "written in the other"} {
+		dir := filepath.Join(t.TempDir(), "copy")
+		if err := capsule.Unpack(tarPath, dir, capsule.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := capsule.OpenDir(ctx, dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := []byte(`{"role":"user","content":[{"type":"text","text":"` + text + `"}]}`)
+		drafts := []journal.Draft{{Type: "message", Session: "s", Body: body}}
+		if i == 1 {
+			drafts = append(drafts, drafts[0], drafts[0]) // the longer branch
+		}
+		if _, err := d.Append(ctx, n.id, 0, drafts...); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
+		copies = append(copies, dir)
+	}
+	a, b := mustOpenCapsule(t, copies[0]), mustOpenCapsule(t, copies[1])
+	merged := filepath.Join(t.TempDir(), "merged")
+	if _, err := capsule.Merge(a, b, merged); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := n.Import(merged); err != nil {
+		t.Fatal(err)
+	}
+	return agent
+}
+
+func mustOpenCapsule(t *testing.T, path string) *capsule.Capsule {
+	t.Helper()
+	c, err := capsule.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// A node heals a fork of its own chain through its API's Heal; its
+// appends work again, and a paired peer that received the fork reads the
+// same healed chain.
+func TestANodeHealsItsOwnForkAndItsPeerConverges(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	pair(t, a, b)
+	agent := forkOwnChain(t, a, b)
+	ctx := context.Background()
+	if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "note"}}); !errors.Is(err, journal.ErrFork) {
+		t.Fatalf("append to a forked chain: %v, want ErrFork", err)
+	}
+	eventually(t, "b holds the fork too", func() bool {
+		evs, _ := b.store.Events(agent, "")
+		return len(journal.Forks(evs)) > 0
+	})
+	healed, err := a.Heal(ctx, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(healed) == 0 {
+		t.Fatal("nothing healed")
+	}
+	if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "note"}}); err != nil {
+		t.Fatalf("append after the heal: %v", err)
+	}
+	eventually(t, "b reads the same healed chain", func() bool {
+		va, _ := a.store.Vector(agent)
+		vb, _ := b.store.Vector(agent)
+		evs, _ := b.store.Events(agent, "")
+		return len(journal.Check(evs)) == 0 && vecEqual(va, vb)
+	})
+	ea, _ := a.store.Events(agent, "")
+	eb, _ := b.store.Events(agent, "")
+	va, _ := journal.Readable(ea)
+	vb, _ := journal.Readable(eb)
+	if !slices.Equal(idsOf(va), idsOf(vb)) || len(ea) != len(eb) {
+		t.Fatalf("a reads %d of %d events, b %d of %d", len(va), len(ea), len(vb), len(eb))
+	}
+}
+
+func vecEqual(a, b journal.Vector) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func idsOf(events []*journal.Event) []string {
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = e.ID
+	}
+	return out
+}
