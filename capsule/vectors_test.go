@@ -129,7 +129,18 @@ func newVectorKey(t *testing.T, name, seedHex string) *vectorKey {
 // vectorSet is the files of testdata/vectors and what reading each gives.
 type vectorSet struct {
 	files    map[string][]byte // path under testdata/vectors → bytes
-	expected map[string]any    // path → "ok", a check, or a list of checks
+	expected map[string]any    // path → "ok", a check, a list of checks, or a journalRead
+}
+
+// journalRead is what expected.json records of a journal vector (a capsule
+// vector named journal-…): the checks it fails, and what a reader reads of
+// its journal: how many events are readable and quarantined (journal.Readable)
+// and the version vector (journal.VectorOf).
+type journalRead struct {
+	Checks      []string       `json:"checks"`
+	Readable    int            `json:"readable"`
+	Quarantined int            `json:"quarantined"`
+	Vector      journal.Vector `json:"vector"`
 }
 
 func (v *vectorSet) add(t *testing.T, name string, data []byte, expect ...string) {
@@ -715,8 +726,30 @@ func (e *tarEdit) headers(edit func(h *tar.Header)) *tarEdit {
 
 func (e *tarEdit) bytes() []byte { return writeTarFiles(e.t, e.files) }
 
+// readJournal reads the journal of a capsule tar as the code under test
+// does: what is readable, what is quarantined, and the version vector.
+func readJournal(t *testing.T, tarData []byte) (view, quarantined []*journal.Event, vec journal.Vector) {
+	t.Helper()
+	events, _, _ := journal.Decode(editTar(t, tarData).get(capsule.JournalFile))
+	view, quarantined = journal.Readable(events)
+	return view, quarantined, journal.VectorOf(events)
+}
+
 func capsuleVectors(t *testing.T, v *vectorSet, a *vectorKey, c *vectorCapsule) {
 	add := func(name string, data []byte, expect ...string) { v.add(t, "capsules/"+name+".tar", data, expect...) }
+	// addJournal adds a journal vector, whose events a reader reads as
+	// readable or quarantined in the numbers given.
+	addJournal := func(name string, data []byte, readable, quarantined int, expect ...string) {
+		t.Helper()
+		view, q, vec := readJournal(t, data)
+		if len(view) != readable || len(q) != quarantined {
+			t.Fatalf("%s: the code reads %d events and quarantines %d, not %d and %d", name, len(view), len(q), readable, quarantined)
+		}
+		slices.Sort(expect)
+		name = "capsules/" + name + ".tar"
+		v.add(t, name, data, expect...)
+		v.expected[name] = journalRead{Checks: expect, Readable: readable, Quarantined: quarantined, Vector: vec}
+	}
 	ed := func() *tarEdit { return editTar(t, c.tar) }
 	jf := capsule.JournalFile
 	joined := func(lines ...[]byte) []byte { return bytes.Join(lines, nil) }
@@ -749,28 +782,28 @@ func capsuleVectors(t *testing.T, v *vectorSet, a *vectorKey, c *vectorCapsule) 
 	noDirs.files = slices.DeleteFunc(noDirs.files, func(f tarFile) bool { return f.hdr.Typeflag == tar.TypeDir })
 	add("no-folder-entries", noDirs.bytes(), checkOK)
 
-	add("journal-in-reverse-order", ed().set(jf, joined(reversedLines(c.lines)...)).reseal(jf).bytes(), checkOK)
-	add("journal-line-twice", ed().set(jf, joined(append(slices.Clone(c.lines), c.lines[1])...)).reseal(jf).bytes(), checkOK)
-	add("journal-appended-after-seal", ed().set(jf, joined(journalData, c.next)).bytes(), checkOK)
-	add("journal-torn-tail-after-seal", ed().set(jf, joined(journalData, c.next[:len(c.next)/2])).bytes(), checkOK)
-	add("journal-bad-line-after-seal", ed().set(jf, joined(journalData, edited(t, a, c.next, func(m map[string]json.RawMessage) {
+	addJournal("journal-in-reverse-order", ed().set(jf, joined(reversedLines(c.lines)...)).reseal(jf).bytes(), 4, 0, checkOK)
+	addJournal("journal-line-twice", ed().set(jf, joined(append(slices.Clone(c.lines), c.lines[1])...)).reseal(jf).bytes(), 4, 0, checkOK)
+	addJournal("journal-appended-after-seal", ed().set(jf, joined(journalData, c.next)).bytes(), 5, 0, checkOK)
+	addJournal("journal-torn-tail-after-seal", ed().set(jf, joined(journalData, c.next[:len(c.next)/2])).bytes(), 4, 0, checkOK)
+	addJournal("journal-bad-line-after-seal", ed().set(jf, joined(journalData, edited(t, a, c.next, func(m map[string]json.RawMessage) {
 		m["sig"] = jsonString(base64.StdEncoding.EncodeToString(make([]byte, 64)))
-	}))).bytes(), checkBadSignature)
-	add("journal-truncated", ed().set(jf, joined(c.lines[:len(c.lines)-1]...)).bytes(), checkTruncated)
-	add("journal-cut-inside-a-line", ed().set(jf, journalData[:len(journalData)-10]).bytes(), checkTruncated)
-	add("journal-sealed-without-final-newline", ed().set(jf, bytes.TrimSuffix(journalData, []byte("\n"))).reseal(jf).bytes(), checkTruncated)
+	}))).bytes(), 4, 0, checkBadSignature)
+	addJournal("journal-truncated", ed().set(jf, joined(c.lines[:len(c.lines)-1]...)).bytes(), 3, 0, checkTruncated)
+	addJournal("journal-cut-inside-a-line", ed().set(jf, journalData[:len(journalData)-10]).bytes(), 3, 0, checkTruncated)
+	addJournal("journal-sealed-without-final-newline", ed().set(jf, bytes.TrimSuffix(journalData, []byte("\n"))).reseal(jf).bytes(), 3, 0, checkTruncated)
 	changed := replaceOnce(t, journalData, `"text":"hello"`, `"text":"hellp"`)
 	// The changed line is left out of the chains, so the events after it
 	// in a's chain follow a gap.
-	add("journal-line-changed", ed().set(jf, changed).bytes(), checkBadSignature, checkBrokenChain, checkHashMismatch)
-	add("journal-line-changed-and-resealed", ed().set(jf, changed).reseal(jf).bytes(), checkBadSignature, checkBrokenChain)
-	add("journal-crlf", ed().set(jf, bytes.ReplaceAll(journalData, []byte("\n"), []byte("\r\n"))).reseal(jf).bytes(), checkNotCanonical)
-	add("journal-fork", ed().set(jf, joined(journalData, c.fork)).reseal(jf).bytes(), checkFork)
-	add("journal-gap", ed().set(jf, joined(slices.DeleteFunc(slices.Clone(c.lines), func(l []byte) bool {
+	addJournal("journal-line-changed", ed().set(jf, changed).bytes(), 1, 2, checkBadSignature, checkBrokenChain, checkHashMismatch)
+	addJournal("journal-line-changed-and-resealed", ed().set(jf, changed).reseal(jf).bytes(), 1, 2, checkBadSignature, checkBrokenChain)
+	addJournal("journal-crlf", ed().set(jf, bytes.ReplaceAll(journalData, []byte("\n"), []byte("\r\n"))).reseal(jf).bytes(), 0, 0, checkNotCanonical)
+	addJournal("journal-fork", ed().set(jf, joined(journalData, c.fork)).reseal(jf).bytes(), 3, 2, checkFork)
+	addJournal("journal-gap", ed().set(jf, joined(slices.DeleteFunc(slices.Clone(c.lines), func(l []byte) bool {
 		return bytes.Contains(l, []byte(`"type":"workspace.snapshot"`))
-	})...)).reseal(jf).bytes(), checkBrokenChain)
-	add("journal-wrong-prev", ed().set(jf, joined(journalData, c.badPrev)).reseal(jf).bytes(), checkBrokenChain)
-	add("journal-clock-not-rising", ed().set(jf, joined(journalData, c.lowClock)).reseal(jf).bytes(), checkBrokenChain)
+	})...)).reseal(jf).bytes(), 2, 1, checkBrokenChain)
+	addJournal("journal-wrong-prev", ed().set(jf, joined(journalData, c.badPrev)).reseal(jf).bytes(), 4, 1, checkBrokenChain)
+	addJournal("journal-clock-not-rising", ed().set(jf, joined(journalData, c.lowClock)).reseal(jf).bytes(), 4, 1, checkBrokenChain)
 
 	hello := slices.Clone(ed().get(helloBlob))
 	hello[0] ^= 0x20
@@ -894,8 +927,9 @@ func TestVectorsAreWhatTheCodeWrites(t *testing.T) {
 	}
 }
 
-// readExpected reads expected.json: path → one check or several.
-func readExpected(t *testing.T, dir string) map[string][]string {
+// readExpected reads expected.json: path → the checks, and for a journal
+// vector what a reader reads of its journal.
+func readExpected(t *testing.T, dir string) map[string]journalRead {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "expected.json"))
 	if err != nil {
@@ -905,18 +939,25 @@ func readExpected(t *testing.T, dir string) map[string][]string {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]string{}
+	out := map[string]journalRead{}
 	for name, r := range raw {
 		var one string
 		if json.Unmarshal(r, &one) == nil {
-			out[name] = []string{one}
+			out[name] = journalRead{Checks: []string{one}}
 			continue
 		}
 		var many []string
-		if err := json.Unmarshal(r, &many); err != nil {
-			t.Fatalf("expected.json: %s: %v", name, err)
+		if json.Unmarshal(r, &many) == nil {
+			out[name] = journalRead{Checks: many}
+			continue
 		}
-		out[name] = many
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.DisallowUnknownFields()
+		var read journalRead
+		if err := dec.Decode(&read); err != nil || read.Checks == nil || read.Vector == nil {
+			t.Fatalf("expected.json: %s: neither checks nor a journal read (%v)", name, err)
+		}
+		out[name] = read
 	}
 	return out
 }
@@ -928,6 +969,7 @@ func TestGoReaderGivesEveryVectorItsExpectedResult(t *testing.T) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(expected)) {
 		t.Run(name, func(t *testing.T) {
+			want := expected[name]
 			p := filepath.Join(vectorsDir, filepath.FromSlash(name))
 			var got []string
 			switch path.Dir(name) {
@@ -958,13 +1000,38 @@ func TestGoReaderGivesEveryVectorItsExpectedResult(t *testing.T) {
 					t.Fatal(err)
 				}
 				got = problemChecks(rep)
+				if want.Vector != nil {
+					checkJournalRead(t, p, rep, want)
+				}
 			default:
 				t.Fatalf("no reader for %s", name)
 			}
-			if want := expected[name]; !slices.Equal(got, want) {
-				t.Errorf("got %v, want %v", got, want)
+			if !slices.Equal(got, want.Checks) {
+				t.Errorf("got %v, want %v", got, want.Checks)
 			}
 		})
+	}
+}
+
+// checkJournalRead checks that the code reads the journal of the capsule
+// tar at p as expected.json records: the counts of readable and
+// quarantined events (through journal.Readable and capsule.Verify's
+// report) and the version vector.
+func checkJournalRead(t *testing.T, p string, rep *capsule.Report, want journalRead) {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, quarantined, vec := readJournal(t, data)
+	if len(view) != want.Readable || len(quarantined) != want.Quarantined {
+		t.Errorf("journal.Readable: %d readable, %d quarantined; want %d and %d", len(view), len(quarantined), want.Readable, want.Quarantined)
+	}
+	if rep.Quarantined != want.Quarantined {
+		t.Errorf("capsule.Verify reports %d quarantined, want %d", rep.Quarantined, want.Quarantined)
+	}
+	if !maps.Equal(vec, want.Vector) {
+		t.Errorf("journal.VectorOf: got %v, want %v", vec, want.Vector)
 	}
 }
 
