@@ -177,6 +177,7 @@ func buildVectors(t *testing.T) *vectorSet {
 	c := newVectorCapsule(t, a, b)
 	manifestVectors(t, v, a, c)
 	capsuleVectors(t, v, a, c)
+	healVectors(t, v, a, b, c)
 	exp, err := json.MarshalIndent(v.expected, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -735,20 +736,26 @@ func readJournal(t *testing.T, tarData []byte) (view, quarantined []*journal.Eve
 	return view, quarantined, journal.VectorOf(events)
 }
 
+// addJournal adds the journal vector capsules/NAME.tar, a capsule tar whose
+// journal's events a reader reads as readable or quarantined in the
+// numbers given, and records its version vector as the code computes it.
+func (v *vectorSet) addJournal(t *testing.T, name string, data []byte, readable, quarantined int, expect ...string) {
+	t.Helper()
+	view, q, vec := readJournal(t, data)
+	if len(view) != readable || len(q) != quarantined {
+		t.Fatalf("%s: the code reads %d events and quarantines %d, not %d and %d", name, len(view), len(q), readable, quarantined)
+	}
+	name = "capsules/" + name + ".tar"
+	v.add(t, name, data, expect...)
+	slices.Sort(expect)
+	v.expected[name] = journalRead{Checks: expect, Readable: readable, Quarantined: quarantined, Vector: vec}
+}
+
 func capsuleVectors(t *testing.T, v *vectorSet, a *vectorKey, c *vectorCapsule) {
 	add := func(name string, data []byte, expect ...string) { v.add(t, "capsules/"+name+".tar", data, expect...) }
-	// addJournal adds a journal vector, whose events a reader reads as
-	// readable or quarantined in the numbers given.
 	addJournal := func(name string, data []byte, readable, quarantined int, expect ...string) {
 		t.Helper()
-		view, q, vec := readJournal(t, data)
-		if len(view) != readable || len(q) != quarantined {
-			t.Fatalf("%s: the code reads %d events and quarantines %d, not %d and %d", name, len(view), len(q), readable, quarantined)
-		}
-		slices.Sort(expect)
-		name = "capsules/" + name + ".tar"
-		v.add(t, name, data, expect...)
-		v.expected[name] = journalRead{Checks: expect, Readable: readable, Quarantined: quarantined, Vector: vec}
+		v.addJournal(t, name, data, readable, quarantined, expect...)
 	}
 	ed := func() *tarEdit { return editTar(t, c.tar) }
 	jf := capsule.JournalFile
@@ -863,6 +870,143 @@ func capsuleVectors(t *testing.T, v *vectorSet, a *vectorKey, c *vectorCapsule) 
 	// an empty archive.
 	add("cut-between-entries", slices.Clone(c.tar[:512+(len(mdata)+511)/512*512]), checkMissingFile)
 	add("empty-file", []byte{}, checkNotCapsule)
+}
+
+// healVectors are journal vectors of the small capsule whose machine a
+// forked its chain and healed it with a chain.healed event (journal.Heal),
+// and of heals a reader must not apply.
+func healVectors(t *testing.T, v *vectorSet, a, b *vectorKey, c *vectorCapsule) {
+	parse := func(line []byte) *journal.Event {
+		t.Helper()
+		e, err := journal.ParseLine(bytes.TrimSuffix(line, []byte("\n")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	var base []*journal.Event // a1, b1, a2, a3
+	for _, l := range c.lines {
+		base = append(base, parse(l))
+	}
+	at := func(k *vectorKey, seq uint64) *journal.Event {
+		t.Helper()
+		i := slices.IndexFunc(base, func(e *journal.Event) bool { return e.Machine == k.PeerID && e.Seq == seq })
+		if i < 0 {
+			t.Fatalf("no event of %s at seq %d", k.Name, seq)
+		}
+		return base[i]
+	}
+	a2, a3, b1 := at(a, 2), at(a, 3), at(b, 1)
+	fork, a4 := parse(c.fork), parse(c.next) // a3's other side, and a3's next
+	healTime := vectorTime.Add(time.Hour)
+	heal := func(events []*journal.Event) []*journal.Event {
+		t.Helper()
+		out, err := journal.Heal(events, a, healTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// healEvent is a chain.healed event signed by k, naming ids.
+	healEvent := func(k *vectorKey, seq uint64, prev string, clock uint64, replaced ...journal.Replacement) *journal.Event {
+		t.Helper()
+		slices.SortFunc(replaced, func(x, y journal.Replacement) int { return strings.Compare(x.ID, y.ID) })
+		body, err := json.Marshal(journal.HealBody{Replaced: replaced})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := journal.NewEvent(k, journal.Stamp{Seq: seq, Prev: prev, Clock: clock, Time: healTime}, journal.Draft{Type: journal.HealType, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	named := func(h *journal.Event) []string {
+		t.Helper()
+		var body journal.HealBody
+		if h.Type != journal.HealType || json.Unmarshal(h.Body, &body) != nil {
+			t.Fatalf("%s is not a heal", h.ID)
+		}
+		var ids []string
+		for _, r := range body.Replaced {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	ids := func(events ...*journal.Event) []string {
+		var out []string
+		for _, e := range events {
+			out = append(out, e.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	// tarOf is the small capsule with a journal of these events, written as
+	// an export writes it: in total order, each once, sealed whole.
+	tarOf := func(sets ...[]*journal.Event) []byte {
+		var events []*journal.Event
+		for _, s := range sets {
+			events = journal.Merge(events, s)
+		}
+		var data []byte
+		for _, e := range events {
+			data = append(data, lineOf(e)...)
+		}
+		return editTar(t, c.tar).set(capsule.JournalFile, data).reseal(capsule.JournalFile).bytes()
+	}
+
+	// a3 and its other side each have a next event; a3's side goes on to
+	// seq 5, so the heal keeps it and sets the other side's two events
+	// aside, signed again at seqs 6 and 7, with the heal at seq 8.
+	a4x := newEvent(t, a, 4, fork.ID, 4, "tool_result", `{"call_id":"c1","content":[{"type":"text","text":"hello.txt\nsrc\n"}],"is_error":false}`)
+	a5 := newEvent(t, a, 5, a4.ID, 5, "message", `{"role":"assistant","content":[{"type":"text","text":"It says hello, world."}]}`)
+	forked := append(slices.Clone(base), fork, a4x, a4, a5)
+	healed := heal(forked)
+	h := healed[len(healed)-1]
+	if h.Seq != 8 || !slices.Equal(named(h), ids(fork, a4x)) {
+		t.Fatalf("the heal is at seq %d and names %v, not at seq 8 naming the shorter side %v", h.Seq, named(h), ids(fork, a4x))
+	}
+	v.addJournal(t, "journal-fork-healed", tarOf(forked, healed), 9, 2, checkOK)
+
+	// The same heal naming b's first event too: a heal sets aside only its
+	// own machine's events, so b's chain stays whole (setting b1 aside would
+	// leave b2 after a gap).
+	b2 := newEvent(t, b, 2, b1.ID, 3, "message", `{"role":"user","content":[{"type":"text","text":"Thanks."}]}`)
+	var body journal.HealBody
+	if err := json.Unmarshal(h.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	greedy := healEvent(a, h.Seq, h.Prev, h.Clock, append(body.Replaced, journal.Replacement{ID: b1.ID})...)
+	v.addJournal(t, "journal-heal-names-another-machines-event",
+		tarOf(forked, healed[:len(healed)-1], []*journal.Event{b2, greedy}), 10, 2, checkOK)
+
+	// b signs a heal naming a's fork: nobody heals another machine's chain,
+	// so a's fork stays.
+	byB := healEvent(b, 2, b1.ID, 4, journal.Replacement{ID: fork.ID})
+	v.addJournal(t, "journal-fork-healed-by-another-machine", tarOf(base, []*journal.Event{fork, byB}), 4, 2, checkFork)
+
+	// Copy X heals the fork at seq 3 (h1: the side it drops signed again at
+	// seq 4, h1 at 5). Copy Y holds the side h1 kept and goes on to seq 6.
+	// Merged, they fork at seq 4; the heal of that (h2) keeps Y's longer
+	// line and sets aside X's events after seq 3: h1 and the event it
+	// signed again. A heal set aside by another no longer applies, so the
+	// side of seq 3 that h1 set aside is back in the chain, and the fork at
+	// seq 3 is read again.
+	X := append(slices.Clone(base), fork)
+	h1 := heal(X)
+	kept := a3
+	if slices.Contains(named(h1[len(h1)-1]), a3.ID) {
+		kept = fork
+	}
+	y4 := newEvent(t, a, 4, kept.ID, 4, "message", `{"role":"user","content":[{"type":"text","text":"Go on."}]}`)
+	y5 := newEvent(t, a, 5, y4.ID, 5, "message", `{"role":"assistant","content":[{"type":"text","text":"Going on."}]}`)
+	y6 := newEvent(t, a, 6, y5.ID, 6, "message", `{"role":"user","content":[{"type":"text","text":"Thanks."}]}`)
+	Y := []*journal.Event{at(a, 1), a2, b1, kept, y4, y5, y6}
+	h2 := heal(slices.Concat(X, h1, Y))
+	if got := named(h2[len(h2)-1]); !slices.Equal(got, ids(h1...)) {
+		t.Fatalf("the second heal names %v, not the first heal and the event it signed again %v", got, ids(h1...))
+	}
+	v.addJournal(t, "journal-heal-set-aside-by-later-heal", tarOf(X, h1, Y, h2), 3, 9, checkFork)
 }
 
 func reversedLines(lines [][]byte) [][]byte {

@@ -520,10 +520,39 @@ def chain_problems(chain):
     return problems, cut
 
 
+HEAL = "chain.healed"
+
+
+def heal_names(e):
+    """The ids a chain.healed event names: its body is an object whose
+    "replaced" is a list of objects, each with a string "id" ("by" and other
+    members are not read). A body of any other shape names nothing."""
+    body = e.body
+    if not isinstance(body, dict) or not isinstance(body.get("replaced"), list):
+        return set()
+    ids = set()
+    for r in body["replaced"]:
+        if not isinstance(r, dict) or not isinstance(r.get("id"), str):
+            return set()
+        ids.add(r["id"])
+    return ids
+
+
+def set_aside(chain):
+    """The ids of one machine's events that its heals set aside: those named
+    by a heal of the machine that no other heal of the machine names."""
+    heals = {e.id: heal_names(e) for e in chain if e.type == HEAL}
+    applied = [h for h in heals if not any(h in names for other, names in heals.items() if other != h)]
+    mine = {e.id for e in chain}
+    return set().union(*(heals[h] for h in applied)) & mine
+
+
 class Journal:
     """What a reader reads of a set of events: the checks the chains fail,
     the readable events and the quarantined ones (both in total order), and
-    the version vector {machine: {"seq", "id"[, "aside"]}}."""
+    the version vector {machine: {"seq", "id"[, "aside"]}}. Each machine's
+    heals are applied first: what they set aside is left out of its chain,
+    and quarantined."""
 
     def __init__(self, events):
         self.checks, self.readable, self.quarantined, self.vector = set(), [], [], {}
@@ -531,9 +560,11 @@ class Journal:
         for e in {e.id: e for e in events}.values():
             by_machine.setdefault(e.machine, []).append(e)
         for machine, chain in sorted(by_machine.items()):
-            problems, cut = chain_problems(chain)
+            out = set_aside(chain)
+            kept = [e for e in chain if e.id not in out]
+            problems, cut = chain_problems(kept)
             self.checks |= problems
-            line = sorted((e for e in chain if cut is None or e.seq < cut), key=lambda e: e.seq)
+            line = sorted((e for e in kept if cut is None or e.seq < cut), key=lambda e: e.seq)
             on_line = {e.id for e in line}
             aside = [e for e in chain if e.id not in on_line]
             self.readable += line
