@@ -525,14 +525,15 @@ HEAL = "chain.healed"
 
 def heal_names(e):
     """The ids a chain.healed event names: its body is an object whose
-    "replaced" is a list of objects, each with a string "id" ("by" and other
-    members are not read). A body of any other shape names nothing."""
+    "replaced" is a list of objects, each with a string "id" and, if
+    present, a string "by" (other members are ignored). A body of any other
+    shape names nothing."""
     body = e.body
     if not isinstance(body, dict) or not isinstance(body.get("replaced"), list):
         return set()
     ids = set()
     for r in body["replaced"]:
-        if not isinstance(r, dict) or not isinstance(r.get("id"), str):
+        if not isinstance(r, dict) or not isinstance(r.get("id"), str) or not isinstance(r.get("by", ""), str):
             return set()
         ids.add(r["id"])
     return ids
