@@ -129,7 +129,18 @@ func newVectorKey(t *testing.T, name, seedHex string) *vectorKey {
 // vectorSet is the files of testdata/vectors and what reading each gives.
 type vectorSet struct {
 	files    map[string][]byte // path under testdata/vectors → bytes
-	expected map[string]any    // path → "ok", a check, or a list of checks
+	expected map[string]any    // path → "ok", a check, a list of checks, or a journalRead
+}
+
+// journalRead is what expected.json records of a journal vector (a capsule
+// vector named journal-…): the checks it fails, and what a reader reads of
+// its journal: how many events are readable and quarantined (journal.Readable)
+// and the version vector (journal.VectorOf).
+type journalRead struct {
+	Checks      []string       `json:"checks"`
+	Readable    int            `json:"readable"`
+	Quarantined int            `json:"quarantined"`
+	Vector      journal.Vector `json:"vector"`
 }
 
 func (v *vectorSet) add(t *testing.T, name string, data []byte, expect ...string) {
@@ -166,6 +177,7 @@ func buildVectors(t *testing.T) *vectorSet {
 	c := newVectorCapsule(t, a, b)
 	manifestVectors(t, v, a, c)
 	capsuleVectors(t, v, a, c)
+	healVectors(t, v, a, b, c)
 	exp, err := json.MarshalIndent(v.expected, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -715,8 +727,36 @@ func (e *tarEdit) headers(edit func(h *tar.Header)) *tarEdit {
 
 func (e *tarEdit) bytes() []byte { return writeTarFiles(e.t, e.files) }
 
+// readJournal reads the journal of a capsule tar as the code under test
+// does: what is readable, what is quarantined, and the version vector.
+func readJournal(t *testing.T, tarData []byte) (view, quarantined []*journal.Event, vec journal.Vector) {
+	t.Helper()
+	events, _, _ := journal.Decode(editTar(t, tarData).get(capsule.JournalFile))
+	view, quarantined = journal.Readable(events)
+	return view, quarantined, journal.VectorOf(events)
+}
+
+// addJournal adds the journal vector capsules/NAME.tar, a capsule tar whose
+// journal's events a reader reads as readable or quarantined in the
+// numbers given, and records its version vector as the code computes it.
+func (v *vectorSet) addJournal(t *testing.T, name string, data []byte, readable, quarantined int, expect ...string) {
+	t.Helper()
+	view, q, vec := readJournal(t, data)
+	if len(view) != readable || len(q) != quarantined {
+		t.Fatalf("%s: the code reads %d events and quarantines %d, not %d and %d", name, len(view), len(q), readable, quarantined)
+	}
+	name = "capsules/" + name + ".tar"
+	v.add(t, name, data, expect...)
+	slices.Sort(expect)
+	v.expected[name] = journalRead{Checks: expect, Readable: readable, Quarantined: quarantined, Vector: vec}
+}
+
 func capsuleVectors(t *testing.T, v *vectorSet, a *vectorKey, c *vectorCapsule) {
 	add := func(name string, data []byte, expect ...string) { v.add(t, "capsules/"+name+".tar", data, expect...) }
+	addJournal := func(name string, data []byte, readable, quarantined int, expect ...string) {
+		t.Helper()
+		v.addJournal(t, name, data, readable, quarantined, expect...)
+	}
 	ed := func() *tarEdit { return editTar(t, c.tar) }
 	jf := capsule.JournalFile
 	joined := func(lines ...[]byte) []byte { return bytes.Join(lines, nil) }
@@ -749,28 +789,28 @@ func capsuleVectors(t *testing.T, v *vectorSet, a *vectorKey, c *vectorCapsule) 
 	noDirs.files = slices.DeleteFunc(noDirs.files, func(f tarFile) bool { return f.hdr.Typeflag == tar.TypeDir })
 	add("no-folder-entries", noDirs.bytes(), checkOK)
 
-	add("journal-in-reverse-order", ed().set(jf, joined(reversedLines(c.lines)...)).reseal(jf).bytes(), checkOK)
-	add("journal-line-twice", ed().set(jf, joined(append(slices.Clone(c.lines), c.lines[1])...)).reseal(jf).bytes(), checkOK)
-	add("journal-appended-after-seal", ed().set(jf, joined(journalData, c.next)).bytes(), checkOK)
-	add("journal-torn-tail-after-seal", ed().set(jf, joined(journalData, c.next[:len(c.next)/2])).bytes(), checkOK)
-	add("journal-bad-line-after-seal", ed().set(jf, joined(journalData, edited(t, a, c.next, func(m map[string]json.RawMessage) {
+	addJournal("journal-in-reverse-order", ed().set(jf, joined(reversedLines(c.lines)...)).reseal(jf).bytes(), 4, 0, checkOK)
+	addJournal("journal-line-twice", ed().set(jf, joined(append(slices.Clone(c.lines), c.lines[1])...)).reseal(jf).bytes(), 4, 0, checkOK)
+	addJournal("journal-appended-after-seal", ed().set(jf, joined(journalData, c.next)).bytes(), 5, 0, checkOK)
+	addJournal("journal-torn-tail-after-seal", ed().set(jf, joined(journalData, c.next[:len(c.next)/2])).bytes(), 4, 0, checkOK)
+	addJournal("journal-bad-line-after-seal", ed().set(jf, joined(journalData, edited(t, a, c.next, func(m map[string]json.RawMessage) {
 		m["sig"] = jsonString(base64.StdEncoding.EncodeToString(make([]byte, 64)))
-	}))).bytes(), checkBadSignature)
-	add("journal-truncated", ed().set(jf, joined(c.lines[:len(c.lines)-1]...)).bytes(), checkTruncated)
-	add("journal-cut-inside-a-line", ed().set(jf, journalData[:len(journalData)-10]).bytes(), checkTruncated)
-	add("journal-sealed-without-final-newline", ed().set(jf, bytes.TrimSuffix(journalData, []byte("\n"))).reseal(jf).bytes(), checkTruncated)
+	}))).bytes(), 4, 0, checkBadSignature)
+	addJournal("journal-truncated", ed().set(jf, joined(c.lines[:len(c.lines)-1]...)).bytes(), 3, 0, checkTruncated)
+	addJournal("journal-cut-inside-a-line", ed().set(jf, journalData[:len(journalData)-10]).bytes(), 3, 0, checkTruncated)
+	addJournal("journal-sealed-without-final-newline", ed().set(jf, bytes.TrimSuffix(journalData, []byte("\n"))).reseal(jf).bytes(), 3, 0, checkTruncated)
 	changed := replaceOnce(t, journalData, `"text":"hello"`, `"text":"hellp"`)
 	// The changed line is left out of the chains, so the events after it
 	// in a's chain follow a gap.
-	add("journal-line-changed", ed().set(jf, changed).bytes(), checkBadSignature, checkBrokenChain, checkHashMismatch)
-	add("journal-line-changed-and-resealed", ed().set(jf, changed).reseal(jf).bytes(), checkBadSignature, checkBrokenChain)
-	add("journal-crlf", ed().set(jf, bytes.ReplaceAll(journalData, []byte("\n"), []byte("\r\n"))).reseal(jf).bytes(), checkNotCanonical)
-	add("journal-fork", ed().set(jf, joined(journalData, c.fork)).reseal(jf).bytes(), checkFork)
-	add("journal-gap", ed().set(jf, joined(slices.DeleteFunc(slices.Clone(c.lines), func(l []byte) bool {
+	addJournal("journal-line-changed", ed().set(jf, changed).bytes(), 1, 2, checkBadSignature, checkBrokenChain, checkHashMismatch)
+	addJournal("journal-line-changed-and-resealed", ed().set(jf, changed).reseal(jf).bytes(), 1, 2, checkBadSignature, checkBrokenChain)
+	addJournal("journal-crlf", ed().set(jf, bytes.ReplaceAll(journalData, []byte("\n"), []byte("\r\n"))).reseal(jf).bytes(), 0, 0, checkNotCanonical)
+	addJournal("journal-fork", ed().set(jf, joined(journalData, c.fork)).reseal(jf).bytes(), 3, 2, checkFork)
+	addJournal("journal-gap", ed().set(jf, joined(slices.DeleteFunc(slices.Clone(c.lines), func(l []byte) bool {
 		return bytes.Contains(l, []byte(`"type":"workspace.snapshot"`))
-	})...)).reseal(jf).bytes(), checkBrokenChain)
-	add("journal-wrong-prev", ed().set(jf, joined(journalData, c.badPrev)).reseal(jf).bytes(), checkBrokenChain)
-	add("journal-clock-not-rising", ed().set(jf, joined(journalData, c.lowClock)).reseal(jf).bytes(), checkBrokenChain)
+	})...)).reseal(jf).bytes(), 2, 1, checkBrokenChain)
+	addJournal("journal-wrong-prev", ed().set(jf, joined(journalData, c.badPrev)).reseal(jf).bytes(), 4, 1, checkBrokenChain)
+	addJournal("journal-clock-not-rising", ed().set(jf, joined(journalData, c.lowClock)).reseal(jf).bytes(), 4, 1, checkBrokenChain)
 
 	hello := slices.Clone(ed().get(helloBlob))
 	hello[0] ^= 0x20
@@ -830,6 +870,143 @@ func capsuleVectors(t *testing.T, v *vectorSet, a *vectorKey, c *vectorCapsule) 
 	// an empty archive.
 	add("cut-between-entries", slices.Clone(c.tar[:512+(len(mdata)+511)/512*512]), checkMissingFile)
 	add("empty-file", []byte{}, checkNotCapsule)
+}
+
+// healVectors are journal vectors of the small capsule whose machine a
+// forked its chain and healed it with a chain.healed event (journal.Heal),
+// and of heals a reader must not apply.
+func healVectors(t *testing.T, v *vectorSet, a, b *vectorKey, c *vectorCapsule) {
+	parse := func(line []byte) *journal.Event {
+		t.Helper()
+		e, err := journal.ParseLine(bytes.TrimSuffix(line, []byte("\n")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	var base []*journal.Event // a1, b1, a2, a3
+	for _, l := range c.lines {
+		base = append(base, parse(l))
+	}
+	at := func(k *vectorKey, seq uint64) *journal.Event {
+		t.Helper()
+		i := slices.IndexFunc(base, func(e *journal.Event) bool { return e.Machine == k.PeerID && e.Seq == seq })
+		if i < 0 {
+			t.Fatalf("no event of %s at seq %d", k.Name, seq)
+		}
+		return base[i]
+	}
+	a2, a3, b1 := at(a, 2), at(a, 3), at(b, 1)
+	fork, a4 := parse(c.fork), parse(c.next) // a3's other side, and a3's next
+	healTime := vectorTime.Add(time.Hour)
+	heal := func(events []*journal.Event) []*journal.Event {
+		t.Helper()
+		out, err := journal.Heal(events, a, healTime)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// healEvent is a chain.healed event signed by k, naming ids.
+	healEvent := func(k *vectorKey, seq uint64, prev string, clock uint64, replaced ...journal.Replacement) *journal.Event {
+		t.Helper()
+		slices.SortFunc(replaced, func(x, y journal.Replacement) int { return strings.Compare(x.ID, y.ID) })
+		body, err := json.Marshal(journal.HealBody{Replaced: replaced})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := journal.NewEvent(k, journal.Stamp{Seq: seq, Prev: prev, Clock: clock, Time: healTime}, journal.Draft{Type: journal.HealType, Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	named := func(h *journal.Event) []string {
+		t.Helper()
+		var body journal.HealBody
+		if h.Type != journal.HealType || json.Unmarshal(h.Body, &body) != nil {
+			t.Fatalf("%s is not a heal", h.ID)
+		}
+		var ids []string
+		for _, r := range body.Replaced {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	ids := func(events ...*journal.Event) []string {
+		var out []string
+		for _, e := range events {
+			out = append(out, e.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	// tarOf is the small capsule with a journal of these events, written as
+	// an export writes it: in total order, each once, sealed whole.
+	tarOf := func(sets ...[]*journal.Event) []byte {
+		var events []*journal.Event
+		for _, s := range sets {
+			events = journal.Merge(events, s)
+		}
+		var data []byte
+		for _, e := range events {
+			data = append(data, lineOf(e)...)
+		}
+		return editTar(t, c.tar).set(capsule.JournalFile, data).reseal(capsule.JournalFile).bytes()
+	}
+
+	// a3 and its other side each have a next event; a3's side goes on to
+	// seq 5, so the heal keeps it and sets the other side's two events
+	// aside, signed again at seqs 6 and 7, with the heal at seq 8.
+	a4x := newEvent(t, a, 4, fork.ID, 4, "tool_result", `{"call_id":"c1","content":[{"type":"text","text":"hello.txt\nsrc\n"}],"is_error":false}`)
+	a5 := newEvent(t, a, 5, a4.ID, 5, "message", `{"role":"assistant","content":[{"type":"text","text":"It says hello, world."}]}`)
+	forked := append(slices.Clone(base), fork, a4x, a4, a5)
+	healed := heal(forked)
+	h := healed[len(healed)-1]
+	if h.Seq != 8 || !slices.Equal(named(h), ids(fork, a4x)) {
+		t.Fatalf("the heal is at seq %d and names %v, not at seq 8 naming the shorter side %v", h.Seq, named(h), ids(fork, a4x))
+	}
+	v.addJournal(t, "journal-fork-healed", tarOf(forked, healed), 9, 2, checkOK)
+
+	// The same heal naming b's first event too: a heal sets aside only its
+	// own machine's events, so b's chain stays whole (setting b1 aside would
+	// leave b2 after a gap).
+	b2 := newEvent(t, b, 2, b1.ID, 3, "message", `{"role":"user","content":[{"type":"text","text":"Thanks."}]}`)
+	var body journal.HealBody
+	if err := json.Unmarshal(h.Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	greedy := healEvent(a, h.Seq, h.Prev, h.Clock, append(body.Replaced, journal.Replacement{ID: b1.ID})...)
+	v.addJournal(t, "journal-heal-names-another-machines-event",
+		tarOf(forked, healed[:len(healed)-1], []*journal.Event{b2, greedy}), 10, 2, checkOK)
+
+	// b signs a heal naming a's fork: nobody heals another machine's chain,
+	// so a's fork stays.
+	byB := healEvent(b, 2, b1.ID, 4, journal.Replacement{ID: fork.ID})
+	v.addJournal(t, "journal-fork-healed-by-another-machine", tarOf(base, []*journal.Event{fork, byB}), 4, 2, checkFork)
+
+	// Copy X heals the fork at seq 3 (h1: the side it drops signed again at
+	// seq 4, h1 at 5). Copy Y holds the side h1 kept and goes on to seq 6.
+	// Merged, they fork at seq 4; the heal of that (h2) keeps Y's longer
+	// line and sets aside X's events after seq 3: h1 and the event it
+	// signed again. A heal set aside by another no longer applies, so the
+	// side of seq 3 that h1 set aside is back in the chain, and the fork at
+	// seq 3 is read again.
+	X := append(slices.Clone(base), fork)
+	h1 := heal(X)
+	kept := a3
+	if slices.Contains(named(h1[len(h1)-1]), a3.ID) {
+		kept = fork
+	}
+	y4 := newEvent(t, a, 4, kept.ID, 4, "message", `{"role":"user","content":[{"type":"text","text":"Go on."}]}`)
+	y5 := newEvent(t, a, 5, y4.ID, 5, "message", `{"role":"assistant","content":[{"type":"text","text":"Going on."}]}`)
+	y6 := newEvent(t, a, 6, y5.ID, 6, "message", `{"role":"user","content":[{"type":"text","text":"Thanks."}]}`)
+	Y := []*journal.Event{at(a, 1), a2, b1, kept, y4, y5, y6}
+	h2 := heal(slices.Concat(X, h1, Y))
+	if got := named(h2[len(h2)-1]); !slices.Equal(got, ids(h1...)) {
+		t.Fatalf("the second heal names %v, not the first heal and the event it signed again %v", got, ids(h1...))
+	}
+	v.addJournal(t, "journal-heal-set-aside-by-later-heal", tarOf(X, h1, Y, h2), 3, 9, checkFork)
 }
 
 func reversedLines(lines [][]byte) [][]byte {
@@ -894,8 +1071,9 @@ func TestVectorsAreWhatTheCodeWrites(t *testing.T) {
 	}
 }
 
-// readExpected reads expected.json: path → one check or several.
-func readExpected(t *testing.T, dir string) map[string][]string {
+// readExpected reads expected.json: path → the checks, and for a journal
+// vector what a reader reads of its journal.
+func readExpected(t *testing.T, dir string) map[string]journalRead {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, "expected.json"))
 	if err != nil {
@@ -905,18 +1083,25 @@ func readExpected(t *testing.T, dir string) map[string][]string {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]string{}
+	out := map[string]journalRead{}
 	for name, r := range raw {
 		var one string
 		if json.Unmarshal(r, &one) == nil {
-			out[name] = []string{one}
+			out[name] = journalRead{Checks: []string{one}}
 			continue
 		}
 		var many []string
-		if err := json.Unmarshal(r, &many); err != nil {
-			t.Fatalf("expected.json: %s: %v", name, err)
+		if json.Unmarshal(r, &many) == nil {
+			out[name] = journalRead{Checks: many}
+			continue
 		}
-		out[name] = many
+		dec := json.NewDecoder(bytes.NewReader(r))
+		dec.DisallowUnknownFields()
+		var read journalRead
+		if err := dec.Decode(&read); err != nil || read.Checks == nil || read.Vector == nil {
+			t.Fatalf("expected.json: %s: neither checks nor a journal read (%v)", name, err)
+		}
+		out[name] = read
 	}
 	return out
 }
@@ -928,6 +1113,7 @@ func TestGoReaderGivesEveryVectorItsExpectedResult(t *testing.T) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(expected)) {
 		t.Run(name, func(t *testing.T) {
+			want := expected[name]
 			p := filepath.Join(vectorsDir, filepath.FromSlash(name))
 			var got []string
 			switch path.Dir(name) {
@@ -958,13 +1144,38 @@ func TestGoReaderGivesEveryVectorItsExpectedResult(t *testing.T) {
 					t.Fatal(err)
 				}
 				got = problemChecks(rep)
+				if want.Vector != nil {
+					checkJournalRead(t, p, rep, want)
+				}
 			default:
 				t.Fatalf("no reader for %s", name)
 			}
-			if want := expected[name]; !slices.Equal(got, want) {
-				t.Errorf("got %v, want %v", got, want)
+			if !slices.Equal(got, want.Checks) {
+				t.Errorf("got %v, want %v", got, want.Checks)
 			}
 		})
+	}
+}
+
+// checkJournalRead checks that the code reads the journal of the capsule
+// tar at p as expected.json records: the counts of readable and
+// quarantined events (through journal.Readable and capsule.Verify's
+// report) and the version vector.
+func checkJournalRead(t *testing.T, p string, rep *capsule.Report, want journalRead) {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, quarantined, vec := readJournal(t, data)
+	if len(view) != want.Readable || len(quarantined) != want.Quarantined {
+		t.Errorf("journal.Readable: %d readable, %d quarantined; want %d and %d", len(view), len(quarantined), want.Readable, want.Quarantined)
+	}
+	if rep.Quarantined != want.Quarantined {
+		t.Errorf("capsule.Verify reports %d quarantined, want %d", rep.Quarantined, want.Quarantined)
+	}
+	if !maps.Equal(vec, want.Vector) {
+		t.Errorf("journal.VectorOf: got %v, want %v", vec, want.Vector)
 	}
 }
 

@@ -7,10 +7,12 @@ It shares no code with tern: it re-derives every peer ID, event id,
 signature, digest and verdict from the bytes and the rules of
 docs/FORMAT.md, with Python 3.11's standard library only (ed25519,
 base58btc, base32, CIDs, peer IDs and RFC 8785 canonical JSON are written
-out below), and compares each verdict with VECTORS_DIR/expected.json and,
-when GOLDEN_DIR is given, the golden capsule's with GOLDEN_DIR/expected.json.
-It prints one line per vector and exits 1 naming every vector whose result
-differs, 0 when all agree.
+out below), and for each journal vector what a reader reads of its journal
+(the readable and quarantined events and the version vector). It compares
+each with VECTORS_DIR/expected.json and, when GOLDEN_DIR is given, the
+golden capsule's verdict with GOLDEN_DIR/expected.json. It prints one line
+per vector and exits 1 naming every vector whose result differs, 0 when all
+agree.
 """
 
 import base64
@@ -486,39 +488,100 @@ def parse_line(line):
     return "ok", Event(obj)
 
 
-def chain_problems(events):
-    """The checks the chains fail, and for each machine whose chain fails
-    one, the first seq that is not readable: a fork (two events at one
-    machine and seq) or a broken chain (a missing seq, a prev that is not
-    the id of the event before, a clock that does not rise)."""
-    problems, cut = set(), {}
+def chain_problems(chain):
+    """The checks one machine's chain fails, and the first seq that is not
+    readable (None if all are): a fork (two events at one seq) or a broken
+    chain (a missing seq, a prev that is not the id of the event before, a
+    clock that does not rise)."""
+    problems, cut = set(), None
 
-    def mark(kind, machine, seq):
+    def mark(kind, seq):
+        nonlocal cut
         problems.add(kind)
-        cut[machine] = min(cut.get(machine, seq), seq)
+        cut = seq if cut is None else min(cut, seq)
 
-    by_machine = {}
-    for e in {e.id: e for e in events}.values():
-        by_machine.setdefault(e.machine, []).append(e)
-    for machine, chain in by_machine.items():
-        groups = {}
-        for e in chain:
-            groups.setdefault(e.seq, []).append(e)
-        before, want = None, 1
-        for seq in sorted(groups):
-            group = groups[seq]
-            if seq > want:
-                mark("broken-chain", machine, seq)
-                before = None
-            if len(group) > 1:
-                mark("fork", machine, seq)
-            for e in group:
-                if seq > 1 and before is not None:
-                    prev = [p for p in before if p.id == e.prev]
-                    if not prev or e.clock <= prev[0].clock:
-                        mark("broken-chain", machine, seq)
-            before, want = group, seq + 1
+    groups = {}
+    for e in chain:
+        groups.setdefault(e.seq, []).append(e)
+    before, want = None, 1
+    for seq in sorted(groups):
+        group = groups[seq]
+        if seq > want:
+            mark("broken-chain", seq)
+            before = None
+        if len(group) > 1:
+            mark("fork", seq)
+        for e in group:
+            if seq > 1 and before is not None:
+                prev = [p for p in before if p.id == e.prev]
+                if not prev or e.clock <= prev[0].clock:
+                    mark("broken-chain", seq)
+        before, want = group, seq + 1
     return problems, cut
+
+
+HEAL = "chain.healed"
+
+
+def heal_names(e):
+    """The ids a chain.healed event names: its body is an object whose
+    "replaced" is a list of objects, each with a string "id" and, if
+    present, a string "by" (other members are ignored). A body of any other
+    shape names nothing."""
+    body = e.body
+    if not isinstance(body, dict) or not isinstance(body.get("replaced"), list):
+        return set()
+    ids = set()
+    for r in body["replaced"]:
+        if not isinstance(r, dict) or not isinstance(r.get("id"), str) or not isinstance(r.get("by", ""), str):
+            return set()
+        ids.add(r["id"])
+    return ids
+
+
+def set_aside(chain):
+    """The ids of one machine's events that its heals set aside: those named
+    by a heal of the machine that no other heal of the machine names."""
+    heals = {e.id: heal_names(e) for e in chain if e.type == HEAL}
+    applied = [h for h in heals if not any(h in names for other, names in heals.items() if other != h)]
+    mine = {e.id for e in chain}
+    return set().union(*(heals[h] for h in applied)) & mine
+
+
+class Journal:
+    """What a reader reads of a set of events: the checks the chains fail,
+    the readable events and the quarantined ones (both in total order), and
+    the version vector {machine: {"seq", "id"[, "aside"]}}. Each machine's
+    heals are applied first: what they set aside is left out of its chain,
+    and quarantined."""
+
+    def __init__(self, events):
+        self.checks, self.readable, self.quarantined, self.vector = set(), [], [], {}
+        by_machine = {}
+        for e in {e.id: e for e in events}.values():
+            by_machine.setdefault(e.machine, []).append(e)
+        for machine, chain in sorted(by_machine.items()):
+            out = set_aside(chain)
+            kept = [e for e in chain if e.id not in out]
+            problems, cut = chain_problems(kept)
+            self.checks |= problems
+            line = sorted((e for e in kept if cut is None or e.seq < cut), key=lambda e: e.seq)
+            on_line = {e.id for e in line}
+            aside = [e for e in chain if e.id not in on_line]
+            self.readable += line
+            self.quarantined += aside
+            head = {"seq": line[-1].seq, "id": line[-1].id} if line else {"seq": 0, "id": ""}
+            if aside:
+                head["aside"] = aside_digest(aside)
+            self.vector[machine] = head
+        self.readable.sort(key=order_key)
+        self.quarantined.sort(key=order_key)
+
+
+def aside_digest(events):
+    """The first 16 hex digits of the sha256 of the events' sorted ids, each
+    followed by a newline."""
+    return hashlib.sha256("".join(i + "\n" for i in sorted(e.id for e in events)).encode()).hexdigest()[:16]
 
 
 def order_key(e):
@@ -805,7 +868,7 @@ class Report:
     def __init__(self):
         self.checks = set()
         self.events = []
-        self.quarantined = 0
+        self.journal = None
 
 
 def verify_capsule(data):
@@ -857,10 +920,9 @@ def verify_capsule(data):
                 r.checks.add(check)
             else:
                 r.events.append(e)
-        problems, cut = chain_problems(r.events)
-        r.checks |= problems
+        r.journal = Journal(r.events)
+        r.checks |= r.journal.checks
         r.events = sorted({e.id: e for e in r.events}.values(), key=order_key)
-        r.quarantined = sum(1 for e in r.events if e.seq >= cut.get(e.machine, e.seq + 1))
     for name, valid in (("agent.json", valid_agent), ("environment/spec.json", valid_env),
                         ("memory/vector_index/index.json", lambda b: isinstance(loads_strict(b), dict))):
         if name in files:
@@ -912,27 +974,35 @@ def resign_check(obj, unsigned, sig_text, seeds, name, failures):
 
 
 def vector_checks(root, name, seeds, failures):
+    """The checks a vector fails, and for a capsule what was read of it."""
     with open(os.path.join(root, name), "rb") as f:
         data = f.read()
     kind = name.split("/")[0]
     if kind == "events":
         if not data.endswith(b"\n") or b"\n" in data[:-1]:
             failures.append("%s: an event vector is one line ending in a newline" % name)
-            return []
+            return [], None
         check, e = parse_line(data[:-1])
         if e is not None:
             resign_check(e.machine, canonical(without(e.obj, "id", "sig")), e.obj["sig"], seeds, name, failures)
-        return [check]
+        return [check], None
     if kind == "manifests":
         check, m = parse_manifest(data)
         if check == "ok" and "signature" in m:
             s = m["signature"]
             resign_check(s["signer"], canonical(without(m, "digest", "signature")), s["sig"], seeds, name, failures)
-        return [check]
+        return [check], None
     if kind == "capsules":
-        return sorted(verify_capsule(data).checks)
+        r = verify_capsule(data)
+        return sorted(r.checks), r
     failures.append("%s: no reader for it" % name)
-    return []
+    return [], None
+
+
+def journal_read(r):
+    """What expected.json records of a journal vector's journal."""
+    j = r.journal or Journal([])
+    return {"readable": len(j.readable), "quarantined": len(j.quarantined), "vector": j.vector}
 
 
 def self_test():
@@ -964,12 +1034,23 @@ def main(argv):
     for name in sorted(on_disk - set(expected)):
         failures.append("%s: a vector expected.json does not name" % name)
     for name in sorted(expected):
-        want = expected[name] if isinstance(expected[name], list) else [expected[name]]
-        got = vector_checks(root, name, seeds, failures)
-        mark = "ok  " if got == sorted(want) else "FAIL"
-        print("%s %-60s %s" % (mark, name, ", ".join(got)))
-        if got != sorted(want):
+        want, want_read = expected[name], None
+        if isinstance(want, dict):  # a journal vector: its checks, and what is read of its journal
+            want_read = {k: v for k, v in want.items() if k != "checks"}
+            want = want["checks"]
+        want = want if isinstance(want, list) else [want]
+        got, report = vector_checks(root, name, seeds, failures)
+        ok = got == sorted(want)
+        if ok and want_read is not None:
+            got_read = journal_read(report)
+            for key in sorted(set(want_read) | set(got_read)):
+                if got_read.get(key) != want_read.get(key):
+                    ok = False
+                    failures.append("%s: %s is %s, expected %s" % (name, key, json.dumps(got_read.get(key), sort_keys=True),
+                                                                    json.dumps(want_read.get(key), sort_keys=True)))
+        elif got != sorted(want):
             failures.append("%s: got %s, expected %s" % (name, ", ".join(got), ", ".join(want)))
+        print("%s %-60s %s" % ("ok  " if ok else "FAIL", name, ", ".join(got)))
     if len(argv) > 2:
         check_golden(argv[2], failures)
     for f in failures:
@@ -990,9 +1071,10 @@ def check_golden(root, failures):
     print("%s %-60s %s" % ("ok  " if got == want["checks"] else "FAIL", name, ", ".join(got)))
     if got != want["checks"]:
         failures.append("%s: got %s, expected %s" % (name, ", ".join(got), ", ".join(want["checks"])))
-    if (len(r.events), r.quarantined) != (want["events"], want["quarantined"]):
+    quarantined = len(r.journal.quarantined) if r.journal else 0
+    if (len(r.events), quarantined) != (want["events"], want["quarantined"]):
         failures.append("%s: read %d events, %d quarantined; expected %d and %d"
-                        % (name, len(r.events), r.quarantined, want["events"], want["quarantined"]))
+                        % (name, len(r.events), quarantined, want["events"], want["quarantined"]))
 
 
 if __name__ == "__main__":
