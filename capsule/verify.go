@@ -302,8 +302,8 @@ func checkJournal(c *Capsule, r *Report) {
 	for _, err := range problems {
 		r.problem(JournalFile, err)
 	}
-	_, quarantined := journal.Readable(events)
-	r.Events = len(events)
+	view, quarantined := journal.Readable(events)
+	r.Events = len(view) + len(quarantined) // each event once, a repeated line too
 	r.Quarantined = len(quarantined)
 	if len(problems) == 0 && len(quarantined) > 0 {
 		r.notef("%s: %d events set aside by a heal (%s): kept, not read", JournalFile, len(quarantined), journal.HealType)

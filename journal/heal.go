@@ -39,39 +39,62 @@ type Replacement struct {
 var ErrNothingToHeal = errors.New("nothing to heal")
 
 // setAside returns the ids that the chain.healed events of one machine's
-// chain set aside. A heal that is itself set aside by another does not
-// count. Only the machine's own events can be set aside (its heals are
-// signed by it, so nobody else can heal its chain).
+// chain set aside: every id any of them names, whether or not the heal is
+// itself set aside by another, so what is set aside only grows and a later
+// heal never brings back a fork an earlier one healed. Only the machine's
+// own events are in its chain, so a heal that names another machine's
+// events sets nothing of theirs aside (its heals are signed by it: nobody
+// else can heal its chain).
 func setAside(chain []*Event) map[string]bool {
-	var heals []*Event
+	var out map[string]bool
 	for _, e := range chain {
-		if e.Type == HealType {
-			heals = append(heals, e)
+		if e.Type != HealType {
+			continue
+		}
+		ids, ok := healedIDs(e.Body)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		for _, id := range ids {
+			if id != e.ID {
+				out[id] = true
+			}
 		}
 	}
-	if len(heals) == 0 {
-		return nil
-	}
-	collect := func(skip map[string]bool) map[string]bool {
-		out := map[string]bool{}
-		for _, h := range heals {
-			if skip[h.ID] {
-				continue
-			}
-			var b HealBody
-			if json.Unmarshal(h.Body, &b) != nil {
-				continue
-			}
-			for _, r := range b.Replaced {
-				if r.ID != h.ID {
-					out[r.ID] = true
-				}
-			}
-		}
-		return out
-	}
-	return collect(collect(nil))
+	return out
 }
+
+// healedIDs reads the ids a chain.healed body names, strictly: an object
+// whose "replaced" member (that exact name) is a list of objects, each with
+// a string "id" and, if present, a string "by"; other members are
+// ignored. A body of another shape names nothing (ok is false).
+func healedIDs(body []byte) (ids []string, ok bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return nil, false
+	}
+	var entries []map[string]json.RawMessage
+	if raw, has := top["replaced"]; !has || json.Unmarshal(raw, &entries) != nil {
+		return nil, false
+	}
+	for _, entry := range entries {
+		var id, by string
+		if entry == nil || !isString(entry["id"]) || json.Unmarshal(entry["id"], &id) != nil {
+			return nil, false
+		}
+		if raw, has := entry["by"]; has && (!isString(raw) || json.Unmarshal(raw, &by) != nil) {
+			return nil, false
+		}
+		ids = append(ids, id)
+	}
+	return ids, true
+}
+
+// isString reports whether a JSON value is a string.
+func isString(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '"' }
 
 // asideDigest summarises the events kept aside from a machine's readable
 // line, for version vectors: "" when there are none, else the first 16
@@ -138,11 +161,15 @@ func Heal(events []*Event, s Signer, now time.Time) ([]*Event, error) {
 			live = append(live, e)
 		}
 	}
-	for seq, i := uint64(1), 0; i < len(live); seq++ {
-		if live[i].Seq != seq {
+	// A seq no event holds, live or set aside, may be held elsewhere: a
+	// heal without it would fork again when it comes back. A seq held only
+	// by events set aside is no hole: the kept line ends below it, and what
+	// is live above is signed again.
+	for seq, i := uint64(1), 0; i < len(mine); seq++ {
+		if mine[i].Seq != seq {
 			return nil, fmt.Errorf("heal: machine %s: seq %d is missing here; merge a copy that holds it, then heal", machine, seq)
 		}
-		for i < len(live) && live[i].Seq == seq {
+		for i < len(mine) && mine[i].Seq == seq {
 			i++
 		}
 	}

@@ -210,3 +210,63 @@ func vecString(v Vector) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Two copies that healed one fork each their own way (written apart
+// under one key: one copy's branch A grew longer first), merged: both
+// sides of the fork are set aside, the line ends below it, and a third
+// heal signs again, once each, what is live above it.
+func TestTwoHealsOfOneForkMadeApartHealAgain(t *testing.T) {
+	s := newSigner(t)
+	A, B := forkedCopies(t, s)
+	h1, err := Heal(Merge(A, B), s, testTime) // keeps B, the longer
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &writer{s: s, head: Head{Seq: A[3].Seq, ID: A[3].ID}}
+	longerA := append(slices.Clone(A), w.next(t, 5, "note", `{"a":5}`), w.next(t, 6, "note", `{"a":6}`))
+	h2, err := Heal(Merge(longerA, B), s, testTime) // keeps A, now the longer
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := Merge(Merge(Merge(A, B), h1), Merge(longerA, h2))
+	if len(Check(both)) == 0 {
+		t.Fatal("two heals that chose differently read as whole")
+	}
+	h3, err := Heal(both, s, testTime)
+	if err != nil {
+		t.Fatalf("a third heal: %v", err)
+	}
+	all := Merge(both, h3)
+	if p := Check(all); len(p) > 0 {
+		t.Fatalf("after the third heal: %v", p)
+	}
+	view, _ := Readable(all)
+	count := map[string]int{}
+	for _, e := range view {
+		count[string(e.Body)]++
+	}
+	for _, body := range []string{`{"a":3}`, `{"a":4}`, `{"a":5}`, `{"a":6}`, `{"b":3}`, `{"b":4}`, `{"b":5}`} {
+		if count[body] != 1 {
+			t.Errorf("%s is read %d times, want once", body, count[body])
+		}
+	}
+}
+
+func TestAHealBodyIsReadStrictly(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"replaced":[{"id":"x","by":"y"}]}`:       true,
+		`{"replaced":[{"id":"x"}],"note":"newer"}`: true,
+		`{"replaced":[]}`:                          true,
+		`{"Replaced":[{"id":"x"}]}`:                false,
+		`{"replaced":[{"ID":"x"}]}`:                false,
+		`{"replaced":[null]}`:                      false,
+		`{"replaced":[{"id":null}]}`:               false,
+		`{"replaced":[{"id":"x","by":null}]}`:      false,
+		`{"replaced":"x"}`:                         false,
+		`["x"]`:                                    false,
+	} {
+		if _, ok := healedIDs([]byte(body)); ok != want {
+			t.Errorf("%s: read %v, want %v", body, ok, want)
+		}
+	}
+}

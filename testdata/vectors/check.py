@@ -540,12 +540,14 @@ def heal_names(e):
 
 
 def set_aside(chain):
-    """The ids of one machine's events that its heals set aside: those named
-    by a heal of the machine that no other heal of the machine names."""
-    heals = {e.id: heal_names(e) for e in chain if e.type == HEAL}
-    applied = [h for h in heals if not any(h in names for other, names in heals.items() if other != h)]
-    mine = {e.id for e in chain}
-    return set().union(*(heals[h] for h in applied)) & mine
+    """The ids of one machine's events that its heals set aside: every id
+    any heal of the machine names (but its own), whether or not that heal
+    is itself set aside, so what is set aside only grows."""
+    named = set()
+    for e in chain:
+        if e.type == HEAL:
+            named |= heal_names(e) - {e.id}
+    return named & {e.id for e in chain}
 
 
 class Journal:
