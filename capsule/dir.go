@@ -347,6 +347,9 @@ func (d *Dir) Append(ctx context.Context, s journal.Signer, epoch uint64, drafts
 		return nil, err
 	}
 	evs, err := jl.Append(ctx, s, epoch, drafts...)
+	if errors.Is(err, journal.ErrFork) || errors.Is(err, journal.ErrBrokenChain) {
+		return nil, fmt.Errorf("%w; if this machine signed the fork, heal it: tern capsule heal %s", err, d.dir)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func (d *Dir) Heal(ctx context.Context, s journal.Signer) ([]*journal.Event, err
 	if err != nil {
 		return nil, fmt.Errorf("heal %s: %w", d.dir, err)
 	}
-	d.log.Warn("healed this machine's chain", "capsule", d.dir, "machine", s.Machine(), "events", len(healed))
+	d.log.Warn("healed this machine's chain", "capsule", d.dir, "machine", s.Machine(), "signed_again", len(healed)-1)
 	files, err := d.derivedUpdates(nil)
 	if err != nil {
 		return healed, err

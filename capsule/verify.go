@@ -198,13 +198,17 @@ func checkFile(c *Capsule, name string) (int64, error) {
 			return next.Size, nil
 		}
 	}
+	hint := ""
+	if _, ok := c.src.(dirSource); ok && isEditable(name) {
+		hint = "; if you edited it by hand, accept the edit: tern capsule accept " + c.Path
+	}
 	switch {
 	case size < want.Size:
-		return got.Size, fmt.Errorf("truncated: %d bytes, the manifest lists %d", size, want.Size)
+		return got.Size, fmt.Errorf("truncated: %d bytes, the manifest lists %d%s", size, want.Size, hint)
 	case name != JournalFile && size != want.Size:
-		return got.Size, fmt.Errorf("size is %d bytes, the manifest lists %d", size, want.Size)
+		return got.Size, fmt.Errorf("size is %d bytes, the manifest lists %d%s", size, want.Size, hint)
 	}
-	return got.Size, fmt.Errorf("content does not match the manifest's sha256 (altered or damaged)")
+	return got.Size, fmt.Errorf("content does not match the manifest's sha256 (altered or damaged)%s", hint)
 }
 
 // hashListed hashes a listed file, or for the journal its first want.Size

@@ -51,46 +51,46 @@ func setAside(chain []*Event) map[string]bool {
 		if e.Type != HealType {
 			continue
 		}
-		ids, ok := healedIDs(e.Body)
+		b, ok := readHeal(e.Body)
 		if !ok {
 			continue
 		}
 		if out == nil {
 			out = map[string]bool{}
 		}
-		for _, id := range ids {
-			if id != e.ID {
-				out[id] = true
+		for _, r := range b.Replaced {
+			if r.ID != e.ID {
+				out[r.ID] = true
 			}
 		}
 	}
 	return out
 }
 
-// healedIDs reads the ids a chain.healed body names, strictly: an object
-// whose "replaced" member (that exact name) is a list of objects, each with
-// a string "id" and, if present, a string "by"; other members are
-// ignored. A body of another shape names nothing (ok is false).
-func healedIDs(body []byte) (ids []string, ok bool) {
+// readHeal reads a chain.healed body strictly: an object whose "replaced"
+// member (that exact name) is a list of objects, each with a string "id"
+// and, if present, a string "by"; other members are ignored. A body of
+// another shape names nothing (ok is false).
+func readHeal(body []byte) (b HealBody, ok bool) {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(body, &top) != nil {
-		return nil, false
+		return b, false
 	}
 	var entries []map[string]json.RawMessage
 	if raw, has := top["replaced"]; !has || json.Unmarshal(raw, &entries) != nil {
-		return nil, false
+		return b, false
 	}
 	for _, entry := range entries {
-		var id, by string
-		if entry == nil || !isString(entry["id"]) || json.Unmarshal(entry["id"], &id) != nil {
-			return nil, false
+		var r Replacement
+		if entry == nil || !isString(entry["id"]) || json.Unmarshal(entry["id"], &r.ID) != nil {
+			return HealBody{}, false
 		}
-		if raw, has := entry["by"]; has && (!isString(raw) || json.Unmarshal(raw, &by) != nil) {
-			return nil, false
+		if raw, has := entry["by"]; has && (!isString(raw) || json.Unmarshal(raw, &r.By) != nil) {
+			return HealBody{}, false
 		}
-		ids = append(ids, id)
+		b.Replaced = append(b.Replaced, r)
 	}
-	return ids, true
+	return b, true
 }
 
 // isString reports whether a JSON value is a string.
@@ -126,8 +126,10 @@ func asideDigest(aside []*Event) string {
 // other event of the machine is set aside: those that are not heals are
 // signed again, in total order, after the kept chain's head, with the same
 // type, session, turn and body, at epoch 0 (a heal is an offline edit) and
-// the given time; then one chain.healed event names each event set aside
-// and the event that replaced it. Readers leave what a heal set aside out
+// the given time, once per content (an event an earlier heal signed again
+// carries the content of the one it replaced, so two heals of one fork
+// made apart do not repeat it); then one chain.healed event names each
+// event set aside and the event that carries its content now. Readers leave what a heal set aside out
 // of the chain (Check, Readable, VectorOf), so every holder of the heal
 // reads the same chain, whatever copies it merged.
 //
@@ -206,13 +208,50 @@ func Heal(events []*Event, s Signer, now time.Time) ([]*Event, error) {
 		out = append(out, e)
 		return e, nil
 	}
+	// An event an earlier heal signed again carries the content of the
+	// event it replaced. Two heals of one fork made apart (copies written
+	// under one key) each signed the same content again: it is kept once,
+	// by the event that carries it on the kept line, or by the first one
+	// signed again now.
+	origin := map[string]string{} // re-signed event → the event whose content it carries
+	for _, e := range mine {
+		if e.Type != HealType {
+			continue
+		}
+		if b, ok := readHeal(e.Body); ok {
+			for _, r := range b.Replaced {
+				if r.By != "" {
+					origin[r.By] = r.ID
+				}
+			}
+		}
+	}
+	root := func(id string) string {
+		for range len(origin) + 1 { // a cycle is not possible (ids are hashes), but bound it
+			o, ok := origin[id]
+			if !ok {
+				break
+			}
+			id = o
+		}
+		return id
+	}
+	carriedBy := map[string]string{} // original content → the event carrying it
+	for _, e := range kept {
+		carriedBy[root(e.ID)] = e.ID
+	}
 	for _, e := range redo {
+		if by, ok := carriedBy[root(e.ID)]; ok {
+			body.Replaced = append(body.Replaced, Replacement{ID: e.ID, By: by})
+			continue
+		}
 		// The body is copied as stored: it was signed once, whatever a
 		// newer tern checks of new drafts.
 		n, err := next(Draft{Type: e.Type, Session: e.Session, Turn: e.Turn}, e.Body)
 		if err != nil {
 			return nil, err
 		}
+		carriedBy[root(e.ID)] = n.ID
 		body.Replaced = append(body.Replaced, Replacement{ID: e.ID, By: n.ID})
 	}
 	for _, e := range drop {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // forkedCopies returns a machine's chain as two copies wrote it: both
@@ -265,8 +266,44 @@ func TestAHealBodyIsReadStrictly(t *testing.T) {
 		`{"replaced":"x"}`:                         false,
 		`["x"]`:                                    false,
 	} {
-		if _, ok := healedIDs([]byte(body)); ok != want {
+		if _, ok := readHeal([]byte(body)); ok != want {
 			t.Errorf("%s: read %v, want %v", body, ok, want)
+		}
+	}
+}
+
+// Two copies that healed one fork the same way, apart (each signed the
+// other branch's content again, at other times), merged and healed again:
+// each content is read once.
+func TestTwoHealsOfOneForkTheSameWayKeepEachContentOnce(t *testing.T) {
+	s := newSigner(t)
+	A, B := forkedCopies(t, s)
+	forked := Merge(A, B)
+	h1, err := Heal(forked, s, testTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := Heal(forked, s, testTime.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := Merge(Merge(forked, h1), h2)
+	h3, err := Heal(both, s, testTime.Add(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := Merge(both, h3)
+	if p := Check(all); len(p) > 0 {
+		t.Fatalf("after the third heal: %v", p)
+	}
+	view, _ := Readable(all)
+	count := map[string]int{}
+	for _, e := range view {
+		count[string(e.Body)]++
+	}
+	for _, body := range []string{`{"a":3}`, `{"a":4}`, `{"b":3}`, `{"b":4}`, `{"b":5}`} {
+		if count[body] != 1 {
+			t.Errorf("%s is read %d times, want once", body, count[body])
 		}
 	}
 }

@@ -50,10 +50,18 @@ type ChainElsewhereError struct {
 	Seq    uint64 // the newest of those events the target lacks
 	Lacks  int    // how many of them the target lacks; 0 when Copy is gone
 	Node   bool   // the target is the node's own copy
+	// Replaced says the target is the folder last written, replaced since
+	// by an older copy that lacks the head recorded there.
+	Replaced bool
 }
 
 func (e *ChainElsewhereError) Error() string {
 	var b strings.Builder
+	if e.Replaced {
+		fmt.Fprintf(&b, "%s no longer holds this machine's newest events of agent %s (up to seq %d, written there): it was replaced by an older copy (a restored backup?), and writing it would fork this machine's chain. Merge the newer copy into it if you have one (tern capsule merge NEWER %s -o NEW); if those events are lost for good, take the chain over with: tern capsule heal %s",
+			e.Target, e.Agent, e.Seq, e.Target, e.Target)
+		return b.String()
+	}
 	if e.Lacks > 0 {
 		fmt.Fprintf(&b, "this machine wrote %d events of agent %s in %s (up to seq %d) that %s lacks: writing there would fork this machine's chain. ", e.Lacks, e.Agent, e.Copy, e.Seq, e.Target)
 		if e.Node {
@@ -153,7 +161,7 @@ func (c *ChainClaim) check(d *capsule.Dir, agent string, takeOver bool) error {
 	if err != nil {
 		return err
 	}
-	if !ok || rec.Machine != c.machine || rec.Copy == c.copy {
+	if !ok || rec.Machine != c.machine {
 		return nil
 	}
 	events, err := d.Events()
@@ -165,6 +173,15 @@ func (c *ChainClaim) check(d *capsule.Dir, agent string, takeOver bool) error {
 		if e.Machine == c.machine {
 			ours[e.ID] = true
 		}
+	}
+	if rec.Copy == c.copy {
+		// The folder last written, unless it was replaced since by an older
+		// copy (a restored backup, a re-unpacked export): then it lacks the
+		// head this machine recorded there.
+		if rec.Head.ID == "" || ours[rec.Head.ID] || takeOver {
+			return nil
+		}
+		return &ChainElsewhereError{Agent: agent, Copy: rec.Copy, Target: d.Path, Seq: rec.Head.Seq, Replaced: true}
 	}
 	theirs, gone := eventsOf(rec.Copy, agent, c.machine)
 	refusal := &ChainElsewhereError{Agent: agent, Copy: rec.Copy, Target: d.Path}
@@ -226,7 +243,7 @@ func readChainRecord(path string) (chainRecord, bool, error) {
 		if err == nil {
 			err = errors.New("no copy named")
 		}
-		return rec, false, damagedHomeFile(path, err, "remove it to forget where this machine last wrote the agent (nothing else is lost), then write again")
+		return rec, false, damagedHomeFile(path, err, "restore it from a backup of this home, or remove it: nothing else is lost, but tern then no longer knows which copy of the agent this machine wrote last, so write only the newest copy you have (writing an older one forks this machine's chain; tern capsule heal resolves that)")
 	}
 	return rec, true, nil
 }

@@ -88,7 +88,10 @@ func inUse(home string) string {
 				n++
 			}
 		}
-		if n > 0 {
+		switch {
+		case n == 1:
+			what = append(what, "1 capsule")
+		case n > 1:
 			what = append(what, fmt.Sprintf("%d capsules", n))
 		}
 	}

@@ -45,7 +45,7 @@ func TestAMissingKeyInAHomeThatHoldsCapsulesIsRefused(t *testing.T) {
 	importNew(t, s, id, "helper")
 	os.Remove(filepath.Join(home, KeyFile))
 	_, err := LoadIdentity(home)
-	if !errors.Is(err, ErrNoKey) || !strings.Contains(err.Error(), "--new-identity") || !strings.Contains(err.Error(), "1 capsules") {
+	if !errors.Is(err, ErrNoKey) || !strings.Contains(err.Error(), "--new-identity") || !strings.Contains(err.Error(), "1 capsule") {
 		t.Fatalf("LoadIdentity: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(home, KeyFile)); err == nil {

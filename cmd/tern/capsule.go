@@ -216,9 +216,9 @@ func capsuleVerifyCmd(e *env) *cobra.Command {
 			}
 			switch {
 			case len(rep.Problems) > 0:
-				return checkFailed("%s: %d problems found; do not trust this capsule", args[0], len(rep.Problems))
+				return checkFailed("%s: %s found; do not trust this capsule", args[0], plural(len(rep.Problems), "problem"))
 			case len(rep.Unchecked) > 0:
-				return &exitError{exitFailed, fmt.Errorf("%s: could not check %d files (they could not be read); nothing damaged was found in the rest. Fix what stopped the reads and verify again", args[0], len(rep.Unchecked))}
+				return &exitError{exitFailed, fmt.Errorf("%s: could not check %s (they could not be read); nothing damaged was found in the rest. Fix what stopped the reads and verify again", args[0], plural(len(rep.Unchecked), "file"))}
 			}
 			signed := "unsigned"
 			if rep.Signer != "" {
@@ -435,7 +435,7 @@ func capsuleHealCmd(e *env) *cobra.Command {
 			if len(healed) == 0 {
 				fmt.Fprintf(e.stdout, "nothing to heal: this machine's chain in %s is whole\n", args[0])
 			} else {
-				fmt.Fprintf(e.stdout, "healed: %d events signed again after the kept branch, and a %s event naming what they replace\n", len(healed)-1, journal.HealType)
+				fmt.Fprintf(e.stdout, "healed: %s signed again after the kept branch, and a %s event naming what it set aside\n", plural(len(healed)-1, "event"), journal.HealType)
 			}
 			rep, err := capsule.Verify(args[0], capsule.VerifyOptions{})
 			if err != nil {
@@ -469,7 +469,7 @@ func (e *env) healThroughNode(ctx context.Context, agent string) error {
 		fmt.Fprintf(e.stdout, "nothing to heal: this machine's chain of agent %s is whole\n", agent)
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "healed: %d events signed again and a %s event, through the node\n", len(res.IDs)-1, journal.HealType)
+	fmt.Fprintf(e.stdout, "healed: %s signed again and a %s event, through the node\n", plural(len(res.IDs)-1, "event"), journal.HealType)
 	return nil
 }
 
@@ -505,5 +505,13 @@ func (e *env) reportForks(path string, forks []journal.Fork) error {
 			fmt.Fprintf(e.stderr, "      Only machine %s can heal it (a copied key or a restored backup signed both branches): on it, run tern capsule heal on a copy that holds both.\n", f.Machine)
 		}
 	}
-	return checkFailed("%s holds %d unresolved forks: it does not verify, and the forked chains take no appends until healed", path, len(forks))
+	return checkFailed("%s holds %s: it does not verify, and the forked chains take no appends until healed", path, plural(len(forks), "unresolved fork"))
+}
+
+// plural is "1 thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

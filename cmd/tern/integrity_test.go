@@ -265,3 +265,26 @@ func TestTypesOnlyTernWritesAreRefusedAtAppend(t *testing.T) {
 		t.Fatal("the journal changed")
 	}
 }
+
+// Restoring an older copy into the folder last written (a backup, a
+// re-unpacked export) would fork the machine's chain: the next write is
+// refused, saying so, and heal takes the chain over when the newer events
+// are lost for good.
+func TestAnOlderCopyRestoredInPlaceIsRefused(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	old := filepath.Join(t.TempDir(), "old.tar")
+	mustTern(t, home, "", "capsule", "pack", dir, "-o", old)
+	mustTern(t, home, draftLine("only in the newer copy"), "journal", "append", dir)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	mustTern(t, home, "", "capsule", "unpack", old, dir)
+	code, _, errs := tern(t, home, draftLine("would fork"), "journal", "append", dir)
+	if code != exitBadInput || !strings.Contains(errs, "replaced by an older copy") || !strings.Contains(errs, "tern capsule heal") {
+		t.Fatalf("append to a restored older copy: exit %d, %q", code, errs)
+	}
+	mustTern(t, home, "", "capsule", "heal", dir)
+	mustTern(t, home, draftLine("after taking the chain over"), "journal", "append", dir)
+	mustTern(t, home, "", "capsule", "verify", dir)
+}
