@@ -62,8 +62,11 @@ func renderCmd(e *env) *cobra.Command {
 				return err
 			}
 			view, quarantined := journal.Readable(all)
-			if len(quarantined) > 0 {
-				e.log.Warn("render: quarantined events left out (a fork; see capsule inspect)", "events", len(quarantined))
+			switch {
+			case len(quarantined) > 0 && len(journal.Check(all)) > 0:
+				e.log.Warn("render: quarantined events left out (a fork or a break; see tern capsule inspect)", "events", len(quarantined))
+			case len(quarantined) > 0:
+				e.log.Info("render: events a heal set aside are left out (their content was signed again)", "events", len(quarantined))
 			}
 			journal.Sort(view)
 			events, err := sessionEvents(view, session, cmd.Flags().Changed("session"))
