@@ -88,16 +88,24 @@ func TestFourAppendProcessesOnOneFolderLoseNothing(t *testing.T) {
 	}
 }
 
+// agentAndCopy makes a capsule and a copy of it on the same machine, as
+// the README does: pack, then unpack elsewhere.
+func agentAndCopy(t *testing.T, home string) (dir, cp string) {
+	t.Helper()
+	dir = newAgent(t, home)
+	tarPath := filepath.Join(t.TempDir(), "agent.tar")
+	mustTern(t, home, "", "capsule", "pack", dir, "-o", tarPath)
+	cp = filepath.Join(t.TempDir(), "copy")
+	mustTern(t, home, "", "capsule", "unpack", tarPath, cp)
+	return dir, cp
+}
+
 // The README's flow: unpack a copy on the same machine, write to both,
 // merge. The second copy is refused until it is merged, so the machine's
 // chain never forks, and the merged capsule verifies and takes appends.
 func TestTheSameMachineCopyFlowNeverForks(t *testing.T) {
 	home := t.TempDir()
-	dir := newAgent(t, home)
-	tarPath := filepath.Join(t.TempDir(), "agent.tar")
-	mustTern(t, home, "", "capsule", "pack", dir, "-o", tarPath)
-	cp := filepath.Join(t.TempDir(), "copy")
-	mustTern(t, home, "", "capsule", "unpack", tarPath, cp)
+	dir, cp := agentAndCopy(t, home)
 
 	mustTern(t, home, draftLine("written in the copy"), "journal", "append", cp)
 	code, _, errs := tern(t, home, draftLine("written in the original"), "journal", "append", dir)
@@ -126,11 +134,7 @@ func TestTheSameMachineCopyFlowNeverForks(t *testing.T) {
 // and what to do, and tern capsule heal resolves it.
 func TestAForkThisMachineMadeIsHealedWithCapsuleHeal(t *testing.T) {
 	home := t.TempDir()
-	dir := newAgent(t, home)
-	tarPath := filepath.Join(t.TempDir(), "agent.tar")
-	mustTern(t, home, "", "capsule", "pack", dir, "-o", tarPath)
-	cp := filepath.Join(t.TempDir(), "copy")
-	mustTern(t, home, "", "capsule", "unpack", tarPath, cp)
+	dir, cp := agentAndCopy(t, home)
 	mustTern(t, home, draftLine("branch one"), "journal", "append", dir)
 	os.RemoveAll(filepath.Join(home, node.ChainsDir))
 	mustTern(t, home, draftLine("branch two"), "journal", "append", cp)
