@@ -411,6 +411,19 @@ func (d *Dir) Vector() (journal.Vector, error) {
 // Seal records the journal's current length and hash in the manifest.
 func (d *Dir) Seal() error { return d.commit(nil, nil) }
 
+// SetHolder records in the manifest that h holds the agent (a node that
+// activated it at h.Epoch), as one update; a holder at an older epoch than
+// the manifest's is refused.
+func (d *Dir) SetHolder(h Holder) error {
+	d.commitMu.Lock()
+	cur := d.Manifest.Holder
+	d.commitMu.Unlock()
+	if h.Epoch < cur.Epoch {
+		return fmt.Errorf("set holder of %s: epoch %d is older than the manifest's %d", d.dir, h.Epoch, cur.Epoch)
+	}
+	return d.update(nil, nil, &h)
+}
+
 // Snapshot stores the workspace folder's files as blobs, makes it the
 // capsule's current snapshot and records a workspace.snapshot event signed
 // by s. It returns the event's body.
@@ -467,10 +480,18 @@ func (d *Dir) Snapshot(ctx context.Context, s journal.Signer, workspace string) 
 // leaves the old capsule (OpenDir discards the .next files); a crash after
 // it leaves the new one (OpenDir, and every reader, use the .next files).
 func (d *Dir) commit(files map[string][]byte, blobs map[string]FileEntry) error {
+	return d.update(files, blobs, nil)
+}
+
+// update is commit, also setting the manifest's holder when h is not nil.
+func (d *Dir) update(files map[string][]byte, blobs map[string]FileEntry, h *Holder) error {
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
 	m := *d.Manifest
 	m.Signature = nil // a signature attests an exported state, not this new one
+	if h != nil {
+		m.Holder = *h
+	}
 	m.Files = make(map[string]FileEntry, len(d.Manifest.Files)+len(blobs))
 	for k, v := range d.Manifest.Files {
 		m.Files[k] = v

@@ -160,6 +160,14 @@ func (d *Dir) HeldBlobs() []string {
 	return out
 }
 
+// BlobSize returns the size the manifest lists for the blob sha256Hex, 0
+// if it is not held.
+func (d *Dir) BlobSize(sha256Hex string) int64 {
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	return d.Manifest.Files[BlobPath(sha256Hex)].Size
+}
+
 // AdoptBlob moves the verified file at path (on the same file system)
 // into the blob store as the blob sha256Hex, lists it in the manifest, and
 // brings snapshot.json and the editable files up to the latest events

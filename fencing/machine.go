@@ -197,6 +197,23 @@ func (m *Machine) RestartLost(cfg Config) error {
 	return nil
 }
 
+// SetPeers replaces the machine's paired peers (a pairing changed). Only
+// an idle machine takes it: one that is migrating, staging, relearning or
+// checking at startup keeps the peers it started with and answers
+// ErrBusy; so does a machine with a Ready not yet applied.
+func (m *Machine) SetPeers(peers []string) error {
+	cfg := m.cfg
+	cfg.Peers = slices.Clone(peers)
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	if !m.Idle() || m.lost || m.HasReady() {
+		return fmt.Errorf("fencing: %s on %s: set peers while resolving: %w", m.cfg.Agent, m.cfg.Self, ErrBusy)
+	}
+	m.cfg = cfg
+	return nil
+}
+
 // Record returns the machine's current record (what the next Ready will
 // persist, if it changed). Its Decisions must not be modified.
 func (m *Machine) Record() Record { return m.rec }

@@ -376,3 +376,29 @@ func preparedTarget(t *testing.T, flaw Flaw) *Machine {
 	m.tgt = staging{on: true, files: testFiles, have: []bool{true, true, true}}
 	return m
 }
+
+func TestSetPeersTakesEffectOnlyOnAnIdleMachine(t *testing.T) {
+	m, err := New(Config{Self: "a", Agent: testAgent, Incarnation: 1}, Created("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m.HasReady() {
+		m.Ready()
+		m.Advance()
+	}
+	if err := m.Migrate("b", nil); !errors.Is(err, ErrUnknownPeer) {
+		t.Fatalf("migrate to an unknown peer: %v", err)
+	}
+	if err := m.SetPeers([]string{"b", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetPeers([]string{"a"}); err == nil {
+		t.Fatal("a machine took itself as a peer")
+	}
+	if err := m.Migrate("b", nil); err != nil {
+		t.Fatalf("migrate to a newly paired peer: %v", err)
+	}
+	if err := m.SetPeers([]string{"c"}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("set peers while migrating: %v, want ErrBusy", err)
+	}
+}

@@ -62,6 +62,8 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /v1/capsules/{id}/export", n.handleExport)
 	mux.HandleFunc("POST /v1/capsules/{id}/events", n.handleAppend)
 	mux.HandleFunc("POST /v1/capsules/{id}/heal", n.handleHeal)
+	mux.HandleFunc("POST /v1/capsules/{id}/migrate", n.handleMigrate)
+	mux.HandleFunc("GET /v1/capsules/{id}/holder", n.handleHolder)
 	mux.HandleFunc("GET /v1/capsules/{id}/sync", n.handleSyncState)
 	mux.HandleFunc("POST /v1/peers/reload", n.handleReloadPeers)
 	mux.HandleFunc("POST /v1/shares/reload", n.handleReloadShares)
@@ -541,6 +543,7 @@ func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
 			n.host.Network().ClosePeer(p)
 		}
 	}
+	n.holders.repeer()
 	n.spawn(n.dialPeers)
 	writeJSON(w, n.peers.List())
 }
@@ -573,7 +576,8 @@ func statusOf(err error) int {
 	case errors.Is(err, journal.ErrInvalidDraft):
 		return http.StatusBadRequest
 	case errors.Is(err, journal.ErrFork), errors.Is(err, journal.ErrBrokenChain),
-		errors.Is(err, ErrChainElsewhere), errors.Is(err, ErrChainBusy), errors.Is(err, capsule.ErrLocked):
+		errors.Is(err, ErrChainElsewhere), errors.Is(err, ErrChainBusy), errors.Is(err, capsule.ErrLocked),
+		errors.Is(err, ErrFrozen):
 		return http.StatusConflict
 	case errors.Is(err, ErrStoreClosed), errors.Is(err, journal.ErrClosed):
 		return http.StatusServiceUnavailable

@@ -171,6 +171,9 @@ func noHomePath(t *testing.T, n *Node, msg string) {
 func TestAnErrorFromADamagedCapsuleNamesItsFilesRelativeToTheHome(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	agent := sharedCapsule(t, n)
+	if _, err := n.store.CloseIdle(0); err != nil { // so that the next use reads the damage
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(n.home, CapsulesDir, agent, capsule.ManifestFile), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}

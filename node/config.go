@@ -37,6 +37,7 @@ type configJSON struct {
 	RelayService  *bool    `json:"relay_service"`
 	SyncInterval  *string  `json:"sync_interval"`
 	MetricsPublic *bool    `json:"metrics_public"`
+	Strict        *bool    `json:"strict"`
 }
 
 // LoadConfig reads home's config file; a missing file is the zero Config
@@ -79,6 +80,9 @@ func LoadConfig(home string) (Config, error) {
 	}
 	if f.MetricsPublic != nil {
 		cfg.MetricsPublic = *f.MetricsPublic
+	}
+	if f.Strict != nil {
+		cfg.Strict = *f.Strict
 	}
 	if f.SyncInterval != nil {
 		d, err := time.ParseDuration(*f.SyncInterval)

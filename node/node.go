@@ -51,6 +51,15 @@ type Config struct {
 	// Prometheus on this machine (the token changes at every start).
 	MetricsPublic bool
 
+	// Strict: a node that starts up holding an agent runs it only after
+	// reaching at least one paired peer, instead of running it offline
+	// (docs/MIGRATION.md: a disk rolled back to an old backup is the one
+	// fault epochs cannot see while offline).
+	Strict bool
+
+	// tick is how often the fencing machines tick; 0 means DefaultTick.
+	tick time.Duration
+
 	// newHost makes the libp2p host instead of libp2pHost: tests run nodes
 	// on mocknet hosts, whose links they can cut.
 	newHost func(*Identity, *gater, Config) (host.Host, error)
@@ -80,6 +89,7 @@ type Node struct {
 	stats    *metrics
 
 	gossip    *gossip
+	holders   *holders
 	transfers *transfers
 	// synced holds, per peer and agent, a vector of events both sides held
 	// when their last exchange ended: while ours still equals it, the peer
@@ -182,6 +192,11 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 			return nil, err
 		}
 	}
+	if n.holders, err = startHolders(n); err != nil {
+		n.Close()
+		return nil, err
+	}
+	protocol.HandleMigrate(h, migrateNode{n.holders}, log)
 	protocol.HandleSync(h, offerAware{store, n}, log)
 	protocol.HandleBlob(h, servedBlobs{store, n.transfers}, log)
 	protocol.HandleCapsules(h, store, log)
@@ -202,6 +217,11 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	n.wg.Go(n.antiEntropy)
+	tick := cfg.tick
+	if tick <= 0 {
+		tick = DefaultTick
+	}
+	n.wg.Go(func() { n.holders.run(tick) })
 	log.Info("node running", "peer", h.ID(), "addrs", h.Addrs(), "api", n.info.API)
 	started = true
 	return n, nil
@@ -279,8 +299,17 @@ func (n *Node) HandlePeerFound(pi peer.AddrInfo) {
 // Append appends drafts to the agent's journal as events signed by this
 // node, durably, and gossips them to the peers that share the agent.
 // (Anti-entropy brings them to any peer gossip misses.)
+//
+// While the agent runs here the events carry its holder epoch; on a node
+// that holds a copy they are offline edits (epoch 0). While a migration
+// has frozen the agent here, appends fail with ErrFrozen.
 func (n *Node) Append(ctx context.Context, agent string, drafts []journal.Draft) ([]*journal.Event, error) {
-	evs, err := n.store.Append(ctx, agent, n.id, drafts)
+	epoch, release, err := n.holders.appendEpoch(agent)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	evs, err := n.store.Append(ctx, agent, n.id, epoch, drafts)
 	if err != nil {
 		return nil, err
 	}
@@ -306,6 +335,9 @@ func (n *Node) Import(path string) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
+	if _, err := n.holders.get(id); err != nil {
+		n.log.Warn("no fencing for an imported capsule", "agent", id, "err", err)
+	}
 	if err := n.gossip.join(id); err != nil {
 		return "", false, err
 	}
@@ -320,6 +352,7 @@ func (n *Node) Pair(p Peer) error {
 	if err := n.peers.Add(p); err != nil {
 		return err
 	}
+	n.holders.repeer()
 	n.spawn(n.dialPeers)
 	return nil
 }

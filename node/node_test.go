@@ -86,7 +86,7 @@ func appendN(t *testing.T, n *Node, agent string, count int) {
 		body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": fmt.Sprint(n.info.PeerID[len(n.info.PeerID)-4:], " ", i)}}})
 		drafts = append(drafts, journal.Draft{Type: "message", Session: "s", Body: body})
 	}
-	if _, err := n.store.Append(context.Background(), agent, n.id, drafts); err != nil {
+	if _, err := n.store.Append(context.Background(), agent, n.id, 0, drafts); err != nil {
 		t.Fatal(err)
 	}
 }

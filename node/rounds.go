@@ -166,6 +166,9 @@ func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
 	if _, _, err = n.store.Import(f.Name()); err != nil {
 		return err
 	}
+	if _, err := n.holders.get(id); err != nil {
+		n.log.Warn("no fencing for a capsule a peer shares", "agent", id, "err", err)
+	}
 	return n.gossip.join(id)
 }
 

@@ -320,11 +320,23 @@ func (s *Store) Reject(agent, peer string, line []byte, err error) {
 	}
 }
 
-// Append appends drafts to the agent's journal as events signed by s. The
+// With runs f with the agent's open capsule, which stays open and is not
+// replaced by an import until f returns.
+func (s *Store) With(agent string, f func(d *capsule.Dir) error) error {
+	d, done, err := s.use(agent)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return f(d)
+}
+
+// Append appends drafts to the agent's journal as events signed by s, at
+// the given holder epoch (0 for an offline edit). The
 // store claims the machine's chain of the agent for as long as it holds
 // the capsule open (see ClaimChain), so that no other copy of the agent
 // on this machine is signed meanwhile.
-func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer, drafts []journal.Draft) ([]*journal.Event, error) {
+func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer, epoch uint64, drafts []journal.Draft) ([]*journal.Event, error) {
 	oc, done, err := s.useOpen(agent)
 	if err != nil {
 		return nil, err
@@ -333,7 +345,7 @@ func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer,
 	if err := s.claim(ctx, oc, signer.Machine(), false); err != nil {
 		return nil, err
 	}
-	return oc.d.Append(ctx, signer, 0, drafts...)
+	return oc.d.Append(ctx, signer, epoch, drafts...)
 }
 
 // Heal heals the forks of the signer's chain in the agent's capsule (see

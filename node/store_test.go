@@ -54,7 +54,7 @@ func TestIdleCapsulesAreClosedAndStillAnswerForTheirVectorAndWants(t *testing.T)
 	for i := range 3 {
 		agent, _ := importNew(t, s, id, "idle")
 		body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "hi"}, map[string]any{"type": "image", "cid": capsule.BlobCID(sha256Of(i)), "media_type": "image/png"}}})
-		if _, err := s.Append(context.Background(), agent, id, []journal.Draft{{Type: "message", Session: "s", Body: body}}); err != nil {
+		if _, err := s.Append(context.Background(), agent, id, 0, []journal.Draft{{Type: "message", Session: "s", Body: body}}); err != nil {
 			t.Fatal(err)
 		}
 		agents = append(agents, agent)
@@ -93,7 +93,7 @@ func TestIdleCapsulesAreClosedAndStillAnswerForTheirVectorAndWants(t *testing.T)
 	}
 
 	// Writing to a closed capsule opens it, and its answers follow.
-	evs, err := s.Append(context.Background(), agents[1], id, []journal.Draft{{Type: "message", Session: "s", Body: json.RawMessage(`{"role":"user","content":[{"type":"text","text":"hi"}]}`)}})
+	evs, err := s.Append(context.Background(), agents[1], id, 0, []journal.Draft{{Type: "message", Session: "s", Body: json.RawMessage(`{"role":"user","content":[{"type":"text","text":"hi"}]}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestAClosedStoreWaitsForUsesInProgressThenOpensNothing(t *testing.T) {
 	journalPath := filepath.Join(home, CapsulesDir, agent, capsule.JournalFile)
 	before, _ := os.ReadFile(journalPath)
 	draft := journal.Draft{Type: "message", Session: "s", Body: json.RawMessage(`{"role":"user","content":[{"type":"text","text":"hi"}]}`)}
-	if _, err := s.Append(context.Background(), agent, id, []journal.Draft{draft}); !errors.Is(err, ErrStoreClosed) {
+	if _, err := s.Append(context.Background(), agent, id, 0, []journal.Draft{draft}); !errors.Is(err, ErrStoreClosed) {
 		t.Fatalf("append after close: %v, want ErrStoreClosed", err)
 	}
 	if _, _, err := s.Import(dir); !errors.Is(err, ErrStoreClosed) {

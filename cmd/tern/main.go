@@ -127,7 +127,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nrun '%s --help' for usage", err, c.CommandPath())
 	})
-	root.AddCommand(capsuleCmd(e), journalCmd(e), demoCmd(e), nodeCmd(e), peerCmd(e), statusCmd(e), syncCmd(e), simnetCmd(e), renderCmd(e), benchCmd(e))
+	root.AddCommand(capsuleCmd(e), journalCmd(e), demoCmd(e), nodeCmd(e), peerCmd(e), statusCmd(e), syncCmd(e),
+		migrateCmd(e), holderCmd(e), simnetCmd(e), renderCmd(e), benchCmd(e))
 	return root
 }
 

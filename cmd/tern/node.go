@@ -29,7 +29,7 @@ func nodeCmd(e *env) *cobra.Command {
 		Long: "Runs the node: a libp2p host that only paired peers can reach, syncing every capsule it\n" +
 			"holds with them, and a loopback API (its address and token in $TERN_HOME/node.json).\n" +
 			"Settings come from $TERN_HOME/config.json when it exists; flags override them. Its keys:\n" +
-			"listen, api, mdns, nat, relay_service, sync_interval (\"30s\"), metrics_public.\n" +
+			"listen, api, mdns, nat, relay_service, sync_interval (\"30s\"), metrics_public, strict.\n" +
 			"/metrics on the API address serves Prometheus; like the rest of the API it needs the\n" +
 			"token of node.json, which changes at every start, unless --metrics-public (or\n" +
 			"\"metrics_public\": true) lets any program on this machine read it without one.\n" +
@@ -63,6 +63,9 @@ func nodeCmd(e *env) *cobra.Command {
 			if set("metrics-public") {
 				cfg.MetricsPublic = flags.MetricsPublic
 			}
+			if set("strict") {
+				cfg.Strict = flags.Strict
+			}
 			if set("sync-interval") {
 				if flags.SyncInterval <= 0 {
 					return fmt.Errorf("--sync-interval %s: must be positive", flags.SyncInterval)
@@ -95,6 +98,7 @@ func nodeCmd(e *env) *cobra.Command {
 			return n.Close()
 		},
 	}
+	c.Flags().BoolVar(&flags.Strict, "strict", false, "an agent this node held when it stopped runs again only after a paired peer confirms no other node took it over")
 	c.Flags().BoolVar(&newIdentity, "new-identity", false, "make a new machine key when node.key is missing from a home that holds capsules or peers (never replaces a key)")
 	c.Flags().StringArrayVar(&flags.Listen, "listen", nil, "multiaddr to listen on (repeatable; default TCP and QUIC on every interface, free ports)")
 	c.Flags().StringVar(&flags.API, "api", "127.0.0.1:0", "loopback host:port of the HTTP API (port 0: a free one)")

@@ -135,7 +135,7 @@ func appendMessages(ctx context.Context, n *node.Node, agent string, count int, 
 		if push {
 			_, err = n.Append(ctx, agent, drafts)
 		} else {
-			_, err = n.Store().Append(ctx, agent, n.Identity(), drafts)
+			_, err = n.Store().Append(ctx, agent, n.Identity(), 0, drafts)
 		}
 		if err != nil {
 			return fmt.Errorf("append to %s: %w", agent, err)

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tern-dev/tern/node"
+)
+
+// The scripts' contract: tern migrate --json prints outcome, epoch,
+// frozen_ms, bytes_sent and phases, exits 0 when committed; tern holder
+// --json prints state, epoch and the peers'.
+func TestMigrateAndHolderThroughTheCLI(t *testing.T) {
+	homeA, homeB := t.TempDir(), t.TempDir()
+	a, b := runNode(t, homeA), runNode(t, homeB)
+	ia, ib := a.Info(), b.Info()
+	mustTern(t, homeA, "", "peer", "add", ib.PeerID, ib.Addrs[0], "--name", "desktop")
+	mustTern(t, homeB, "", "peer", "add", ia.PeerID, ia.Addrs[0], "--name", "laptop")
+	dir := newAgent(t, homeA)
+	id := strings.TrimSpace(mustTern(t, homeA, "", "capsule", "import", dir))
+
+	var rep map[string]any
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := json.Unmarshal([]byte(mustTern(t, homeA, "", "holder", id, "--json")), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if rep["state"] == "active" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if rep["state"] != "active" || rep["epoch"] != float64(1) {
+		t.Fatalf("holder on the creator: %v", rep)
+	}
+
+	code, out, errs := tern(t, homeA, "", "migrate", id, "--to", "desktop", "--json")
+	if code != 0 {
+		t.Fatalf("migrate: exit %d: %s %s", code, out, errs)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("migrate --json printed %q: %v", out, err)
+	}
+	for _, k := range []string{"outcome", "epoch", "frozen_ms", "bytes_sent", "phases"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("migrate --json lacks %q: %s", k, out)
+		}
+	}
+	if res["outcome"] != "committed" || res["epoch"] != float64(2) {
+		t.Fatalf("migrate: %s", out)
+	}
+	var after node.HolderReport
+	if err := json.Unmarshal([]byte(mustTern(t, homeA, "", "holder", id, "--json")), &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.State != "retired" || len(after.Peers) != 1 || after.Peers[0].State != "active" || after.Peers[0].Epoch != 2 {
+		t.Fatalf("holder after the move: %+v", after)
+	}
+	// Moving it again from the node that no longer runs it is refused.
+	if code, _, errs := tern(t, homeA, "", "migrate", id, "--to", "desktop"); code == 0 || !strings.Contains(errs, "does not run the agent") {
+		t.Fatalf("a second move from the old holder: exit %d, %q", code, errs)
+	}
+	if code, _, errs := tern(t, homeA, "", "migrate", id, "--to", "nobody"); code != exitBadInput || !strings.Contains(errs, "nobody") {
+		t.Fatalf("an unknown target: exit %d, %q", code, errs)
+	}
+}

@@ -1,0 +1,876 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/render"
+)
+
+// StagingDir holds, inside $TERN_HOME, what a node prepares for an agent
+// migrating to it (the workspace, materialized), one folder per agent.
+const StagingDir = "staging"
+
+// WorkspacesDir holds the workspace of every agent the node runs, one
+// folder per agent: the prepared workspace of a migration moves there when
+// the agent is activated here.
+const WorkspacesDir = "workspaces"
+
+// DefaultTick is how often the node ticks its fencing machines: the unit
+// of their timeouts (Timing).
+const DefaultTick = 100 * time.Millisecond
+
+// timing is the machines' timing in ticks of DefaultTick: retry after
+// half a second, give up a silent target after 30 s (preparing a large
+// workspace is silent), drop a staging area after a minute of silence,
+// run after 3 s of waiting for peers at startup.
+var timing = fencing.Timing{Retry: 5, Abort: 300, Staging: 600, Startup: 30}
+
+// ErrFrozen means the agent is migrating away from this node: appends
+// wait until the migration ends.
+var ErrFrozen = errors.New("the agent is migrating")
+
+// holders runs the fencing machine of every agent whose capsule the node
+// holds (docs/MIGRATION.md): the node's side of migrations, the startup
+// check, relearning after a lost registry. Machines are pure; holders
+// does what their Ready asks, in its order, and sends their messages over
+// /tern/migrate/1.0.0.
+type holders struct {
+	n   *Node
+	reg *fileRegistry
+	inc uint64 // this start's incarnation
+
+	mu sync.Mutex
+	by map[string]*holder
+}
+
+// holder is one agent's machine on this node and what goes with it.
+type holder struct {
+	agent string
+
+	mu      sync.Mutex
+	m       *fencing.Machine
+	failed  error         // a Ready could not be applied (persisting failed): the machine is stopped until restart
+	running bool          // the agent runs here under its record's epoch
+	journal [32]byte      // the journal digest the last proposal named (target)
+	mig     *migration    // the migration this node started, while it runs
+	gate    sync.RWMutex  // appends hold it for reading; a freeze takes it
+	frozen  bool          // appends are refused (a migration froze the agent)
+	outcome chan<- string // told the outcome of the migration in progress
+}
+
+// migration is what a node that started a migration reports of it.
+type migration struct {
+	target  string
+	epoch   uint64
+	files   []fencing.File // what the proposal moves
+	vector  []byte         // the canonical vector the journal's entry digests
+	started time.Time
+	frozen  time.Time // when appends stopped
+	phases  []Phase
+	mark    time.Time // when the current phase began
+	bytes   int64
+}
+
+// Phase is one phase of a migration and how long it took.
+type Phase struct {
+	Name string `json:"name"`
+	MS   int64  `json:"ms"`
+}
+
+// enter ends the current phase and starts name, unless it is current.
+func (mg *migration) enter(name string) {
+	if n := len(mg.phases); n > 0 && mg.phases[n-1].Name == name {
+		return
+	}
+	mg.end()
+	mg.phases = append(mg.phases, Phase{Name: name})
+	mg.mark = time.Now()
+}
+
+// end ends the current phase.
+func (mg *migration) end() {
+	if n := len(mg.phases); n > 0 {
+		mg.phases[n-1].MS = time.Since(mg.mark).Milliseconds()
+	}
+}
+
+func newIncarnation() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) | 1
+}
+
+// startHolders opens the registry and starts a machine for every capsule
+// the node holds.
+func startHolders(n *Node) (*holders, error) {
+	ids, err := n.store.List()
+	if err != nil {
+		return nil, err
+	}
+	reg, err := openRegistry(n.home, ids)
+	if err != nil {
+		return nil, err
+	}
+	hs := &holders{n: n, reg: reg, inc: newIncarnation(), by: map[string]*holder{}}
+	for _, id := range ids {
+		if _, err := hs.adopt(id); err != nil {
+			n.log.Warn("no fencing for a held capsule", "agent", id, "err", err)
+		}
+	}
+	return hs, nil
+}
+
+// config is the machine config of agent on this node.
+func (hs *holders) config(h *holder) fencing.Config {
+	return fencing.Config{Self: hs.n.id.Machine(), Agent: h.agent, Peers: hs.peerIDs(), Incarnation: hs.inc,
+		Timing: timing, Strict: hs.n.cfg.Strict, Have: func(f fencing.File) bool { return hs.have(h, f) }}
+}
+
+// peerIDs is the paired peers' ids.
+func (hs *holders) peerIDs() []string {
+	var peers []string
+	for _, p := range hs.n.peers.List() {
+		peers = append(peers, p.ID)
+	}
+	return peers
+}
+
+// repeer gives every idle machine the paired peers as they are now (a
+// pairing changed). A busy machine keeps its peers until its work ends;
+// migrate tries again before it starts.
+func (hs *holders) repeer() {
+	peers := hs.peerIDs()
+	hs.mu.Lock()
+	all := make([]*holder, 0, len(hs.by))
+	for _, h := range hs.by {
+		all = append(all, h)
+	}
+	hs.mu.Unlock()
+	for _, h := range all {
+		h.mu.Lock()
+		if h.failed == nil {
+			if err := h.m.SetPeers(peers); err != nil && !errors.Is(err, fencing.ErrBusy) {
+				hs.n.log.Warn("fencing: new peers refused", "agent", h.agent, "err", err)
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+// adopt starts the machine of a capsule the node holds, making its record
+// first if there is none: a capsule whose manifest names this node as its
+// holder at epoch 0 (made here, never held under fencing) makes this node
+// its holder at epoch 1, and the manifest says so; any other is a copy,
+// held by the holder its manifest names. A registry lost while the node
+// held the capsule makes the machine relearn from the peers.
+func (hs *holders) adopt(agent string) (*holder, error) {
+	hs.mu.Lock()
+	h, ok := hs.by[agent]
+	if !ok {
+		h = &holder{agent: agent, m: new(fencing.Machine)}
+		hs.by[agent] = h
+	}
+	hs.mu.Unlock()
+	if ok {
+		return h, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rec, found, err := hs.reg.Load(agent)
+	switch {
+	case errors.Is(err, fencing.ErrRegistryLost):
+		hs.n.log.Warn("the holder registry was lost: relearning the agent's epochs from every peer; it runs nothing meanwhile", "agent", agent)
+		err = h.m.RestartLost(hs.config(h))
+	case err != nil:
+	case found:
+		err = h.m.Restart(hs.config(h), rec)
+	default:
+		err = hs.first(h)
+	}
+	if err != nil {
+		h.failed = err
+		return h, err
+	}
+	hs.apply(h)
+	return h, nil
+}
+
+// first makes the record of an agent this node has no record of. h.mu held.
+func (hs *holders) first(h *holder) error {
+	var mh capsule.Holder
+	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error { mh = d.Manifest.Holder; return nil }); err != nil {
+		return err
+	}
+	self := hs.n.id.Machine()
+	rec := fencing.Joined(fencing.Holder{Peer: mh.Peer, Epoch: mh.Epoch})
+	if mh.Peer == self && mh.Epoch <= 1 {
+		rec = fencing.Created(self)
+	}
+	if err := hs.reg.Save(h.agent, rec); err != nil {
+		return err
+	}
+	if rec.State == fencing.Active && mh.Epoch == 0 {
+		if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+			return d.SetHolder(capsule.Holder{Peer: self, Epoch: 1})
+		}); err != nil {
+			return err
+		}
+		hs.n.log.Info("this node holds the agent at epoch 1", "agent", h.agent)
+	}
+	return h.m.Restart(hs.config(h), rec)
+}
+
+// get returns the holder of an agent the node holds.
+func (hs *holders) get(agent string) (*holder, error) {
+	hs.mu.Lock()
+	h, ok := hs.by[agent]
+	hs.mu.Unlock()
+	if ok {
+		return h, nil
+	}
+	if !hs.n.store.Holds(agent) {
+		return nil, fmt.Errorf("agent %s: %w", agent, ErrUnknownAgent)
+	}
+	return hs.adopt(agent)
+}
+
+// step hands msg to the agent's machine and carries out what it asks.
+func (hs *holders) step(h *holder, msg fencing.Message) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failed != nil {
+		return h.failed
+	}
+	if err := h.m.Step(msg); err != nil {
+		return err
+	}
+	hs.apply(h)
+	return nil
+}
+
+// tick advances every machine with a timer armed by one tick.
+func (hs *holders) tick() {
+	hs.mu.Lock()
+	all := make([]*holder, 0, len(hs.by))
+	for _, h := range hs.by {
+		all = append(all, h)
+	}
+	hs.mu.Unlock()
+	for _, h := range all {
+		h.mu.Lock()
+		if h.failed == nil && (!h.m.Idle() || h.m.HasReady()) {
+			h.m.Tick()
+			hs.apply(h)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// run ticks the machines until the node closes.
+func (hs *holders) run(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-hs.n.ctx.Done():
+			return
+		case <-t.C:
+			hs.tick()
+		}
+	}
+}
+
+// apply carries out the machine's Ready in its order (fencing.Ready) until
+// it has none: nothing is sent, promoted or run before the record is
+// durable. Messages go out in the background. h.mu held.
+func (hs *holders) apply(h *holder) {
+	for h.m.HasReady() {
+		rd := h.m.Ready()
+		if rd.Stop {
+			h.running = false
+		}
+		staging := filepath.Join(hs.n.home, StagingDir, h.agent)
+		if rd.ClearStaging {
+			os.RemoveAll(staging)
+		}
+		for _, c := range rd.Stage {
+			hs.stage(staging, c)
+		}
+		if rd.Persist {
+			if err := hs.reg.Save(h.agent, rd.Record); err != nil {
+				// Nothing that depends on the record may happen: stop
+				// this machine until the node restarts from the disk.
+				h.failed = fmt.Errorf("the holder registry could not be written (%w); restart the node", err)
+				h.running = false
+				hs.n.log.Error("fencing stopped for an agent", "agent", h.agent, "err", err)
+				return
+			}
+		}
+		if rd.Promote {
+			if err := hs.promote(h, staging, rd.Record); err != nil {
+				hs.n.log.Error("could not promote a migration's staging area", "agent", h.agent, "err", err)
+			}
+		}
+		for _, msg := range rd.Messages {
+			hs.send(hs.outgoing(h, msg))
+		}
+		if rd.Run {
+			h.running = true
+		}
+		for _, ev := range rd.Events {
+			hs.event(h, ev)
+		}
+		prepare := rd.Prepare
+		h.m.Advance()
+		if prepare != 0 {
+			hs.n.spawn(func() { hs.prepare(h, prepare) })
+		}
+	}
+}
+
+// stage writes a transferred file into the staging area: a blob's bytes,
+// to be adopted at promotion. (The journal's entry is a digest: its events
+// came through sync, and prepare checks they are all here.)
+func (hs *holders) stage(staging string, c fencing.Chunk) {
+	if c.File.Name == capsule.JournalFile {
+		return
+	}
+	dir := filepath.Join(staging, "blobs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		hs.n.log.Warn("staging", "err", err)
+		return
+	}
+	if err := capsule.WriteFileAtomic(filepath.Join(dir, hex.EncodeToString(c.File.Sum[:])), c.Data, 0o600); err != nil {
+		hs.n.log.Warn("staging", "err", err)
+	}
+}
+
+// promote makes a prepared migration this node's: staged blobs join the
+// capsule, the prepared workspace becomes the agent's, and the manifest
+// names this node as the holder.
+func (hs *holders) promote(h *holder, staging string, rec fencing.Record) error {
+	blobs, _ := os.ReadDir(filepath.Join(staging, "blobs"))
+	for _, b := range blobs {
+		if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+			return d.AdoptBlob(b.Name(), filepath.Join(staging, "blobs", b.Name()))
+		}); err != nil {
+			return err
+		}
+	}
+	ws := filepath.Join(hs.n.home, WorkspacesDir, h.agent)
+	if _, err := os.Stat(filepath.Join(staging, "workspace")); err == nil {
+		os.MkdirAll(filepath.Dir(ws), 0o700)
+		os.RemoveAll(ws)
+		if err := os.Rename(filepath.Join(staging, "workspace"), ws); err != nil {
+			return err
+		}
+	}
+	os.RemoveAll(staging)
+	return hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+		return d.SetHolder(capsule.Holder{Peer: hs.n.id.Machine(), Epoch: rec.Epoch})
+	})
+}
+
+// send sends a machine's message to its peer in the background; a lost
+// message is the machine's to retry.
+func (hs *holders) send(msg fencing.Message) {
+	to, err := peer.Decode(msg.To)
+	if err != nil {
+		return
+	}
+	hs.n.spawn(func() {
+		ctx, cancel := context.WithTimeout(hs.n.ctx, 10*time.Second)
+		defer cancel()
+		if err := protocol.SendMigrate(ctx, hs.n.host, to, msg); err != nil {
+			hs.n.log.Debug("migrate message not delivered", "to", msg.To, "type", msg.Type, "err", err)
+		}
+	})
+}
+
+// outgoing fills a transfer's bytes, which the machine leaves to its
+// caller, and follows the phases of a migration this node started.
+// h.mu held.
+func (hs *holders) outgoing(h *holder, msg fencing.Message) fencing.Message {
+	mg := h.mig
+	if mg == nil || msg.Epoch != mg.epoch {
+		return msg
+	}
+	switch msg.Type {
+	case fencing.MsgTransfer:
+		msg.Data = hs.fileBytes(h.agent, mg, msg.Index)
+	case fencing.MsgPrepare:
+		mg.enter("prepare")
+	case fencing.MsgActivate:
+		mg.enter("activate")
+	}
+	return msg
+}
+
+// fileBytes is what a transfer of file i of mg's proposal carries: for
+// the journal, the vector its digest was made of (the events themselves
+// came by sync; the target's prepare checks they are all there), for a
+// blob its bytes, if it fits a frame (a larger one was to come by a blob
+// fetch; without it the target refuses the epoch and the migration
+// aborts).
+func (hs *holders) fileBytes(agent string, mg *migration, i int) []byte {
+	if i < 0 || i >= len(mg.files) {
+		return nil
+	}
+	f := mg.files[i]
+	if f.Name == capsule.JournalFile {
+		return mg.vector
+	}
+	if f.Size > protocol.MaxMigrateFrame/2 {
+		return nil
+	}
+	var data []byte
+	hs.n.store.With(agent, func(d *capsule.Dir) error {
+		data, _ = os.ReadFile(filepath.Join(d.Path, filepath.FromSlash(f.Name)))
+		return nil
+	})
+	return data
+}
+
+// event logs what happened and ends a migration this node started.
+func (hs *holders) event(h *holder, ev fencing.Event) {
+	log := hs.n.log.Info
+	if ev.Err != nil {
+		log = hs.n.log.Warn
+	}
+	log("fencing: "+ev.Kind.String(), "agent", h.agent, "epoch", ev.Epoch, "peer", ev.Peer, "err", ev.Err)
+	var outcome string
+	switch ev.Kind {
+	case fencing.EvCommit, fencing.EvRetireByQuery:
+		outcome = "committed"
+	case fencing.EvAbort, fencing.EvResumeByQuery:
+		outcome = "aborted"
+		if ev.Err != nil {
+			outcome = "aborted: " + ev.Err.Error()
+		}
+	default:
+		return
+	}
+	if h.frozen {
+		h.frozen = false
+		h.gate.Unlock()
+	}
+	if h.outcome != nil {
+		h.outcome <- outcome
+		h.outcome = nil
+	}
+}
+
+// have reports whether this node holds f of a proposal (fencing
+// Config.Have): the journal's entry is the digest of the source's vector,
+// which ours must equal; a blob must be held.
+func (hs *holders) have(h *holder, f fencing.File) bool {
+	if f.Name == capsule.JournalFile {
+		h.journal = f.Sum // h.mu is held: Have runs inside Step
+		d, err := hs.journalDigest(h.agent)
+		return err == nil && d == f.Sum
+	}
+	hexSum := hex.EncodeToString(f.Sum[:])
+	return f.Name == capsule.BlobPath(hexSum) && hs.n.store.HoldsBlob(h.agent, "", hexSum)
+}
+
+// journalDigest is the sha256 of the canonical JSON of the agent's
+// version vector: equal on two nodes exactly when they hold the same
+// events.
+func (hs *holders) journalDigest(agent string) ([32]byte, error) {
+	b, err := hs.vectorBytes(agent)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(b), nil
+}
+
+func (hs *holders) vectorBytes(agent string) ([]byte, error) {
+	v, err := hs.n.store.Vector(agent)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return journal.Canonical(b)
+}
+
+// files is what a proposal of agent moves: the journal, as the digest of
+// its vector (returned too), and every blob the capsule holds.
+func (hs *holders) files(agent string) ([]fencing.File, []byte, error) {
+	vb, err := hs.vectorBytes(agent)
+	if err != nil {
+		return nil, nil, err
+	}
+	files := []fencing.File{{Name: capsule.JournalFile, Sum: sha256.Sum256(vb), Size: int64(len(vb))}}
+	err = hs.n.store.With(agent, func(d *capsule.Dir) error {
+		for _, hexSum := range d.HeldBlobs() {
+			var f fencing.File
+			b, _ := hex.DecodeString(hexSum)
+			copy(f.Sum[:], b)
+			f.Name, f.Size = capsule.BlobPath(hexSum), d.BlobSize(hexSum)
+			files = append(files, f)
+		}
+		return nil
+	})
+	return files, vb, err
+}
+
+// prepare readies this node to run an agent migrating to it at epoch:
+// every event the source holds is here (the digest of the vector matches
+// its proposal), the workspace materializes into the staging area with
+// every blob hash-checked, the environment spec parses (every secret is a
+// declared name; no keyring resolves values yet), and the journal renders
+// for the agent's provider. It reports to the machine.
+func (hs *holders) prepare(h *holder, epoch uint64) {
+	err := hs.prepareFiles(h)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err != nil {
+		hs.n.log.Warn("could not prepare an agent migrating here", "agent", h.agent, "epoch", epoch, "err", err)
+	}
+	h.m.PrepareDone(epoch, err)
+	hs.apply(h)
+}
+
+func (hs *holders) prepareFiles(h *holder) error {
+	h.mu.Lock()
+	want := h.journal
+	h.mu.Unlock()
+	if got, err := hs.journalDigest(h.agent); err != nil {
+		return err
+	} else if got != want {
+		return errors.New("this node does not hold the events the source holds")
+	}
+	staging := filepath.Join(hs.n.home, StagingDir, h.agent)
+	ws := filepath.Join(staging, "workspace")
+	os.RemoveAll(ws)
+	if err := os.MkdirAll(staging, 0o700); err != nil {
+		return err
+	}
+	return hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+		if err := d.Materialize(ws); err != nil {
+			return err
+		}
+		if _, err := d.Environment(); err != nil {
+			return err
+		}
+		agent, err := d.Agent()
+		if err != nil {
+			return err
+		}
+		p, err := render.ParseProvider(agent.Provider)
+		if err != nil {
+			return nil // the built-in offline model takes the journal as it is
+		}
+		events, err := d.Events()
+		if err != nil {
+			return err
+		}
+		view, _ := journal.Readable(events)
+		journal.Sort(view)
+		_, err = render.Render(render.Request{Events: view, Agent: agent, Target: render.Target{Provider: p, Model: agent.Model}})
+		return err
+	})
+}
+
+// appendEpoch returns the epoch appends to agent are written under here
+// (the held epoch while the agent runs here, 0 for an offline edit) and a
+// release to call when the append is done. While a migration has frozen
+// the agent, it fails with ErrFrozen.
+func (hs *holders) appendEpoch(agent string) (uint64, func(), error) {
+	h, err := hs.get(agent)
+	if err != nil {
+		return 0, nil, err
+	}
+	if !h.gate.TryRLock() {
+		return 0, nil, fmt.Errorf("agent %s: %w to another node; append again when it has ended (tern holder %s)", agent, ErrFrozen, agent)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m.State() == fencing.Frozen {
+		h.gate.RUnlock()
+		return 0, nil, fmt.Errorf("agent %s: %w to %s; append again when it has ended (tern holder %s)", agent, ErrFrozen, h.m.Record().Peer, agent)
+	}
+	epoch := uint64(0)
+	if h.running {
+		epoch = h.m.Record().Epoch
+	}
+	return epoch, h.gate.RUnlock, nil
+}
+
+// state says where agent stands on this node.
+func (hs *holders) state(agent string) (protocol.HolderState, error) {
+	h, err := hs.get(agent)
+	if err != nil {
+		return protocol.HolderState{}, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rec := h.m.Record()
+	st := protocol.HolderState{Epoch: rec.Epoch, Highest: rec.Highest, Holder: rec.Holder}
+	switch {
+	case h.m.Lost() || h.failed != nil:
+		st.State = "unknown"
+	case rec.State == fencing.None:
+		st.State = "copy"
+	default:
+		st.State = rec.State.String()
+	}
+	return st, nil
+}
+
+// Outcome is what a migration came to, as tern migrate reports it.
+type Outcome struct {
+	Outcome  string  `json:"outcome"` // committed, aborted or frozen
+	Reason   string  `json:"reason,omitempty"`
+	Epoch    uint64  `json:"epoch"`
+	FrozenMS int64   `json:"frozen_ms"`
+	Bytes    int64   `json:"bytes_sent"`
+	Phases   []Phase `json:"phases"`
+}
+
+// Migrate moves agent to target and reports the outcome: committed (target
+// runs it at the new epoch, this node retired it), aborted (this node runs
+// it again at its epoch; Reason says why), or frozen (ctx ended while the
+// decision is unknown: the node keeps asking the target in the background,
+// and tern holder shows when it is resolved). Before it freezes the agent,
+// the target pulls what it lacks through sync and blob fetches, so the
+// frozen window covers only the tail. An error means nothing was frozen.
+func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (Outcome, error) {
+	h, err := hs.get(agent)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if target == hs.n.host.ID() {
+		return Outcome{}, fmt.Errorf("migrate %s: the target is this node", agent)
+	}
+	if !hs.n.peers.Allowed(target) {
+		return Outcome{}, fmt.Errorf("migrate %s: %s is not a paired peer (tern peer add it first)", agent, target)
+	}
+	h.mu.Lock()
+	switch {
+	case h.mig != nil:
+		h.mu.Unlock()
+		return Outcome{}, fmt.Errorf("migrate %s: a migration to %s is in progress", agent, h.mig.target)
+	case !h.running || h.m.State() != fencing.Active:
+		st := h.m.State()
+		h.mu.Unlock()
+		return Outcome{}, fmt.Errorf("migrate %s: this node does not run the agent (it is %v here; tern holder %s shows who does)", agent, st, agent)
+	}
+	if err := h.m.SetPeers(hs.peerIDs()); err != nil {
+		h.mu.Unlock()
+		return Outcome{}, fmt.Errorf("migrate %s: %w", agent, err)
+	}
+	mg := &migration{target: target.String(), started: time.Now()}
+	h.mig = mg
+	mg.enter("transfer")
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.mig = nil
+		h.mu.Unlock()
+	}()
+
+	out := Outcome{}
+	// Warm: the target takes the bulk while the agent still runs here.
+	pulled, err := protocol.AskPull(ctx, hs.n.host, target, agent)
+	if err != nil {
+		return out, fmt.Errorf("migrate %s: %s could not take the capsule: %w", agent, target, err)
+	}
+	mg.bytes += pulled.Bytes
+
+	// Freeze: wait for appends in flight, refuse new ones.
+	h.gate.Lock()
+	h.mu.Lock()
+	h.frozen = true
+	mg.frozen = time.Now()
+	mg.enter("tail")
+	h.mu.Unlock()
+	unfreeze := func() {
+		h.mu.Lock()
+		if h.frozen {
+			h.frozen = false
+			h.gate.Unlock()
+		}
+		h.mu.Unlock()
+	}
+	// The tail: what was appended during the warm transfer.
+	if pulled, err = protocol.AskPull(ctx, hs.n.host, target, agent); err != nil {
+		unfreeze()
+		return out, fmt.Errorf("migrate %s: %s could not take the last events: %w", agent, target, err)
+	}
+	mg.bytes += pulled.Bytes
+	ours, err := hs.n.store.Vector(agent)
+	if err != nil {
+		unfreeze()
+		return out, err
+	}
+	if !vectorsEqual(ours, pulled.Vector) || pulled.Lacks > 0 {
+		unfreeze()
+		return out, fmt.Errorf("migrate %s: %s does not hold the whole capsule after the transfer (%d blobs missing); try again", agent, target, pulled.Lacks)
+	}
+	files, vector, err := hs.files(agent)
+	if err != nil {
+		unfreeze()
+		return out, err
+	}
+	done := make(chan string, 1)
+	h.mu.Lock()
+	mg.files, mg.vector = files, vector
+	mg.enter("propose")
+	if err := h.m.Migrate(target.String(), files); err != nil {
+		h.mu.Unlock()
+		unfreeze()
+		return out, err
+	}
+	mg.epoch = h.m.Record().Next
+	h.outcome = done
+	hs.apply(h)
+	h.mu.Unlock()
+
+	var result string
+	select {
+	case result = <-done:
+	case <-ctx.Done():
+		h.mu.Lock()
+		h.outcome = nil
+		h.mu.Unlock()
+		result = "frozen"
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	mg.end()
+	out = Outcome{Epoch: mg.epoch, Bytes: mg.bytes, Phases: mg.phases, FrozenMS: time.Since(mg.frozen).Milliseconds()}
+	switch {
+	case result == "committed":
+		out.Outcome = "committed"
+	case result == "frozen":
+		out.Outcome = "frozen"
+		out.Reason = fmt.Sprintf("no decision from %s yet; this node stays frozen and keeps asking it (tern holder %s shows when it is resolved)", target, agent)
+	default:
+		out.Outcome = "aborted"
+		out.Reason = result
+		if r, ok := cutPrefix(result, "aborted: "); ok {
+			out.Reason = r
+		}
+	}
+	return out, nil
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return s, false
+}
+
+func vectorsEqual(a, b journal.Vector) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// pull syncs agent with the node from now (events both ways, then every
+// blob the capsule wants that it holds), taking the capsule first if this
+// node does not hold it, and returns what this node then holds: the
+// migrate protocol's pull, for a source about to migrate agent here.
+func (hs *holders) pull(ctx context.Context, from, agent string) (protocol.Pulled, error) {
+	p, err := peer.Decode(from)
+	if err != nil {
+		return protocol.Pulled{}, err
+	}
+	var res protocol.Pulled
+	if !hs.n.store.Holds(agent) {
+		if err := hs.n.takeCapsule(ctx, p, agent); err != nil {
+			return res, err
+		}
+	} else {
+		st, err := protocol.Sync(ctx, hs.n.host, p, agent, hs.n.store)
+		hs.n.stats.observe(st, err)
+		if err != nil {
+			return res, err
+		}
+		hs.n.recordSynced(p, agent, st.Both)
+		res.Bytes += st.BytesReceived
+	}
+	before, _ := hs.heldSizes(agent)
+	hs.n.fetchWanted(ctx, p, agent)
+	after, _ := hs.heldSizes(agent)
+	for h, size := range after {
+		if _, ok := before[h]; !ok {
+			res.Bytes += size
+		}
+	}
+	if res.Vector, err = hs.n.store.Vector(agent); err != nil {
+		return res, err
+	}
+	want, err := hs.n.store.Wanted(agent)
+	res.Lacks = len(want)
+	if _, err := hs.get(agent); err != nil {
+		return res, err
+	}
+	return res, err
+}
+
+// heldSizes returns the size of every blob the agent's capsule holds.
+func (hs *holders) heldSizes(agent string) (map[string]int64, error) {
+	out := map[string]int64{}
+	err := hs.n.store.With(agent, func(d *capsule.Dir) error {
+		for _, h := range d.HeldBlobs() {
+			out[h] = d.BlobSize(h)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// migrateNode is the node as the migrate protocol serves it.
+type migrateNode struct{ hs *holders }
+
+var _ protocol.MigrateNode = migrateNode{}
+
+func (m migrateNode) Deliver(from string, msg fencing.Message) error {
+	h, err := m.hs.get(msg.Agent)
+	if errors.Is(err, ErrUnknownAgent) && msg.Type == fencing.MsgAsk {
+		// A node checking at startup, or relearning, asks every peer; one
+		// that never held the agent knows nothing of it, and says so.
+		m.hs.send(fencing.Message{Type: fencing.MsgTell, From: m.hs.n.id.Machine(), To: from, Agent: msg.Agent,
+			Nonce: msg.Nonce, Info: fencing.Info{Known: true}})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return m.hs.step(h, msg)
+}
+
+func (m migrateNode) Pull(ctx context.Context, from, agent string) (protocol.Pulled, error) {
+	return m.hs.pull(ctx, from, agent)
+}
+
+func (m migrateNode) HolderOf(agent string) (protocol.HolderState, error) { return m.hs.state(agent) }

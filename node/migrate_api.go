@@ -1,0 +1,119 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/protocol"
+)
+
+// MigrateRequest is the body of POST /v1/capsules/{id}/migrate.
+type MigrateRequest struct {
+	To      string `json:"to"`      // the target's peer ID
+	Timeout string `json:"timeout"` // how long to wait for the outcome, e.g. "2m"; default 2m
+}
+
+// HolderReport is what GET /v1/capsules/{id}/holder returns and tern
+// holder prints: where the agent stands on this node, and on each paired
+// peer that answers.
+type HolderReport struct {
+	Agent string `json:"agent"`
+	protocol.HolderState
+	Peers []PeerHolder `json:"peers"`
+}
+
+// PeerHolder is where the agent stands on one paired peer, or why the peer
+// did not say.
+type PeerHolder struct {
+	Peer  string `json:"peer"`
+	Name  string `json:"name,omitempty"`
+	State string `json:"state,omitempty"`
+	Epoch uint64 `json:"epoch"`
+	Error string `json:"error,omitempty"`
+}
+
+// Migrate moves the agent to target (see holders.migrate).
+func (n *Node) Migrate(ctx context.Context, agent string, target peer.ID) (Outcome, error) {
+	return n.holders.migrate(ctx, agent, target)
+}
+
+// Holder reports where the agent stands here and on every paired peer that
+// answers within a few seconds.
+func (n *Node) Holder(ctx context.Context, agent string) (HolderReport, error) {
+	st, err := n.holders.state(agent)
+	if err != nil {
+		return HolderReport{}, err
+	}
+	rep := HolderReport{Agent: agent, HolderState: st, Peers: []PeerHolder{}}
+	for _, p := range n.peers.List() {
+		ph := PeerHolder{Peer: p.ID, Name: p.Name}
+		id, err := peer.Decode(p.ID)
+		if err == nil {
+			qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			var ps protocol.HolderState
+			ps, err = protocol.AskHolder(qctx, n.host, id, agent)
+			cancel()
+			ph.State, ph.Epoch = ps.State, ps.Epoch
+		}
+		if err != nil {
+			ph.Error = n.homeRelative(err.Error())
+		}
+		rep.Peers = append(rep.Peers, ph)
+	}
+	return rep, nil
+}
+
+func (n *Node) handleMigrate(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
+	var req MigrateRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("migrate: the body must be {\"to\": PEERID}: %v", err))
+		return
+	}
+	target, err := peer.Decode(req.To)
+	if err != nil {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("migrate: %q is not a peer ID", req.To))
+		return
+	}
+	timeout := 2 * time.Minute
+	if req.Timeout != "" {
+		if timeout, err = time.ParseDuration(req.Timeout); err != nil || timeout <= 0 {
+			n.httpError(w, http.StatusBadRequest, fmt.Errorf("migrate: timeout %q is not a positive duration such as \"2m\"", req.Timeout))
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	out, err := n.Migrate(ctx, id, target)
+	if err != nil {
+		code := statusOf(err)
+		if code == http.StatusInternalServerError && !errors.Is(err, ErrStoreClosed) {
+			code = http.StatusConflict // the agent's state here refuses it
+		}
+		n.httpError(w, code, err)
+		return
+	}
+	writeJSON(w, out)
+}
+
+func (n *Node) handleHolder(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
+	rep, err := n.Holder(r.Context(), id)
+	if err != nil {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, rep)
+}

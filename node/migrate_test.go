@@ -1,0 +1,235 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+)
+
+// connectAll pairs and connects every two of nodes.
+func connectAll(t *testing.T, nodes ...*Node) {
+	t.Helper()
+	for i, a := range nodes {
+		for _, b := range nodes[i+1:] {
+			pair(t, a, b)
+			if err := a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// heldBy makes a capsule that n made (its manifest names n at epoch 0)
+// and imports it into n, which then holds the agent at epoch 1.
+func heldBy(t *testing.T, n *Node, edit func(dir string)) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "agent")
+	c, err := capsule.New(dir, "mover", n.info.PeerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if edit != nil {
+		edit(dir)
+	}
+	id, _, err := n.Import(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the creator runs its agent", func() bool {
+		st, _ := n.holders.state(id)
+		return st.State == "active" && n.runs(id)
+	})
+	return id
+}
+
+// runs reports whether the agent runs on n.
+func (n *Node) runs(agent string) bool {
+	h, err := n.holders.get(agent)
+	if err != nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.running
+}
+
+func say(t *testing.T, n *Node, agent, text string) *journal.Event {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": text}}})
+	evs, err := n.Append(context.Background(), agent, []journal.Draft{{Type: "message", Session: "s", Body: body}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs[0]
+}
+
+func mustMigrate(t *testing.T, from, to *Node, agent string) Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := from.Migrate(ctx, agent, to.host.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Outcome != "committed" {
+		t.Fatalf("migration %s: %+v", out.Outcome, out)
+	}
+	t.Logf("%s -> %s: %+v", from.host.ID().ShortString(), to.host.ID().ShortString(), out)
+	return out
+}
+
+func holderState(t *testing.T, n *Node, agent string) (string, uint64) {
+	t.Helper()
+	st, err := n.holders.state(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.State, st.Epoch
+}
+
+func TestAnAgentMigratesToAPeerAndBack(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	connectAll(t, a, b)
+	agent := heldBy(t, a, nil)
+	if e := say(t, a, agent, "on a"); e.Epoch != 1 {
+		t.Fatalf("the holder appends at epoch %d, want 1", e.Epoch)
+	}
+
+	out := mustMigrate(t, a, b, agent)
+	if out.Epoch != 2 || len(out.Phases) == 0 || out.FrozenMS < 0 {
+		t.Fatalf("outcome %+v", out)
+	}
+	if st, e := holderState(t, a, agent); st != "retired" || e != 1 {
+		t.Fatalf("a is %s at %d after moving the agent, want retired at 1", st, e)
+	}
+	if st, e := holderState(t, b, agent); st != "active" || e != 2 || !b.runs(agent) {
+		t.Fatalf("b is %s at %d, want active at 2 and running", st, e)
+	}
+	if e := say(t, b, agent, "on b"); e.Epoch != 2 {
+		t.Fatalf("the new holder appends at epoch %d, want 2", e.Epoch)
+	}
+	if e := say(t, a, agent, "an offline edit on a"); e.Epoch != 0 {
+		t.Fatalf("the old holder appends at epoch %d, want 0 (an offline edit)", e.Epoch)
+	}
+	var mh capsule.Holder
+	b.store.With(agent, func(d *capsule.Dir) error { mh = d.Manifest.Holder; return nil })
+	if mh.Peer != b.info.PeerID || mh.Epoch != 2 {
+		t.Fatalf("b's manifest names holder %+v", mh)
+	}
+	if _, err := os.Stat(filepath.Join(b.home, WorkspacesDir, agent)); err != nil {
+		t.Fatalf("b has no prepared workspace for the agent: %v", err)
+	}
+
+	back := mustMigrate(t, b, a, agent)
+	if back.Epoch != 3 {
+		t.Fatalf("back at epoch %d, want 3", back.Epoch)
+	}
+	if st, e := holderState(t, a, agent); st != "active" || e != 3 || !a.runs(agent) || b.runs(agent) {
+		t.Fatalf("a is %s at %d after taking it back", st, e)
+	}
+}
+
+func TestAChainOfMigrationsEndsWhereItStarted(t *testing.T) {
+	a, b, c := startNode(t, t.TempDir()), startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	connectAll(t, a, b, c)
+	agent := heldBy(t, a, nil)
+	for i, hop := range [][2]*Node{{a, b}, {b, c}, {c, a}} {
+		say(t, hop[0], agent, "before a hop")
+		out := mustMigrate(t, hop[0], hop[1], agent)
+		if out.Epoch != uint64(i+2) {
+			t.Fatalf("hop %d at epoch %d", i, out.Epoch)
+		}
+		runners := 0
+		for _, n := range []*Node{a, b, c} {
+			if n.runs(agent) {
+				runners++
+			}
+		}
+		if runners != 1 || !hop[1].runs(agent) {
+			t.Fatalf("after hop %d, %d nodes run the agent", i, runners)
+		}
+	}
+	// Every node holds the same events in the end.
+	va, _ := a.store.Vector(agent)
+	eventually(t, "c holds a's events", func() bool {
+		vc, _ := c.store.Vector(agent)
+		return vecEqual(va, vc)
+	})
+}
+
+func TestAMigrationTheTargetCannotPrepareAborts(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	connectAll(t, a, b)
+	// An agent.json that names a provider but no model cannot be rendered.
+	agent := heldBy(t, a, func(dir string) {
+		path := filepath.Join(dir, capsule.AgentFile)
+		if err := os.WriteFile(path, []byte(`{"name":"mover","instructions":"","provider":"anthropic","model":"","tools":[]}`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, err := capsule.OpenDir(context.Background(), dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if _, err := d.AcceptEdits(context.Background(), a.id); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := a.Migrate(ctx, agent, b.host.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("outcome %+v", out)
+	if out.Outcome != "aborted" || out.Reason == "" {
+		t.Fatalf("outcome %+v, want aborted with a reason", out)
+	}
+	if st, e := holderState(t, a, agent); st != "active" || e != 1 || !a.runs(agent) || b.runs(agent) {
+		t.Fatalf("after the abort a is %s at %d", st, e)
+	}
+	if _, err := os.Stat(filepath.Join(b.home, StagingDir, agent)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("b left a staging area: %v", err)
+	}
+	say(t, a, agent, "still running here")
+}
+
+func TestMigratingToAPeerThatIsDownFreezesNothing(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	connectAll(t, a, b)
+	agent := heldBy(t, a, nil)
+	b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := a.Migrate(ctx, agent, b.host.ID()); err == nil {
+		t.Fatal("a migration to a node that is down did not fail")
+	}
+	if st, _ := holderState(t, a, agent); st != "active" || !a.runs(agent) {
+		t.Fatalf("a is %s after the failed migration", st)
+	}
+	say(t, a, agent, "appends work")
+}
+
+func TestAHolderReportsItselfAndItsPeers(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	connectAll(t, a, b)
+	agent := heldBy(t, a, nil)
+	mustMigrate(t, a, b, agent)
+	rep, err := a.Holder(context.Background(), agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.State != "retired" || len(rep.Peers) != 1 || rep.Peers[0].State != "active" || rep.Peers[0].Epoch != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+}
