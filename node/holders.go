@@ -395,6 +395,9 @@ func (hs *holders) send(msg fencing.Message) {
 	if err != nil {
 		return
 	}
+	if lose := hs.n.cfg.loseMigrate; lose != nil && lose(msg) {
+		return
+	}
 	hs.n.spawn(func() {
 		ctx, cancel := context.WithTimeout(hs.n.ctx, 10*time.Second)
 		defer cancel()

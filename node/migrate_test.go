@@ -6,12 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/journal"
 )
 
@@ -231,5 +233,70 @@ func TestAHolderReportsItselfAndItsPeers(t *testing.T) {
 	}
 	if rep.State != "retired" || len(rep.Peers) != 1 || rep.Peers[0].State != "active" || rep.Peers[0].Epoch != 2 {
 		t.Fatalf("report %+v", rep)
+	}
+}
+
+// loseFirst returns a hook that loses the first message of type typ.
+func loseFirst(typ fencing.MsgType) func(fencing.Message) bool {
+	var mu sync.Mutex
+	lost := false
+	return func(m fencing.Message) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Type == typ && !lost {
+			lost = true
+			return true
+		}
+		return false
+	}
+}
+
+// Every message of a migration lost once, on real hosts: the machines
+// retry or ask, and the migration ends with exactly one node running the
+// agent, the one its outcome names, and no staging area left.
+func TestEveryMigrateMessageLostOnceEndsWithOneRunner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for retries")
+	}
+	for _, typ := range []fencing.MsgType{fencing.MsgPropose, fencing.MsgAccept, fencing.MsgPrepare,
+		fencing.MsgPrepared, fencing.MsgActivate, fencing.MsgDecision} {
+		t.Run("lost "+typ.String(), func(t *testing.T) {
+			lose := loseFirst(typ)
+			start := func() *Node {
+				n, err := Start(t.TempDir(), Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true,
+					SyncInterval: time.Hour, tick: 20 * time.Millisecond, loseMigrate: lose}, testLog(t.TempDir()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { n.Close() })
+				return n
+			}
+			a, b := start(), start()
+			connectAll(t, a, b)
+			agent := heldBy(t, a, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			out, err := a.Migrate(ctx, agent, b.host.ID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := b
+			switch out.Outcome {
+			case "committed":
+			case "aborted":
+				want = a
+			default:
+				t.Fatalf("outcome %+v", out)
+			}
+			eventually(t, "exactly one node runs the agent, the one the outcome names", func() bool {
+				return want.runs(agent) && !(a.runs(agent) && b.runs(agent))
+			})
+			eventually(t, "no staging area is left", func() bool {
+				_, ea := os.Stat(filepath.Join(a.home, StagingDir, agent))
+				_, eb := os.Stat(filepath.Join(b.home, StagingDir, agent))
+				return errors.Is(ea, os.ErrNotExist) && errors.Is(eb, os.ErrNotExist)
+			})
+			t.Logf("%s", out.Outcome)
+		})
 	}
 }

@@ -25,6 +25,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
@@ -59,6 +60,9 @@ type Config struct {
 
 	// tick is how often the fencing machines tick; 0 means DefaultTick.
 	tick time.Duration
+	// loseMigrate, in tests, loses a migrate message this node would
+	// send when it returns true: a lost request or a lost reply.
+	loseMigrate func(fencing.Message) bool
 
 	// newHost makes the libp2p host instead of libp2pHost: tests run nodes
 	// on mocknet hosts, whose links they can cut.
