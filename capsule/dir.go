@@ -326,9 +326,10 @@ func (d *Dir) JournalLoaded() bool {
 // with the content it names: a hand-made one would name content the
 // capsule does not hold, or set aside the machine's own events.
 var writtenByTern = map[string]string{
-	SnapshotEventType:    "tern capsule snapshot",
-	FileUpdatedEventType: "tern capsule accept",
-	journal.HealType:     "tern capsule heal",
+	SnapshotEventType:     "tern capsule snapshot",
+	FileUpdatedEventType:  "tern capsule accept",
+	journal.HealType:      "tern capsule heal",
+	journal.ActivatedType: "a node that activates the agent (tern migrate)",
 }
 
 // Append appends drafts to the journal as events signed by s at the given
@@ -342,6 +343,12 @@ func (d *Dir) Append(ctx context.Context, s journal.Signer, epoch uint64, drafts
 			return nil, fmt.Errorf("%w: draft %d: %s events are written by %s, with the content they name; they cannot be appended by hand", journal.ErrInvalidDraft, i+1, dr.Type, cmd)
 		}
 	}
+	return d.AppendReserved(ctx, s, epoch, drafts...)
+}
+
+// AppendReserved is Append without the refusal of the types only tern
+// writes: for tern's own code that writes them with what they name.
+func (d *Dir) AppendReserved(ctx context.Context, s journal.Signer, epoch uint64, drafts ...journal.Draft) ([]*journal.Event, error) {
 	jl, err := d.journalLog()
 	if err != nil {
 		return nil, err

@@ -128,13 +128,14 @@ func analyse(events []*Event) []*machineChain {
 	s := slices.Clone(events)
 	slices.SortFunc(s, bySeq)
 	s = dedupeSorted(s)
+	bounds := boundsOf(s)
 	var out []*machineChain
 	for len(s) > 0 {
 		n := 1
 		for n < len(s) && s[n].Machine == s[0].Machine {
 			n++
 		}
-		out = append(out, analyseMachine(s[:n]))
+		out = append(out, analyseMachine(s[:n], bounds))
 		s = s[n:]
 	}
 	return out
@@ -152,16 +153,17 @@ func bySeq(a, b *Event) int {
 }
 
 // analyseMachine checks one machine's events, sorted by seq then id,
-// without repeats: it leaves out the events the machine's heals set
-// aside, then finds the readable line of the rest.
-func analyseMachine(chain []*Event) *machineChain {
+// without repeats: it leaves out the events the machine's heals set aside
+// and those an activation makes stale (bounds), then finds the readable
+// line of the rest.
+func analyseMachine(chain []*Event, bounds epochBounds) *machineChain {
 	c := &machineChain{machine: chain[0].Machine}
 	replaced := setAside(chain)
 	kept := chain
-	if len(replaced) > 0 {
+	if len(replaced) > 0 || bounds[c.machine] != nil {
 		kept = make([]*Event, 0, len(chain))
 		for _, e := range chain {
-			if replaced[e.ID] {
+			if replaced[e.ID] || bounds.stale(e) {
 				c.aside = append(c.aside, e)
 			} else {
 				kept = append(kept, e)

@@ -152,14 +152,18 @@ func Heal(events []*Event, s Signer, now time.Time) ([]*Event, error) {
 	}
 	slices.SortFunc(mine, bySeq)
 	mine = dedupeSorted(mine)
-	c := analyseMachine(mine)
+	bounds := boundsOf(events)
+	c := analyseMachine(mine, bounds)
 	if len(c.problems) == 0 {
 		return nil, fmt.Errorf("heal: the chain of machine %s is whole: %w", machine, ErrNothingToHeal)
 	}
 	replaced := setAside(mine)
-	var live []*Event // the events no heal set aside yet
+	// The events no heal set aside yet. Stale events (written under an
+	// epoch after the agent moved on) stay aside: a heal neither keeps
+	// them nor signs their content again.
+	var live []*Event
 	for _, e := range mine {
-		if !replaced[e.ID] {
+		if !replaced[e.ID] && !bounds.stale(e) {
 			live = append(live, e)
 		}
 	}

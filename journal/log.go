@@ -59,9 +59,10 @@ type Log struct {
 	// disorder counts durable events that did not extend their chain's
 	// readable line when they were stored (see Disorder).
 	disorder uint64
-	clock    uint64    // highest durable clock
-	size     int64     // bytes of durable complete lines
-	sum      hash.Hash // sha256 of the first size bytes, fed as groups land
+	bounds   epochBounds // what holder.activated events make stale
+	clock    uint64      // highest durable clock
+	size     int64       // bytes of durable complete lines
+	sum      hash.Hash   // sha256 of the first size bytes, fed as groups land
 
 	// What queued, not yet durable events build on.
 	pendHeads map[string]Head
@@ -263,10 +264,20 @@ func (l *Log) commitEvent(e *Event) {
 		l.chains[e.Machine] = c
 	}
 	c.events = append(c.events, e)
+	if m, epoch, seq, ok := boundOf(e); ok {
+		if l.bounds == nil {
+			l.bounds = epochBounds{}
+		}
+		l.bounds.add(m, epoch, seq)
+		if bc := l.chains[m]; bc != nil && !bc.dirty {
+			bc.dirty = true // some of its events may be stale now
+			l.disorder++
+		}
+	}
 	// An event that extends a sound chain's head moves it; anything else
-	// (a fork, a gap, a heal, an event of a branch set aside) makes the
-	// chain be analysed again when it is next needed.
-	if !c.dirty && c.stuck == nil && e.Type != HealType && e.Seq == c.head.Seq+1 && e.Prev == c.head.ID && e.Clock > c.clock {
+	// (a fork, a gap, a heal, an event of a branch set aside, a stale one)
+	// makes the chain be analysed again when it is next needed.
+	if !c.dirty && c.stuck == nil && e.Type != HealType && !l.bounds.stale(e) && e.Seq == c.head.Seq+1 && e.Prev == c.head.ID && e.Clock > c.clock {
 		c.head.Seq, c.head.ID, c.clock = e.Seq, e.ID, e.Clock
 	} else {
 		c.dirty = true
@@ -285,7 +296,7 @@ func (l *Log) chainHead(machine string) (Head, error) {
 	if c.dirty {
 		s := slices.Clone(c.events)
 		slices.SortFunc(s, bySeq)
-		mc := analyseMachine(dedupeSorted(s))
+		mc := analyseMachine(dedupeSorted(s), l.bounds)
 		c.stuck, c.dirty = nil, false
 		if len(mc.problems) > 0 {
 			c.stuck = mc.problems[0]

@@ -66,13 +66,15 @@ type holder struct {
 
 	mu      sync.Mutex
 	m       *fencing.Machine
-	failed  error         // a Ready could not be applied (persisting failed): the machine is stopped until restart
-	running bool          // the agent runs here under its record's epoch
-	journal [32]byte      // the journal digest the last proposal named (target)
-	mig     *migration    // the migration this node started, while it runs
-	gate    sync.RWMutex  // appends hold it for reading; a freeze takes it
-	frozen  bool          // appends are refused (a migration froze the agent)
-	outcome chan<- string // told the outcome of the migration in progress
+	failed  error             // a Ready could not be applied (persisting failed): the machine is stopped until restart
+	running bool              // the agent runs here under its record's epoch
+	journal [32]byte          // the journal digest the last proposal named (target)
+	pulled  map[string]uint64 // the epoch each peer that pulled last said it holds the agent at (target)
+	source  string            // the peer migrating the agent here, while staging (target)
+	mig     *migration        // the migration this node started, while it runs
+	gate    sync.RWMutex      // appends hold it for reading; a freeze takes it
+	frozen  bool              // appends are refused (a migration froze the agent)
+	outcome chan<- string     // told the outcome of the migration in progress
 }
 
 // migration is what a node that started a migration reports of it.
@@ -313,6 +315,9 @@ func (hs *holders) apply(h *holder) {
 		for _, c := range rd.Stage {
 			hs.stage(staging, c)
 		}
+		if rd.Persist && rd.Record.State == fencing.Staging {
+			h.source = rd.Record.Peer
+		}
 		if rd.Persist {
 			if err := hs.reg.Save(h.agent, rd.Record); err != nil {
 				// Nothing that depends on the record may happen: stop
@@ -383,9 +388,45 @@ func (hs *holders) promote(h *holder, staging string, rec fencing.Record) error 
 		}
 	}
 	os.RemoveAll(staging)
-	return hs.n.store.With(h.agent, func(d *capsule.Dir) error {
-		return d.SetHolder(capsule.Holder{Peer: hs.n.id.Machine(), Epoch: rec.Epoch})
+	self := hs.n.id.Machine()
+	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+		return d.SetHolder(capsule.Holder{Peer: self, Epoch: rec.Epoch})
+	}); err != nil {
+		return err
+	}
+	return hs.markActivation(h, rec)
+}
+
+// markActivation appends the holder.activated event of an epoch this node
+// activated: it says where the old holder's epoch ends (its chain's head
+// here, which prepare checked is the head it froze at), so that every
+// reader sets aside what the old holder writes under that epoch from now
+// on. h.mu held.
+func (hs *holders) markActivation(h *holder, rec fencing.Record) error {
+	source := h.source
+	from := h.pulled[source]
+	if from == 0 {
+		hs.n.log.Warn("fencing: no epoch known for the old holder; its stale writes cannot be marked", "agent", h.agent, "source", source)
+		return nil
+	}
+	v, err := hs.n.store.Vector(h.agent)
+	if err != nil {
+		return err
+	}
+	self := hs.n.id.Machine()
+	body, err := json.Marshal(journal.ActivatedBody{
+		Holder: journal.Bound{Peer: self, Epoch: rec.Epoch},
+		From:   journal.Bound{Peer: source, Epoch: from, Seq: v[source].Seq},
 	})
+	if err != nil {
+		return err
+	}
+	evs, err := hs.n.store.AppendReserved(context.Background(), h.agent, hs.n.id, rec.Epoch, []journal.Draft{{Type: journal.ActivatedType, Body: body}})
+	if err != nil {
+		return err
+	}
+	hs.n.gossip.publish(hs.n.ctx, h.agent, evs)
+	return nil
 }
 
 // send sends a machine's message to its peer in the background; a lost
@@ -686,6 +727,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	mg := &migration{target: target.String(), started: time.Now()}
 	h.mig = mg
 	mg.enter("transfer")
+	held := h.m.Record().Epoch
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
@@ -695,7 +737,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 
 	out := Outcome{}
 	// Warm: the target takes the bulk while the agent still runs here.
-	pulled, err := protocol.AskPull(ctx, hs.n.host, target, agent)
+	pulled, err := protocol.AskPull(ctx, hs.n.host, target, agent, held)
 	if err != nil {
 		return out, fmt.Errorf("migrate %s: %s could not take the capsule: %w", agent, target, err)
 	}
@@ -717,7 +759,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 		h.mu.Unlock()
 	}
 	// The tail: what was appended during the warm transfer.
-	if pulled, err = protocol.AskPull(ctx, hs.n.host, target, agent); err != nil {
+	if pulled, err = protocol.AskPull(ctx, hs.n.host, target, agent, held); err != nil {
 		unfreeze()
 		return out, fmt.Errorf("migrate %s: %s could not take the last events: %w", agent, target, err)
 	}
@@ -802,7 +844,7 @@ func vectorsEqual(a, b journal.Vector) bool {
 // blob the capsule wants that it holds), taking the capsule first if this
 // node does not hold it, and returns what this node then holds: the
 // migrate protocol's pull, for a source about to migrate agent here.
-func (hs *holders) pull(ctx context.Context, from, agent string) (protocol.Pulled, error) {
+func (hs *holders) pull(ctx context.Context, from, agent string, epoch uint64) (protocol.Pulled, error) {
 	p, err := peer.Decode(from)
 	if err != nil {
 		return protocol.Pulled{}, err
@@ -834,9 +876,16 @@ func (hs *holders) pull(ctx context.Context, from, agent string) (protocol.Pulle
 	}
 	want, err := hs.n.store.Wanted(agent)
 	res.Lacks = len(want)
-	if _, err := hs.get(agent); err != nil {
-		return res, err
+	h, herr := hs.get(agent)
+	if herr != nil {
+		return res, herr
 	}
+	h.mu.Lock()
+	if h.pulled == nil {
+		h.pulled = map[string]uint64{}
+	}
+	h.pulled[from] = epoch
+	h.mu.Unlock()
 	return res, err
 }
 
@@ -872,8 +921,8 @@ func (m migrateNode) Deliver(from string, msg fencing.Message) error {
 	return m.hs.step(h, msg)
 }
 
-func (m migrateNode) Pull(ctx context.Context, from, agent string) (protocol.Pulled, error) {
-	return m.hs.pull(ctx, from, agent)
+func (m migrateNode) Pull(ctx context.Context, from, agent string, epoch uint64) (protocol.Pulled, error) {
+	return m.hs.pull(ctx, from, agent, epoch)
 }
 
 func (m migrateNode) HolderOf(agent string) (protocol.HolderState, error) { return m.hs.state(agent) }

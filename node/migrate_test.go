@@ -300,3 +300,85 @@ func TestEveryMigrateMessageLostOnceEndsWithOneRunner(t *testing.T) {
 		})
 	}
 }
+
+// startAt runs a node on home with fast fencing ticks.
+func startAt(t *testing.T, home string) *Node {
+	t.Helper()
+	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: time.Hour, tick: 20 * time.Millisecond}, testLog(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// copyHome copies a stopped node's home, as a backup would.
+func copyHome(t *testing.T, from string) string {
+	t.Helper()
+	to := filepath.Join(t.TempDir(), "home")
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(to, KeyFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
+
+// A node restored from a copy of its home made before it handed the agent
+// on wakes up believing it still holds it. Offline, it runs and writes under
+// its old epoch; once it meets the new holder, those events are set aside
+// there, and its attempt to move the agent is refused as stale.
+func TestAStaleWakeUpIsFencedOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts nodes")
+	}
+	homeA, homeB := t.TempDir(), t.TempDir()
+	a, b := startAt(t, homeA), startAt(t, homeB)
+	connectAll(t, a, b)
+	agent := heldBy(t, a, nil)
+	say(t, a, agent, "before the backup")
+	a.Close()
+	backup := copyHome(t, homeA)
+	a = startAt(t, homeA)
+	connectAll(t, a, b)
+	eventually(t, "a runs the agent again", func() bool { return a.runs(agent) })
+	mustMigrate(t, a, b, agent)
+	a.Close()
+	b.Close()
+
+	stale := startAt(t, backup) // b is down: the startup check finds no peer and runs offline
+	eventually(t, "the restored node runs the agent offline", func() bool { return stale.runs(agent) })
+	if e := say(t, stale, agent, "written by a stale holder"); e.Epoch != 1 {
+		t.Fatalf("the stale node wrote at epoch %d", e.Epoch)
+	}
+
+	b = startAt(t, homeB)
+	connectAll(t, stale, b)
+	stale.SyncPeer(context.Background(), b.host.ID())
+	evs, err := b.store.Events(agent, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	view, aside := journal.Readable(evs)
+	found := false
+	for _, e := range aside {
+		if string(e.Body) == `{"content":[{"text":"written by a stale holder","type":"text"}],"role":"user"}` {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("b reads the stale event: %d read, %d aside", len(view), len(aside))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := stale.Migrate(ctx, agent, b.host.ID())
+	if err == nil && out.Outcome == "committed" {
+		t.Fatalf("the stale node moved the agent: %+v", out)
+	}
+	t.Logf("the stale node's attempt: %+v, %v", out, err)
+	eventually(t, "b runs the agent at epoch 2", func() bool {
+		st, e := holderState(t, b, agent)
+		return st == "active" && e == 2 && b.runs(agent)
+	})
+}

@@ -348,6 +348,20 @@ func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer,
 	return oc.d.Append(ctx, signer, epoch, drafts...)
 }
 
+// AppendReserved is Append of event types only tern writes (see
+// capsule.Dir.AppendReserved).
+func (s *Store) AppendReserved(ctx context.Context, agent string, signer journal.Signer, epoch uint64, drafts []journal.Draft) ([]*journal.Event, error) {
+	oc, done, err := s.useOpen(agent)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := s.claim(ctx, oc, signer.Machine(), false); err != nil {
+		return nil, err
+	}
+	return oc.d.AppendReserved(ctx, signer, epoch, drafts...)
+}
+
 // Heal heals the forks of the signer's chain in the agent's capsule (see
 // capsule.Dir.Heal), taking the machine's chain over if the copy it was
 // last written in is gone.

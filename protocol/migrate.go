@@ -45,8 +45,9 @@ type MigrateNode interface {
 	Deliver(from string, msg fencing.Message) error
 	// Pull syncs the agent with peer now: events both ways, then every
 	// blob the agent's capsule wants that peer holds; it returns what
-	// this node then holds.
-	Pull(ctx context.Context, from, agent string) (Pulled, error)
+	// this node then holds. epoch is the holder epoch the asker runs the
+	// agent at (it is about to migrate it here).
+	Pull(ctx context.Context, from, agent string, epoch uint64) (Pulled, error)
 	// HolderOf says where the agent stands on this node.
 	HolderOf(agent string) (HolderState, error)
 }
@@ -75,6 +76,7 @@ type HolderState struct {
 type migrateRequest struct {
 	Kind    string       `json:"kind"`
 	Agent   string       `json:"agent"`
+	Epoch   uint64       `json:"epoch,omitempty"` // pull: the epoch the asker holds the agent at
 	Message *wireMessage `json:"message,omitempty"`
 }
 
@@ -211,7 +213,7 @@ func ServeMigrate(rw io.ReadWriter, node MigrateNode, remote string) error {
 	case kindPull:
 		ctx, cancel := context.WithTimeout(context.Background(), MigrateTimeout)
 		defer cancel()
-		pulled, err := node.Pull(ctx, remote, req.Agent)
+		pulled, err := node.Pull(ctx, remote, req.Agent, req.Epoch)
 		if err != nil {
 			ans.Error = err.Error()
 		} else {
@@ -243,10 +245,10 @@ func SendMigrate(ctx context.Context, h host.Host, p peer.ID, msg fencing.Messag
 	return err
 }
 
-// AskPull asks p to pull the agent from this node now (see
-// MigrateNode.Pull) and returns what p holds afterwards.
-func AskPull(ctx context.Context, h host.Host, p peer.ID, agent string) (Pulled, error) {
-	ans, err := migrateRequestTo(ctx, h, p, migrateRequest{Kind: kindPull, Agent: agent}, true)
+// AskPull asks p to pull the agent from this node, which holds it at
+// epoch, now (see MigrateNode.Pull) and returns what p holds afterwards.
+func AskPull(ctx context.Context, h host.Host, p peer.ID, agent string, epoch uint64) (Pulled, error) {
+	ans, err := migrateRequestTo(ctx, h, p, migrateRequest{Kind: kindPull, Agent: agent, Epoch: epoch}, true)
 	if err != nil {
 		return Pulled{}, err
 	}
