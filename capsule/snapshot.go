@@ -301,3 +301,75 @@ func (c *Capsule) copyBlob(e SnapshotEntry, dst string) error {
 	}
 	return os.Chmod(dst, mode)
 }
+
+// UpdateWorkspace brings the folder dir, which holds the workspace of
+// snapshot have as Materialize (or an earlier UpdateWorkspace) wrote it and
+// nothing else has changed since, to the capsule's current snapshot, and
+// returns that snapshot. Only what differs is written: files whose blob or
+// mode changed (each hash-checked as it is copied, written beside its
+// final name and renamed over it) and folders; entries the snapshot no
+// longer has are removed. With have nil, dir must not exist, and the whole
+// workspace is materialized there. It is for a workspace kept up to date
+// across snapshots (a node preparing an agent that migrates to it); a
+// crash in the middle leaves dir between the two snapshots, so the caller
+// must materialize anew after one.
+func (c *Capsule) UpdateWorkspace(dir string, have *Snapshot) (*Snapshot, error) {
+	snap, err := c.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("update workspace: %w", err)
+	}
+	if have == nil {
+		return snap, c.Materialize(dir)
+	}
+	// Remove what is gone or changed kind, deepest first.
+	old := make([]string, 0, len(have.Entries))
+	for p := range have.Entries {
+		old = append(old, p)
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(old)))
+	for _, p := range old {
+		e, keep := snap.Entries[p]
+		if keep && e.Type == have.Entries[p].Type {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, filepath.FromSlash(p))); err != nil {
+			return nil, fmt.Errorf("update workspace: %w", err)
+		}
+	}
+	paths := make([]string, 0, len(snap.Entries))
+	for p := range snap.Entries {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths) // parents before children
+	for _, p := range paths {
+		e := snap.Entries[p]
+		dst := filepath.Join(dir, filepath.FromSlash(p))
+		if e.Type == "dir" {
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return nil, fmt.Errorf("update workspace: %w", err)
+			}
+			continue
+		}
+		if prev, ok := have.Entries[p]; ok && prev == e {
+			continue
+		}
+		tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+tempPrefix+"update")
+		os.Remove(tmp)
+		if err := c.copyBlob(e, tmp); err != nil {
+			os.Remove(tmp)
+			return nil, fmt.Errorf("update workspace %s: %w", p, err)
+		}
+		if err := os.Rename(tmp, dst); err != nil {
+			return nil, fmt.Errorf("update workspace: %w", err)
+		}
+	}
+	for i := len(paths) - 1; i >= 0; i-- {
+		if e := snap.Entries[paths[i]]; e.Type == "dir" {
+			mode, _ := parseMode(e.Mode)
+			if err := os.Chmod(filepath.Join(dir, filepath.FromSlash(paths[i])), mode); err != nil {
+				return nil, fmt.Errorf("update workspace: %w", err)
+			}
+		}
+	}
+	return snap, syncDir(dir)
+}

@@ -2,6 +2,8 @@ package capsule
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,4 +144,71 @@ func TestBlobNamesAndCIDsConvertBothWays(t *testing.T) {
 			t.Errorf("ParseBlobCID(%q) accepted", bad)
 		}
 	}
+}
+
+func TestAWorkspaceIsUpdatedFromOneSnapshotToTheNextWritingOnlyWhatChanged(t *testing.T) {
+	s := newSigner(t)
+	dir := emptyCapsule(t, s, "helper")
+	ws := t.TempDir()
+	writeTree(t, ws, map[string]string{"keep.txt": "same", "change.txt": "before", "gone/old.txt": "x", "sub/": ""})
+	take := func() {
+		d, err := OpenDir(context.Background(), dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if _, err := d.Snapshot(context.Background(), s, ws); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take()
+	out := filepath.Join(t.TempDir(), "out")
+	c := mustOpen(t, dir)
+	have, err := c.UpdateWorkspace(out, nil)
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep, _ := os.Stat(filepath.Join(out, "keep.txt"))
+
+	os.WriteFile(filepath.Join(ws, "change.txt"), []byte("after"), 0o644)
+	os.RemoveAll(filepath.Join(ws, "gone"))
+	writeTree(t, ws, map[string]string{"new/file.txt": "new"})
+	take()
+	c = mustOpen(t, dir)
+	defer c.Close()
+	if _, err := c.UpdateWorkspace(out, have); err != nil {
+		t.Fatal(err)
+	}
+	again := filepath.Join(t.TempDir(), "again")
+	if err := c.Materialize(again); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := treeOf(t, out), treeOf(t, again); a != b {
+		t.Fatalf("the updated workspace differs from one materialized anew:\n%s\n--\n%s", a, b)
+	}
+	if after, _ := os.Stat(filepath.Join(out, "keep.txt")); !os.SameFile(keep, after) {
+		t.Fatal("an unchanged file was written again")
+	}
+}
+
+// treeOf lists a folder's entries with their modes and contents.
+func treeOf(t *testing.T, root string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(root, p)
+		info, _ := d.Info()
+		data := ""
+		if d.Type().IsRegular() {
+			bs, _ := os.ReadFile(p)
+			data = string(bs)
+		}
+		fmt.Fprintf(&b, "%s %v %q\n", rel, info.Mode(), data)
+		return nil
+	})
+	return b.String()
 }

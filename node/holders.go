@@ -71,6 +71,13 @@ type holder struct {
 	journal [32]byte          // the journal digest the last proposal named (target)
 	pulled  map[string]uint64 // the epoch each peer that pulled last said it holds the agent at (target)
 	source  string            // the peer migrating the agent here, while staging (target)
+
+	// The workspace prepared in the staging area (target): kept up to date
+	// from the warm pull on, so that prepare, inside the frozen window,
+	// writes only what changed. ws is taken before mu.
+	ws      sync.Mutex
+	staged  *capsule.Snapshot // what staging/<agent>/workspace holds; nil: nothing known
+	wsStale bool              // the machine emptied the staging area: discard the workspace before use
 	mig     *migration        // the migration this node started, while it runs
 	gate    sync.RWMutex      // appends hold it for reading; a freeze takes it
 	frozen  bool              // appends are refused (a migration froze the agent)
@@ -310,7 +317,11 @@ func (hs *holders) apply(h *holder) {
 		}
 		staging := filepath.Join(hs.n.home, StagingDir, h.agent)
 		if rd.ClearStaging {
-			os.RemoveAll(staging)
+			// The blobs go now; the workspace, which prepare may be
+			// writing, goes under its own lock.
+			os.RemoveAll(filepath.Join(staging, "blobs"))
+			h.wsStale = true
+			hs.n.spawn(func() { hs.freshWorkspace(h) })
 		}
 		for _, c := range rd.Stage {
 			hs.stage(staging, c)
@@ -382,11 +393,19 @@ func (hs *holders) promote(h *holder, staging string, rec fencing.Record) error 
 	ws := filepath.Join(hs.n.home, WorkspacesDir, h.agent)
 	if _, err := os.Stat(filepath.Join(staging, "workspace")); err == nil {
 		os.MkdirAll(filepath.Dir(ws), 0o700)
-		os.RemoveAll(ws)
+		if _, err := os.Stat(ws); err == nil {
+			// An old workspace goes in the background: deleting gigabytes
+			// takes time the frozen window need not spend.
+			old := ws + ".old-" + fmt.Sprint(time.Now().UnixNano())
+			if os.Rename(ws, old) == nil {
+				hs.n.spawn(func() { os.RemoveAll(old) })
+			}
+		}
 		if err := os.Rename(filepath.Join(staging, "workspace"), ws); err != nil {
 			return err
 		}
 	}
+	h.staged = nil
 	os.RemoveAll(staging)
 	self := hs.n.id.Machine()
 	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
@@ -604,16 +623,10 @@ func (hs *holders) prepareFiles(h *holder) error {
 	} else if got != want {
 		return errors.New("this node does not hold the events the source holds")
 	}
-	staging := filepath.Join(hs.n.home, StagingDir, h.agent)
-	ws := filepath.Join(staging, "workspace")
-	os.RemoveAll(ws)
-	if err := os.MkdirAll(staging, 0o700); err != nil {
+	if err := hs.warm(h); err != nil {
 		return err
 	}
 	return hs.n.store.With(h.agent, func(d *capsule.Dir) error {
-		if err := d.Materialize(ws); err != nil {
-			return err
-		}
 		if _, err := d.Environment(); err != nil {
 			return err
 		}
@@ -634,6 +647,66 @@ func (hs *holders) prepareFiles(h *holder) error {
 		_, err = render.Render(render.Request{Events: view, Agent: agent, Target: render.Target{Provider: p, Model: agent.Model}})
 		return err
 	})
+}
+
+// warm brings the workspace in the staging area to the capsule's current
+// snapshot, writing only what changed since it was last brought up to date
+// (everything, the first time): the warm pull calls it while the agent
+// still runs on the source, and prepare again inside the frozen window.
+func (hs *holders) warm(h *holder) error {
+	h.ws.Lock()
+	defer h.ws.Unlock()
+	hs.discardStale(h)
+	h.mu.Lock()
+	have := h.staged
+	h.staged = nil // until the update succeeds
+	h.mu.Unlock()
+	staging := filepath.Join(hs.n.home, StagingDir, h.agent)
+	ws := filepath.Join(staging, "workspace")
+	if have == nil {
+		os.RemoveAll(ws)
+		if err := os.MkdirAll(staging, 0o700); err != nil {
+			return err
+		}
+	}
+	var snap *capsule.Snapshot
+	err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+		var err error
+		snap, err = d.UpdateWorkspace(ws, have)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.staged = snap
+	h.mu.Unlock()
+	return nil
+}
+
+// freshWorkspace discards the staging area's workspace if the machine
+// emptied the staging area.
+func (hs *holders) freshWorkspace(h *holder) {
+	h.ws.Lock()
+	defer h.ws.Unlock()
+	hs.discardStale(h)
+}
+
+// discardStale removes the workspace of a staging area the machine
+// emptied. h.ws held.
+func (hs *holders) discardStale(h *holder) {
+	h.mu.Lock()
+	stale := h.wsStale
+	h.wsStale = false
+	if stale {
+		h.staged = nil
+	}
+	h.mu.Unlock()
+	if stale {
+		staging := filepath.Join(hs.n.home, StagingDir, h.agent)
+		os.RemoveAll(filepath.Join(staging, "workspace"))
+		os.Remove(staging) // unless blobs of a newer proposal are there
+	}
 }
 
 // appendEpoch returns the epoch appends to agent are written under here
@@ -851,9 +924,11 @@ func (hs *holders) pull(ctx context.Context, from, agent string, epoch uint64) (
 	}
 	var res protocol.Pulled
 	if !hs.n.store.Holds(agent) {
-		if err := hs.n.takeCapsule(ctx, p, agent); err != nil {
+		size, err := hs.n.copyCapsule(ctx, p, agent)
+		if err != nil {
 			return res, err
 		}
+		res.Bytes += size
 	} else {
 		st, err := protocol.Sync(ctx, hs.n.host, p, agent, hs.n.store)
 		hs.n.stats.observe(st, err)
@@ -885,7 +960,15 @@ func (hs *holders) pull(ctx context.Context, from, agent string, epoch uint64) (
 		h.pulled = map[string]uint64{}
 	}
 	h.pulled[from] = epoch
+	running := h.running
 	h.mu.Unlock()
+	if !running && err == nil && res.Lacks == 0 {
+		// The source is about to move the agent here: prepare the
+		// workspace now, so that prepare has little left to write.
+		if werr := hs.warm(h); werr != nil {
+			hs.n.log.Warn("could not prepare the workspace ahead of a migration", "agent", agent, "err", werr)
+		}
+	}
 	return res, err
 }
 

@@ -117,6 +117,7 @@ func removeLeftovers(home string, log interface{ Warn(string, ...any) }) {
 	for _, pattern := range []string{
 		filepath.Join(home, ".upload-*"),
 		filepath.Join(home, ".export-*"),
+		filepath.Join(home, ".take-*"),
 		filepath.Join(home, CapsulesDir, ".import-*"),
 	} {
 		matches, _ := filepath.Glob(pattern)

@@ -151,25 +151,32 @@ func (n *Node) takeMissing(ctx context.Context, p peer.ID) {
 }
 
 func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
+	_, err := n.copyCapsule(ctx, p, id)
+	return err
+}
+
+// copyCapsule takes a copy of the agent's capsule from p, as a tar checked
+// whole before it is imported, and returns the tar's size.
+func (n *Node) copyCapsule(ctx context.Context, p peer.ID, id string) (int64, error) {
 	f, err := os.CreateTemp(n.home, ".take-*.tar")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer os.Remove(f.Name())
-	_, err = protocol.TakeCapsule(ctx, n.host, p, id, f, capsule.DefaultLimits.MaxTotalSize)
+	size, err := protocol.TakeCapsule(ctx, n.host, p, id, f, capsule.DefaultLimits.MaxTotalSize)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return err
+		return size, err
 	}
 	if _, _, err = n.store.Import(f.Name()); err != nil {
-		return err
+		return size, err
 	}
 	if _, err := n.holders.get(id); err != nil {
 		n.log.Warn("no fencing for a capsule a peer shares", "agent", id, "err", err)
 	}
-	return n.gossip.join(id)
+	return size, n.gossip.join(id)
 }
 
 // recordSynced remembers both, a vector of events p and this node both

@@ -23,7 +23,75 @@ import (
 
 func benchCmd(e *env) *cobra.Command {
 	c := &cobra.Command{Use: "bench", Short: "Measure tern against the limits under it, on this machine", Args: cobra.NoArgs, RunE: showHelp}
-	c.AddCommand(benchSyncCmd(e))
+	c.AddCommand(benchSyncCmd(e), benchMigrateCmd(e))
+	return c
+}
+
+func benchMigrateCmd(e *env) *cobra.Command {
+	var (
+		workspace, changed, dir string
+		events, runs            int
+		asJSON                  bool
+	)
+	c := &cobra.Command{
+		Use:   "migrate",
+		Short: "Measure migrations on loopback: the frozen window of warm moves, and a cold move's rate",
+		Long: `Run real nodes on 127.0.0.1 in this process: an agent with --events events and a
+workspace of --workspace bytes moves back and forth --runs times between two nodes that
+hold it already (warm), --changed bytes of it rewritten and snapshotted just before each
+move; then once to a node that holds nothing (cold). It prints the frozen window of the
+warm moves (min, median, max; goal: median under 100 ms) with the median of each phase,
+and the cold move's rate beside a bare libp2p stream of the same bytes in the same run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ws, err := parseSize(workspace)
+			if err != nil {
+				return fmt.Errorf("bench migrate: --workspace: %w", err)
+			}
+			ch, err := parseSize(changed)
+			if err != nil {
+				return fmt.Errorf("bench migrate: --changed: %w", err)
+			}
+			switch {
+			case events < 0 || events > maxBenchEvents:
+				return fmt.Errorf("bench migrate: --events %d: want 0 to %d", events, maxBenchEvents)
+			case runs < 1 || runs > 1000:
+				return fmt.Errorf("bench migrate: --runs %d: want 1 to 1000", runs)
+			case ws < 1 || ws > nodebench.MaxBlobSize:
+				return fmt.Errorf("bench migrate: --workspace %s: want 1 B to %s", workspace, formatBytes(nodebench.MaxBlobSize))
+			case ch < 1 || ch > ws:
+				return fmt.Errorf("bench migrate: --changed %s: want 1 B up to the workspace", changed)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			fmt.Fprintln(e.stderr, "bench migrate…")
+			r, err := nodebench.Migrate(ctx, nodebench.MigrateOptions{Options: nodebench.Options{Dir: dir},
+				Events: events, Workspace: ws, Changed: ch, Runs: runs})
+			if err != nil {
+				return checkFailed("%v", err)
+			}
+			if asJSON {
+				return json.NewEncoder(e.stdout).Encode(r)
+			}
+			f := slices.Clone(r.FrozenMS)
+			slices.Sort(f)
+			w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "agent\t%d events, a workspace of %s, %s changed before each warm move\n", r.Events, formatBytes(r.Workspace), formatBytes(r.Changed))
+			fmt.Fprintf(w, "frozen window, warm\t%d / %d / %d ms (min / median / max of %d; goal: median < 100 ms)\n", f[0], f[len(f)/2], f[len(f)-1], len(f))
+			for _, p := range r.MedianPhases {
+				fmt.Fprintf(w, "  %s\t%d ms (median)\n", p.Name, p.MS)
+			}
+			fmt.Fprintf(w, "cold move\t%s in %.2f s: %.0f MB/s, %.2f of a bare libp2p stream (%.0f MB/s)\n", formatBytes(r.ColdBytes), r.ColdSeconds, r.ColdMBps, r.ColdRatio, r.Libp2pMBps)
+			return w.Flush()
+		},
+	}
+	fl := c.Flags()
+	fl.IntVar(&events, "events", 10_000, "events in the agent's journal")
+	fl.StringVar(&workspace, "workspace", "1GiB", "size of the workspace")
+	fl.StringVar(&changed, "changed", "1MiB", "bytes rewritten before each warm move")
+	fl.IntVar(&runs, "runs", 20, "warm moves")
+	fl.StringVar(&dir, "dir", "", "folder for the nodes' temporary homes (default: the system's temporary folder)")
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return c
 }
 

@@ -107,3 +107,24 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchMigrateReportsTheFrozenWindowAndTheColdRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs nodes")
+	}
+	code, out, errs := tern(t, t.TempDir(), "", "bench", "migrate", "--events", "50", "--workspace", "256KiB", "--changed", "4KiB", "--runs", "3", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var r struct {
+		FrozenMS  []int64 `json:"frozen_ms"`
+		ColdBytes int64   `json:"cold_bytes"`
+		ColdRatio float64 `json:"cold_ratio"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(r.FrozenMS) != 3 || r.ColdBytes < 256<<10 || r.ColdRatio <= 0 {
+		t.Fatalf("report %s", out)
+	}
+}
