@@ -1,0 +1,194 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tern-dev/tern/node"
+)
+
+// daemon is a tern node running as its own process.
+type daemon struct {
+	t    *testing.T
+	home string
+	port int
+	cmd  *exec.Cmd
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// start runs the daemon and waits until its API answers.
+func (d *daemon) start() {
+	d.t.Helper()
+	os.Remove(filepath.Join(d.home, node.InfoFile))
+	d.cmd = ternProcess(d.home, "", "node", "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", d.port), "--no-mdns", "--sync-interval", "500ms")
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if code, _, _ := ternQuiet(d.home, "status"); code == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("the daemon on %s did not come up", d.home)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill kills the daemon with SIGKILL.
+func (d *daemon) kill() {
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	d.cmd.Wait()
+}
+
+// ternQuiet runs tern as a process and returns its exit code and output.
+func ternQuiet(home string, args ...string) (int, string, string) {
+	cmd := ternProcess(home, "", args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		code = -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+	}
+	return code, out.String(), errb.String()
+}
+
+// holderOf asks d's daemon where the agent stands; "" if it does not answer.
+func (d *daemon) holderOf(agent string) (string, uint64) {
+	code, out, _ := ternQuiet(d.home, "holder", agent, "--json")
+	if code != 0 {
+		return "", 0
+	}
+	var r node.HolderReport
+	if json.Unmarshal([]byte(out), &r) != nil {
+		return "", 0
+	}
+	return r.State, r.Epoch
+}
+
+// Migrations back and forth between two daemons, with kill -9 of either at
+// random moments: polled through tern holder, the two never both hold the
+// agent active, and after the last restart exactly one does.
+func TestMigrationsWithKillNineNeverShowTwoActiveHolders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs and kills daemons")
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	ds := [2]*daemon{{t: t, home: t.TempDir(), port: freePort(t)}, {t: t, home: t.TempDir(), port: freePort(t)}}
+	for _, d := range ds {
+		d.start()
+		defer d.kill()
+	}
+	var ids [2]string
+	for i, d := range ds {
+		var info node.Info
+		data, _ := os.ReadFile(filepath.Join(d.home, node.InfoFile))
+		json.Unmarshal(data, &info)
+		ids[i] = info.PeerID
+	}
+	for i, d := range ds {
+		o := 1 - i
+		addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ds[o].port)
+		if code, _, errs := ternQuiet(d.home, "peer", "add", ids[o], addr, "--name", fmt.Sprint("n", o)); code != 0 {
+			t.Fatalf("peer add: %s", errs)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "agent")
+	code, out, errs := ternQuiet(ds[0].home, "capsule", "new", dir, "--name", "mover")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	agent := strings.TrimSpace(out)
+	if code, _, errs := ternQuiet(ds[0].home, "capsule", "import", dir); code != 0 {
+		t.Fatal(errs)
+	}
+
+	violations := 0
+	check := func() {
+		s0, e0 := ds[0].holderOf(agent)
+		s1, e1 := ds[1].holderOf(agent)
+		s0b, e0b := ds[0].holderOf(agent)
+		if s0 == "active" && s0b == "active" && e0 == e0b && s1 == "active" {
+			violations++
+			t.Errorf("both hold the agent active: n0 at %d, n1 at %d", e0, e1)
+		}
+	}
+	single := func(within time.Duration) (int, bool) {
+		deadline := time.Now().Add(within)
+		for {
+			s0, _ := ds[0].holderOf(agent)
+			s1, _ := ds[1].holderOf(agent)
+			switch {
+			case s0 == "active" && s1 != "active":
+				return 0, true
+			case s1 == "active" && s0 != "active":
+				return 1, true
+			}
+			if time.Now().After(deadline) {
+				return 0, false
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	committed := 0
+	for round := 0; round < 8; round++ {
+		from, ok := single(30 * time.Second)
+		if !ok {
+			t.Fatalf("round %d: no single holder to move the agent from", round)
+		}
+		time.Sleep(500 * time.Millisecond) // its startup check asks the other node
+		mig := ternProcess(ds[from].home, "", "migrate", agent, "--to", fmt.Sprint("n", 1-from), "--timeout", "5s")
+		mig.Start()
+		victim := ds[rng.IntN(2)]
+		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond) // about when the move runs
+		victim.kill()
+		check()
+		mig.Wait()
+		t.Logf("round %d: move from n%d exited %d; killed %s", round, from, mig.ProcessState.ExitCode(), filepath.Base(victim.home))
+		if mig.ProcessState.ExitCode() == 0 {
+			committed++
+		}
+		victim.start()
+		for range 5 {
+			check()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// Quiet: exactly one node holds the agent active.
+	if _, ok := single(60 * time.Second); !ok {
+		s0, _ := ds[0].holderOf(agent)
+		s1, _ := ds[1].holderOf(agent)
+		t.Fatalf("no single holder after the kills: n0 %s, n1 %s", s0, s1)
+	}
+	if violations > 0 {
+		t.Fatalf("%d polls showed two active holders", violations)
+	}
+	if committed == 0 {
+		t.Fatal("no move committed: the kills came too early every time, and the test proved little")
+	}
+}
