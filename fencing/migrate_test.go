@@ -402,3 +402,35 @@ func TestSetPeersTakesEffectOnlyOnAnIdleMachine(t *testing.T) {
 		t.Fatalf("set peers while migrating: %v, want ErrBusy", err)
 	}
 }
+
+func TestAnOperatorRetiresAFrozenSourceWithoutTheTargetsAnswer(t *testing.T) {
+	m, err := New(Config{Self: "a", Agent: testAgent, Peers: []string{"b"}, Incarnation: 1}, Created("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Step(Message{Type: MsgTell, From: "b", To: "a", Agent: testAgent, Nonce: 1, Info: Info{Known: true}})
+	for m.HasReady() {
+		m.Ready()
+		m.Advance()
+	}
+	if err := m.Retire(); !errors.Is(err, ErrBusy) {
+		t.Fatalf("retire while active: %v", err)
+	}
+	if err := m.Migrate("b", nil); err != nil {
+		t.Fatal(err)
+	}
+	for m.HasReady() {
+		m.Ready()
+		m.Advance()
+	}
+	if err := m.Retire(); err != nil {
+		t.Fatal(err)
+	}
+	rd := m.Ready()
+	if !rd.Persist || rd.Record.State != Retired || rd.Record.Validate() != nil || m.Running() {
+		t.Fatalf("after retire: %+v", rd.Record)
+	}
+	if len(rd.Events) != 1 || rd.Events[0].Kind != EvOverride {
+		t.Fatalf("events %v", rd.Events)
+	}
+}

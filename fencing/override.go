@@ -165,3 +165,25 @@ func (m *Machine) cancelOverride(n uint64) {
 		fmt.Errorf("override: the target decided epoch %d after all", n))
 	m.ovr = override{answered: m.ovr.answered[:0]}
 }
+
+// Retire is the operator's way out for a frozen source whose target the
+// operator knows took the agent (it activated, but its answer cannot come:
+// the machine is unreachable for good, or the link will not come back):
+// the source retires without the target's decision. It never makes a
+// second runner; its risk is to availability: if the target never
+// activated, no node runs the agent until an Override elsewhere. It must be logged by
+// the caller (EvOverride says what it did). It fails with ErrBusy unless
+// the agent is frozen here.
+func (m *Machine) Retire() error {
+	r := &m.rec
+	if m.lost || r.State != Frozen {
+		return fmt.Errorf("retire %s: the agent is %v here, not frozen: %w", m.cfg.Agent, r.State, ErrBusy)
+	}
+	n, target := r.Next, r.Peer
+	m.src = migration{}
+	m.ovr = override{answered: m.ovr.answered[:0]}
+	r.State, r.Next, r.Committing = Retired, 0, false
+	m.save()
+	m.event(EvOverride, n, target, fmt.Errorf("override: retired without %s's decision for epoch %d, on the operator's word that it took the agent", target, n))
+	return nil
+}

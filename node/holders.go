@@ -68,6 +68,11 @@ type holder struct {
 	m       *fencing.Machine
 	failed  error             // a Ready could not be applied (persisting failed): the machine is stopped until restart
 	running bool              // the agent runs here under its record's epoch
+	mig     *migration        // the migration this node started, while it runs
+	gate    sync.RWMutex      // appends hold it for reading; a freeze takes it
+	frozen  bool              // appends are refused (a migration froze the agent)
+	outcome chan<- string     // told the outcome of the migration in progress
+	resolve chan<- string     // told the outcome of an operator's override in progress
 	journal [32]byte          // the journal digest the last proposal named (target)
 	pulled  map[string]uint64 // the epoch each peer that pulled last said it holds the agent at (target)
 	source  string            // the peer migrating the agent here, while staging (target)
@@ -78,10 +83,6 @@ type holder struct {
 	ws      sync.Mutex
 	staged  *capsule.Snapshot // what staging/<agent>/workspace holds; nil: nothing known
 	wsStale bool              // the machine emptied the staging area: discard the workspace before use
-	mig     *migration        // the migration this node started, while it runs
-	gate    sync.RWMutex      // appends hold it for reading; a freeze takes it
-	frozen  bool              // appends are refused (a migration froze the agent)
-	outcome chan<- string     // told the outcome of the migration in progress
 }
 
 // migration is what a node that started a migration reports of it.
@@ -353,11 +354,22 @@ func (hs *holders) apply(h *holder) {
 		for _, ev := range rd.Events {
 			hs.event(h, ev)
 		}
+		hs.settle(h)
 		prepare := rd.Prepare
 		h.m.Advance()
 		if prepare != 0 {
 			hs.n.spawn(func() { hs.prepare(h, prepare) })
 		}
+	}
+}
+
+// settle lets appends in again once the migration that froze the agent
+// here has ended, however it ended (committed, aborted, resolved by an
+// operator); while migrate runs, it does that itself. h.mu held.
+func (hs *holders) settle(h *holder) {
+	if h.frozen && h.mig == nil && h.m.State() != fencing.Frozen {
+		h.frozen = false
+		h.gate.Unlock()
 	}
 }
 
@@ -518,6 +530,17 @@ func (hs *holders) event(h *holder, ev fencing.Event) {
 		log = hs.n.log.Warn
 	}
 	log("fencing: "+ev.Kind.String(), "agent", h.agent, "epoch", ev.Epoch, "peer", ev.Peer, "err", ev.Err)
+	if ev.Kind == fencing.EvOverride || ev.Kind == fencing.EvOverrideRefused {
+		hs.n.log.Warn("fencing: an operator's override", "agent", h.agent, "outcome", ev.Kind.String(), "epoch", ev.Epoch, "what", ev.Err)
+		if h.resolve != nil {
+			msg := ev.Kind.String()
+			if ev.Err != nil {
+				msg = ev.Err.Error()
+			}
+			h.resolve <- msg
+			h.resolve = nil
+		}
+	}
 	var outcome string
 	switch ev.Kind {
 	case fencing.EvCommit, fencing.EvRetireByQuery:
@@ -529,10 +552,6 @@ func (hs *holders) event(h *holder, ev fencing.Event) {
 		}
 	default:
 		return
-	}
-	if h.frozen {
-		h.frozen = false
-		h.gate.Unlock()
 	}
 	if h.outcome != nil {
 		h.outcome <- outcome
@@ -805,6 +824,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	defer func() {
 		h.mu.Lock()
 		h.mig = nil
+		hs.settle(h)
 		h.mu.Unlock()
 	}()
 
@@ -1009,3 +1029,55 @@ func (m migrateNode) Pull(ctx context.Context, from, agent string, epoch uint64)
 }
 
 func (m migrateNode) HolderOf(agent string) (protocol.HolderState, error) { return m.hs.state(agent) }
+
+// resolve carries out an operator's override of the agent's machine here
+// (tern migrate resolve): resume takes the agent back (fencing.Machine
+// Override, declaring the target of a frozen migration gone for good);
+// retire gives it up without the target's decision (Machine.Retire). It
+// waits until ctx ends for the override's outcome and returns it in words.
+func (hs *holders) resolve(ctx context.Context, agent, action string) (string, error) {
+	h, err := hs.get(agent)
+	if err != nil {
+		return "", err
+	}
+	done := make(chan string, 1)
+	h.mu.Lock()
+	if h.failed != nil {
+		h.mu.Unlock()
+		return "", h.failed
+	}
+	rec := h.m.Record()
+	switch action {
+	case "resume":
+		if err := h.m.SetPeers(hs.peerIDs()); err != nil && !errors.Is(err, fencing.ErrBusy) {
+			h.mu.Unlock()
+			return "", err
+		}
+		gone := ""
+		if rec.State == fencing.Frozen {
+			gone = rec.Peer
+		}
+		err = h.m.Override(gone)
+	case "retire":
+		err = h.m.Retire()
+	default:
+		err = fmt.Errorf("resolve: %q is neither resume nor retire", action)
+	}
+	if err != nil {
+		h.mu.Unlock()
+		return "", fmt.Errorf("resolve %s: %w", agent, err)
+	}
+	h.resolve = done
+	hs.n.log.Warn("fencing: an operator overrides the machines", "agent", agent, "action", action, "state", rec.State.String(), "epoch", rec.Epoch)
+	hs.apply(h)
+	h.mu.Unlock()
+	select {
+	case msg := <-done:
+		return msg, nil
+	case <-ctx.Done():
+		h.mu.Lock()
+		h.resolve = nil
+		h.mu.Unlock()
+		return "the override is waiting for the paired peers to answer; tern holder " + agent + " shows when it is done", nil
+	}
+}

@@ -117,3 +117,42 @@ func (n *Node) handleHolder(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, rep)
 }
+
+// ResolveRequest is the body of POST /v1/capsules/{id}/resolve.
+type ResolveRequest struct {
+	Action string `json:"action"` // resume or retire
+}
+
+// Resolve carries out an operator's override (see holders.resolve).
+func (n *Node) Resolve(ctx context.Context, agent, action string) (string, error) {
+	return n.holders.resolve(ctx, agent, action)
+}
+
+func (n *Node) handleResolve(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
+	var req ResolveRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil || (req.Action != "resume" && req.Action != "retire") {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("resolve: the body must be {\"action\": \"resume\"} or {\"action\": \"retire\"}"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	msg, err := n.Resolve(ctx, id, req.Action)
+	if err != nil {
+		code := statusOf(err)
+		if code == http.StatusInternalServerError {
+			code = http.StatusConflict
+		}
+		n.httpError(w, code, err)
+		return
+	}
+	st, err := n.holders.state(id)
+	if err != nil {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, map[string]any{"outcome": msg, "state": st.State, "epoch": st.Epoch})
+}

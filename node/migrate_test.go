@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -382,4 +383,67 @@ func TestAStaleWakeUpIsFencedOff(t *testing.T) {
 		st, e := holderState(t, b, agent)
 		return st == "active" && e == 2 && b.runs(agent)
 	})
+}
+
+// startLosing runs a node whose outgoing migrate messages of the given
+// types are all lost.
+func startLosing(t *testing.T, types ...fencing.MsgType) *Node {
+	t.Helper()
+	home := t.TempDir()
+	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: time.Hour, tick: 20 * time.Millisecond,
+		loseMigrate: func(m fencing.Message) bool { return slices.Contains(types, m.Type) }}, testLog(home))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// frozenForGood leaves a frozen past the point of no return: b activates,
+// and its every decision is lost.
+func frozenForGood(t *testing.T) (a, b *Node, agent string) {
+	t.Helper()
+	a, b = startAt(t, t.TempDir()), startLosing(t, fencing.MsgDecision)
+	connectAll(t, a, b)
+	agent = heldBy(t, a, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	out, err := a.Migrate(ctx, agent, b.host.ID())
+	if err != nil || out.Outcome != "frozen" {
+		t.Fatalf("migrate: %+v, %v; want frozen", out, err)
+	}
+	if st, _ := holderState(t, a, agent); st != "frozen" {
+		t.Fatalf("a is %s", st)
+	}
+	return a, b, agent
+}
+
+func TestAnOperatorRetiresASourceFrozenForGood(t *testing.T) {
+	a, b, agent := frozenForGood(t)
+	if !b.runs(agent) {
+		t.Fatal("b did not activate")
+	}
+	if _, err := a.Resolve(context.Background(), agent, "retire"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := holderState(t, a, agent); st != "retired" || a.runs(agent) {
+		t.Fatalf("a is %s after retire", st)
+	}
+	say(t, b, agent, "b runs it")
+}
+
+func TestAnOperatorResumesWhenTheTargetIsGoneForGood(t *testing.T) {
+	a, b, agent := frozenForGood(t)
+	b.Close() // its disk died
+	msg, err := a.Resolve(context.Background(), agent, "resume")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, e := holderState(t, a, agent)
+	if st != "active" || e < 3 || !a.runs(agent) {
+		t.Fatalf("a is %s at %d after resume (%s)", st, e, msg)
+	}
+	if ev := say(t, a, agent, "back here"); ev.Epoch != e {
+		t.Fatalf("appends at epoch %d, want %d", ev.Epoch, e)
+	}
 }

@@ -74,6 +74,7 @@ func migrateCmd(e *env) *cobra.Command {
 	c.Flags().StringVar(&to, "to", "", "the peer ID or name of the machine to move the agent to")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	c.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the outcome (the node keeps resolving afterwards)")
+	c.AddCommand(migrateResolveCmd(e))
 	return c
 }
 
@@ -137,4 +138,57 @@ func resolvePeer(s string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%q is neither a peer ID nor the name of a paired peer (tern peer list shows them)", s)
+}
+
+func migrateResolveCmd(e *env) *cobra.Command {
+	var resume, retire, force bool
+	c := &cobra.Command{
+		Use:   "resolve ID --resume|--retire --force",
+		Short: "An operator's override for an agent stuck frozen, or held by no node (logged)",
+		Long: "For when a migration cannot finish because a machine is gone for good (a dead disk, a\n" +
+			"lost laptop). Run it on the node that should end up right:\n\n" +
+			"  --resume  this node takes the agent: it fences every paired peer at a new epoch, and\n" +
+			"            runs the agent unless a peer that answers holds it (then it retires, or\n" +
+			"            changes nothing). The target of a frozen migration here is declared gone\n" +
+			"            for good. RISK: if that machine is not gone and had activated the agent, it\n" +
+			"            may run it too until it reconnects; from then on its events under its old\n" +
+			"            epoch are set aside on every node. Only do this for a machine that will\n" +
+			"            never run again.\n" +
+			"  --retire  this frozen node gives the agent up without its target's decision, on your\n" +
+			"            word that the target took it. RISK: if it did not, no node runs the agent\n" +
+			"            until one is resumed with --resume.\n\n" +
+			"Without --force it prints what it would risk and changes nothing.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if resume == retire {
+				return fmt.Errorf("migrate resolve: give exactly one of --resume and --retire")
+			}
+			action, risk := "resume", "this node runs the agent at a new epoch; if the machine declared gone is not gone and activated it, both may run it until it reconnects"
+			if retire {
+				action, risk = "retire", "this node gives the agent up without its target's decision; if the target did not take it, no node runs it until one is resumed"
+			}
+			if !force {
+				return fmt.Errorf("migrate resolve --%s: %s. Nothing was changed: run again with --force to do it", action, risk)
+			}
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			body, _ := json.Marshal(node.ResolveRequest{Action: action})
+			var res struct {
+				Outcome string `json:"outcome"`
+				State   string `json:"state"`
+				Epoch   uint64 `json:"epoch"`
+			}
+			if err := cl.Do(cmd.Context(), http.MethodPost, "/v1/capsules/"+url.PathEscape(args[0])+"/resolve", bytes.NewReader(body), &res); err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "%s\nthis node: %s at epoch %d\n", res.Outcome, res.State, res.Epoch)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&resume, "resume", false, "take the agent here (fencing every peer at a new epoch)")
+	c.Flags().BoolVar(&retire, "retire", false, "give a frozen agent up without the target's decision")
+	c.Flags().BoolVar(&force, "force", false, "do it, accepting the risk the help and the refusal describe")
+	return c
 }

@@ -67,3 +67,19 @@ func TestMigrateAndHolderThroughTheCLI(t *testing.T) {
 		t.Fatalf("an unknown target: exit %d, %q", code, errs)
 	}
 }
+
+func TestMigrateResolveWithoutForceSaysWhatItRisksAndChangesNothing(t *testing.T) {
+	home := t.TempDir()
+	for _, tc := range []struct{ flag, risk string }{
+		{"--resume", "both may run it"},
+		{"--retire", "no node runs it"},
+	} {
+		code, _, errs := tern(t, home, "", "migrate", "resolve", "00000000-0000-4000-8000-000000000000", tc.flag)
+		if code != exitBadInput || !strings.Contains(errs, tc.risk) || !strings.Contains(errs, "--force") {
+			t.Errorf("%s: exit %d, %q", tc.flag, code, errs)
+		}
+	}
+	if code, _, _ := tern(t, home, "", "migrate", "resolve", "x", "--resume", "--retire", "--force"); code != exitBadInput {
+		t.Errorf("both flags: exit %d", code)
+	}
+}
