@@ -193,16 +193,17 @@ func (hs *holders) repeer() {
 func (hs *holders) adopt(agent string) (*holder, error) {
 	hs.mu.Lock()
 	h, ok := hs.by[agent]
-	if !ok {
-		h = &holder{agent: agent, m: new(fencing.Machine)}
-		hs.by[agent] = h
-	}
-	hs.mu.Unlock()
 	if ok {
+		hs.mu.Unlock()
 		return h, nil
 	}
+	// Locked before anyone can find it: no one uses its machine before
+	// it is started.
+	h = &holder{agent: agent, m: new(fencing.Machine)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	hs.by[agent] = h
+	hs.mu.Unlock()
 	rec, found, err := hs.reg.Load(agent)
 	switch {
 	case errors.Is(err, fencing.ErrRegistryLost):
