@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/tern-dev/tern/internal/flaws"
 )
 
 // Timing sets the machine's timeouts in ticks. They decide when to give up
@@ -61,8 +63,10 @@ type Config struct {
 	// need not send it. It is called during Step and must not block; nil
 	// means the node has nothing.
 	Have func(File) bool
-	// Flaw must be Sound except in tests (see Flaw).
-	Flaw Flaw
+	// Flaw is zero (the sound protocol) everywhere but in tern's own
+	// tests and tern simnet --flaw: its type is internal to this module, so
+	// no program outside it can switch a flaw on.
+	Flaw flaws.Flaw
 }
 
 func (c *Config) check() error {

@@ -3,6 +3,8 @@ package fencing
 import (
 	"errors"
 	"testing"
+
+	"github.com/tern-dev/tern/internal/flaws"
 )
 
 func TestAMigrationCommits(t *testing.T) {
@@ -290,11 +292,11 @@ func TestRetireIsCompareAndClear(t *testing.T) {
 	stale := Message{Type: MsgDecision, From: "b", To: "a", Agent: testAgent, Epoch: 2, Re: MsgQuery, Decision: Activated}
 	for _, tc := range []struct {
 		name    string
-		flaw    Flaw
+		flaw    flaws.Flaw
 		retires bool
 	}{
-		{"a stale activated answer does not retire a node that holds a newer epoch", Sound, false},
-		{"the flawed variant retires it, losing the agent", FlawRetireWithoutCompare, true},
+		{"a stale activated answer does not retire a node that holds a newer epoch", flaws.Sound, false},
+		{"the flawed variant retires it, losing the agent", flaws.FlawRetireWithoutCompare, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := Record{Highest: 3, State: Active, Epoch: 3, Holder: Holder{"a", 3},
@@ -321,11 +323,11 @@ func TestRetireIsCompareAndClear(t *testing.T) {
 func TestTheQueryFences(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
-		flaw      Flaw
+		flaw      flaws.Flaw
 		activates bool
 	}{
-		{"after a query, a late activate is refused", Sound, false},
-		{"the flawed query does not fence and the late activate wins", FlawQueryWithoutFence, true},
+		{"after a query, a late activate is refused", flaws.Sound, false},
+		{"the flawed query does not fence and the late activate wins", flaws.FlawQueryWithoutFence, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := preparedTarget(t, tc.flaw)
@@ -347,11 +349,11 @@ func TestTheQueryFences(t *testing.T) {
 func TestTheQueryAsksWhatWasDecided(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		flaw Flaw
+		flaw flaws.Flaw
 		want Decision
 	}{
-		{"a target that activated the epoch and moved on answers activated", Sound, Activated},
-		{"the flawed query asks what the target holds and answers refused", FlawQueryHeldEpoch, Refused},
+		{"a target that activated the epoch and moved on answers activated", flaws.Sound, Activated},
+		{"the flawed query asks what the target holds and answers refused", flaws.FlawQueryHeldEpoch, Refused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := Record{Highest: 3, State: Retired, Epoch: 2, Peer: "c", Holder: Holder{"c", 3},
@@ -369,7 +371,7 @@ func TestTheQueryAsksWhatWasDecided(t *testing.T) {
 }
 
 // preparedTarget returns b staging epoch 2 from a, prepared.
-func preparedTarget(t *testing.T, flaw Flaw) *Machine {
+func preparedTarget(t *testing.T, flaw flaws.Flaw) *Machine {
 	t.Helper()
 	rec := Record{Highest: 2, State: Staging, Epoch: 2, Peer: "a", Prepared: true, Holder: Holder{"a", 1}}
 	m := &Machine{cfg: Config{Self: "b", Agent: testAgent, Peers: []string{"a"}, Incarnation: 1, Flaw: flaw}, tm: DefaultTiming, rec: rec}

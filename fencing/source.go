@@ -2,6 +2,8 @@ package fencing
 
 import (
 	"fmt"
+
+	"github.com/tern-dev/tern/internal/flaws"
 )
 
 // migration is the volatile side of a frozen source.
@@ -84,7 +86,7 @@ func (m *Machine) tickSource() {
 // progress counts: frozen, to that peer, on that epoch (compare-and-clear).
 func (m *Machine) onReply(msg *Message) {
 	r := &m.rec
-	if msg.Type == MsgDecision && msg.Decision == Activated && m.cfg.Flaw == FlawRetireWithoutCompare {
+	if msg.Type == MsgDecision && msg.Decision == Activated && m.cfg.Flaw == flaws.FlawRetireWithoutCompare {
 		m.flawedRetire(msg)
 		return
 	}
@@ -204,7 +206,7 @@ func (m *Machine) retire(kind EventKind) {
 	m.cancelOverride(n)
 }
 
-// flawedRetire is FlawRetireWithoutCompare: retire on any activated answer.
+// flawedRetire is flaws.FlawRetireWithoutCompare: retire on any activated answer.
 func (m *Machine) flawedRetire(msg *Message) {
 	r := &m.rec
 	if r.State == Retired || r.State == None {

@@ -3,6 +3,8 @@ package fencing
 import (
 	"crypto/sha256"
 	"fmt"
+
+	"github.com/tern-dev/tern/internal/flaws"
 )
 
 // staging is the volatile side of a target receiving an epoch.
@@ -240,14 +242,14 @@ func (m *Machine) onQuery(msg *Message) {
 		return
 	}
 	switch m.cfg.Flaw {
-	case FlawQueryHeldEpoch:
+	case flaws.FlawQueryHeldEpoch:
 		if r.State == Active && r.Epoch == n {
 			m.decision(msg, Activated)
 		} else {
 			m.decision(msg, Refused)
 		}
 		return
-	case FlawQueryWithoutFence:
+	case flaws.FlawQueryWithoutFence:
 		if d := r.Decision(n); d != Undecided {
 			m.decision(msg, d)
 		} else {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/flaws"
 )
 
 // MinCoverageSeeds is the smallest batch whose coverage is enforced: a
@@ -126,7 +126,7 @@ func (s *Summary) trim() {
 func ReplayCommand(seed uint64, opt Options) string {
 	opt = opt.orDefault()
 	s := fmt.Sprintf("tern simnet --seed %d --nodes %d --migrations %d --faults %s", seed, opt.Nodes, opt.Migrations, opt.Faults)
-	if opt.Flaw != fencing.Sound {
+	if opt.Flaw != flaws.Sound {
 		s += " --flaw " + opt.Flaw.String()
 	}
 	return s + " --trace"

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/flaws"
 )
 
 // AgentID is the agent every simulated node holds.
@@ -19,9 +20,9 @@ type Options struct {
 	// Trace, if set, receives one line per step. It slows a run down a
 	// lot; use it to replay one seed. It does not change the run.
 	Trace io.Writer
-	// Flaw runs a deliberately broken protocol (see fencing.Flaw), to show
+	// Flaw runs a deliberately broken protocol (see flaws.Flaw), to show
 	// that the checker catches it. Tests and demonstrations only.
-	Flaw fencing.Flaw
+	Flaw flaws.Flaw
 }
 
 // DefaultOptions returns the default workload: 3 nodes, 20 migrations,
@@ -40,7 +41,7 @@ func (o Options) Check() error {
 		return fmt.Errorf("migrations: %d, want at least 1", o.Migrations)
 	case o.Faults&^AllFaults != 0:
 		return fmt.Errorf("faults: unknown bits %b", o.Faults&^AllFaults)
-	case o.Flaw > fencing.FlawRetireWithoutCompare:
+	case o.Flaw > flaws.FlawRetireWithoutCompare:
 		return fmt.Errorf("flaw: unknown %d", o.Flaw)
 	}
 	return nil

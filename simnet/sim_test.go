@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/flaws"
 )
 
 // seeds is how many seeds TestManySeeds runs; CI asks for tens of
@@ -110,11 +111,11 @@ func TestWithoutFaultsEveryMigrationCommits(t *testing.T) {
 func TestTheCheckerCatchesEveryHistoricalBug(t *testing.T) {
 	cases := []struct {
 		name string
-		flaw fencing.Flaw
+		flaw flaws.Flaw
 	}{
-		{"a query that does not fence lets a late activate win", fencing.FlawQueryWithoutFence},
-		{"a query that asks which epoch the target holds misses that the agent moved on", fencing.FlawQueryHeldEpoch},
-		{"a retire that is not compare-and-clear retires a node that holds a newer epoch", fencing.FlawRetireWithoutCompare},
+		{"a query that does not fence lets a late activate win", flaws.FlawQueryWithoutFence},
+		{"a query that asks which epoch the target holds misses that the agent moved on", flaws.FlawQueryHeldEpoch},
+		{"a retire that is not compare-and-clear retires a node that holds a newer epoch", flaws.FlawRetireWithoutCompare},
 	}
 	const bound = 300
 	for _, tc := range cases {
@@ -177,7 +178,7 @@ func TestParseFaults(t *testing.T) {
 }
 
 func TestReplayCommandNamesEverythingThatShapesTheRun(t *testing.T) {
-	opt := Options{Nodes: 4, Migrations: 7, Faults: FaultDrop | FaultPause, Flaw: fencing.FlawQueryHeldEpoch}
+	opt := Options{Nodes: 4, Migrations: 7, Faults: FaultDrop | FaultPause, Flaw: flaws.FlawQueryHeldEpoch}
 	got := ReplayCommand(42, opt)
 	want := "tern simnet --seed 42 --nodes 4 --migrations 7 --faults drop,pause --flaw query-held-epoch --trace"
 	if got != want {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/flaws"
 	"github.com/tern-dev/tern/simnet"
 )
 
@@ -72,7 +72,7 @@ fault never saw one of the outcomes:
 			}
 			opt := simnet.Options{Nodes: nodes, Migrations: migrations, Faults: f}
 			if flaw != "" {
-				fl, ok := fencing.ParseFlaw(flaw)
+				fl, ok := flaws.Parse(flaw)
 				if !ok {
 					return fmt.Errorf("simnet: --flaw %q: unknown", flaw)
 				}
@@ -158,7 +158,7 @@ func report(s simnet.Summary, opt simnet.Options, first uint64, workers int, ela
 	if rep.Uncovered == nil {
 		rep.Uncovered = []string{}
 	}
-	if opt.Flaw != fencing.Sound {
+	if opt.Flaw != flaws.Sound {
 		rep.Flaw = opt.Flaw.String()
 	}
 	if elapsed > 0 {

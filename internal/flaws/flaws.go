@@ -1,10 +1,13 @@
-package fencing
+// Package flaws selects deliberately broken variants of tern's protocols,
+// so that tests and tern simnet --flaw can prove their checkers catch each
+// historical bug (a checker that cannot fail proves nothing). It is
+// internal: nothing outside this module can name a flaw, so no program
+// built on tern's packages can switch one on.
+package flaws
 
-// Flaw selects a deliberately broken variant of the protocol. Each one is a
-// bug the naive protocol had; they exist only so that tests can prove that
-// simnet's checker catches them (a checker that cannot fail proves
-// nothing). The zero value, Sound, is the protocol; nothing but tests may
-// set another.
+// Flaw selects a deliberately broken variant of the fencing protocol. Each
+// one is a bug the naive protocol had. The zero value, Sound, is the
+// protocol.
 type Flaw uint8
 
 // The historical bugs.
@@ -32,8 +35,8 @@ func (f Flaw) String() string {
 	return "flaw(?)"
 }
 
-// ParseFlaw returns the Flaw named s (as String spells it).
-func ParseFlaw(s string) (Flaw, bool) {
+// Parse returns the Flaw named s (as String spells it).
+func Parse(s string) (Flaw, bool) {
 	for i, n := range flawNames {
 		if n == s {
 			return Flaw(i), true
