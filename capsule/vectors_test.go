@@ -872,30 +872,59 @@ func capsuleVectors(t *testing.T, v *vectorSet, a *vectorKey, c *vectorCapsule) 
 	add("empty-file", []byte{}, checkNotCapsule)
 }
 
+// parseEvent reads one journal line, its newline included, with the code
+// under test.
+func parseEvent(t *testing.T, line []byte) *journal.Event {
+	t.Helper()
+	e, err := journal.ParseLine(bytes.TrimSuffix(line, []byte("\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// events returns the events of the small capsule's journal: a1, b1, a2, a3.
+func (c *vectorCapsule) events(t *testing.T) []*journal.Event {
+	t.Helper()
+	var out []*journal.Event
+	for _, l := range c.lines {
+		out = append(out, parseEvent(t, l))
+	}
+	return out
+}
+
+// eventAt returns k's event at seq among events.
+func eventAt(t *testing.T, events []*journal.Event, k *vectorKey, seq uint64) *journal.Event {
+	t.Helper()
+	i := slices.IndexFunc(events, func(e *journal.Event) bool { return e.Machine == k.PeerID && e.Seq == seq })
+	if i < 0 {
+		t.Fatalf("no event of %s at seq %d", k.Name, seq)
+	}
+	return events[i]
+}
+
+// withJournal is the small capsule with a journal of these events, written
+// as an export writes it: in total order, each once, sealed whole.
+func (c *vectorCapsule) withJournal(t *testing.T, sets ...[]*journal.Event) []byte {
+	t.Helper()
+	var events []*journal.Event
+	for _, s := range sets {
+		events = journal.Merge(events, s)
+	}
+	var data []byte
+	for _, e := range events {
+		data = append(data, lineOf(e)...)
+	}
+	return editTar(t, c.tar).set(capsule.JournalFile, data).reseal(capsule.JournalFile).bytes()
+}
+
 // healVectors are journal vectors of the small capsule whose machine a
 // forked its chain and healed it with a chain.healed event (journal.Heal),
 // and of heals a reader must not apply.
 func healVectors(t *testing.T, v *vectorSet, a, b *vectorKey, c *vectorCapsule) {
-	parse := func(line []byte) *journal.Event {
-		t.Helper()
-		e, err := journal.ParseLine(bytes.TrimSuffix(line, []byte("\n")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	var base []*journal.Event // a1, b1, a2, a3
-	for _, l := range c.lines {
-		base = append(base, parse(l))
-	}
-	at := func(k *vectorKey, seq uint64) *journal.Event {
-		t.Helper()
-		i := slices.IndexFunc(base, func(e *journal.Event) bool { return e.Machine == k.PeerID && e.Seq == seq })
-		if i < 0 {
-			t.Fatalf("no event of %s at seq %d", k.Name, seq)
-		}
-		return base[i]
-	}
+	parse := func(line []byte) *journal.Event { return parseEvent(t, line) }
+	base := c.events(t) // a1, b1, a2, a3
+	at := func(k *vectorKey, seq uint64) *journal.Event { return eventAt(t, base, k, seq) }
 	a2, a3, b1 := at(a, 2), at(a, 3), at(b, 1)
 	fork, a4 := parse(c.fork), parse(c.next) // a3's other side, and a3's next
 	healTime := vectorTime.Add(time.Hour)
@@ -941,19 +970,7 @@ func healVectors(t *testing.T, v *vectorSet, a, b *vectorKey, c *vectorCapsule) 
 		slices.Sort(out)
 		return out
 	}
-	// tarOf is the small capsule with a journal of these events, written as
-	// an export writes it: in total order, each once, sealed whole.
-	tarOf := func(sets ...[]*journal.Event) []byte {
-		var events []*journal.Event
-		for _, s := range sets {
-			events = journal.Merge(events, s)
-		}
-		var data []byte
-		for _, e := range events {
-			data = append(data, lineOf(e)...)
-		}
-		return editTar(t, c.tar).set(capsule.JournalFile, data).reseal(capsule.JournalFile).bytes()
-	}
+	tarOf := func(sets ...[]*journal.Event) []byte { return c.withJournal(t, sets...) }
 
 	// a3 and its other side each have a next event; a3's side goes on to
 	// seq 5, so the heal keeps it and sets the other side's two events
