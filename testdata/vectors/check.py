@@ -437,7 +437,7 @@ FIELDS = ["body", "clock", "epoch", "id", "machine", "prev", "seq", "session", "
 class Event:
     def __init__(self, obj):
         self.obj = obj
-        self.id, self.machine, self.seq = obj["id"], obj["machine"], obj["seq"]
+        self.id, self.machine, self.seq, self.epoch = obj["id"], obj["machine"], obj["seq"], obj["epoch"]
         self.prev, self.clock, self.type, self.body = obj["prev"], obj["clock"], obj["type"], obj["body"]
 
 
@@ -550,20 +550,67 @@ def set_aside(chain):
     return named & {e.id for e in chain}
 
 
+ACTIVATED = "holder.activated"
+
+
+def activation_bound(e):
+    """(S, e, k) for a holder.activated event that counts: its body is
+    {"holder": {"peer": P, "epoch": n}, "from": {"peer": S, "epoch": e,
+    "seq": k}}, with P its writer, n its epoch, S another machine and
+    0 < e < n; the old holder S's epoch e ended when its chain stood at seq
+    k. A "seq" left out is 0 (S had written nothing). None for any other
+    event, and for a body of another shape."""
+    if e.type != ACTIVATED or not isinstance(e.body, dict):
+        return None
+    holder, old = e.body.get("holder"), e.body.get("from")
+    if not isinstance(holder, dict) or not isinstance(old, dict):
+        return None
+    peer, epoch = holder.get("peer"), holder.get("epoch")
+    s, s_epoch, k = old.get("peer"), old.get("epoch"), old.get("seq", 0)
+    if not all(is_int(n) and n >= 0 for n in (epoch, s_epoch, k)) or not isinstance(s, str):
+        return None
+    if peer != e.machine or epoch != e.epoch or s in ("", e.machine) or not 0 < s_epoch < e.epoch:
+        return None
+    return s, s_epoch, k
+
+
+def epoch_bounds(events):
+    """{(S, e): k}: for each old holder S and epoch e that an activation
+    among events ends, the lowest seq k any of them gives. Every activation
+    counts, wherever it stands in its writer's chain."""
+    bounds = {}
+    for e in events:
+        b = activation_bound(e)
+        if b is not None:
+            key = b[:2]
+            bounds[key] = min(bounds.get(key, b[2]), b[2])
+    return bounds
+
+
+def stale(e, bounds):
+    """Whether S wrote e under an epoch that had ended: at a nonzero epoch
+    an activation ends, with a seq above where it ended. Offline edits
+    (epoch 0) always stand."""
+    k = bounds.get((e.machine, e.epoch))
+    return e.epoch != 0 and k is not None and e.seq > k
+
+
 class Journal:
     """What a reader reads of a set of events: the checks the chains fail,
     the readable events and the quarantined ones (both in total order), and
     the version vector {machine: {"seq", "id"[, "aside"]}}. Each machine's
-    heals are applied first: what they set aside is left out of its chain,
-    and quarantined."""
+    heals, and the activations that end its epochs, are applied first: what
+    they set aside is left out of its chain, and quarantined."""
 
     def __init__(self, events):
         self.checks, self.readable, self.quarantined, self.vector = set(), [], [], {}
         by_machine = {}
-        for e in {e.id: e for e in events}.values():
+        distinct = {e.id: e for e in events}.values()
+        for e in distinct:
             by_machine.setdefault(e.machine, []).append(e)
+        bounds = epoch_bounds(distinct)
         for machine, chain in sorted(by_machine.items()):
-            out = set_aside(chain)
+            out = set_aside(chain) | {e.id for e in chain if stale(e, bounds)}
             kept = [e for e in chain if e.id not in out]
             problems, cut = chain_problems(kept)
             self.checks |= problems
