@@ -89,8 +89,8 @@ func (k *vectorKey) Sign(msg []byte) ([]byte, error) { return ed25519.Sign(k.pri
 var _ journal.Signer = (*vectorKey)(nil)
 
 // newVectorKey derives a key from a seed given in hex. The seeds are the
-// secret keys of RFC 8032's first two ed25519 test vectors, so a reader can
-// check its ed25519 against the RFC as well.
+// secret keys of RFC 8032's first three ed25519 test vectors, so a reader
+// can check its ed25519 against the RFC as well.
 func newVectorKey(t *testing.T, name, seedHex string) *vectorKey {
 	t.Helper()
 	seed, err := hex.DecodeString(seedHex)
@@ -168,7 +168,8 @@ func buildVectors(t *testing.T) *vectorSet {
 	v := &vectorSet{files: map[string][]byte{}, expected: map[string]any{}}
 	a := newVectorKey(t, "a", "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
 	b := newVectorKey(t, "b", "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb")
-	keys, err := json.MarshalIndent(map[string]any{"keys": []*vectorKey{a, b}}, "", "  ")
+	third := newVectorKey(t, "c", "c5aa8df43f9f837bedb7442f31dcb7b166d38535076f094b85ce3a2e0b4458f7")
+	keys, err := json.MarshalIndent(map[string]any{"keys": []*vectorKey{a, b, third}}, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +179,7 @@ func buildVectors(t *testing.T) *vectorSet {
 	manifestVectors(t, v, a, c)
 	capsuleVectors(t, v, a, c)
 	healVectors(t, v, a, b, c)
+	activationVectors(t, v, a, b, third, c)
 	exp, err := json.MarshalIndent(v.expected, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -1025,6 +1027,123 @@ func healVectors(t *testing.T, v *vectorSet, a, b *vectorKey, c *vectorCapsule) 
 		t.Fatalf("the second heal names %v, not the first heal and the event it signed again %v", got, ids(h1...))
 	}
 	v.addJournal(t, "journal-heal-set-aside-by-later-heal", tarOf(X, h1, Y, h2), 9, 3, checkOK)
+}
+
+// activationVectors are journal vectors of the small capsule after machine
+// a ran the agent under epoch 1 and b activated it at epoch 2 with a
+// holder.activated event (journal.ActivatedBody): what a wrote under
+// epoch 1 after the seq the activation names is set aside, and activations
+// a reader must not count.
+func activationVectors(t *testing.T, v *vectorSet, a, b, third *vectorKey, c *vectorCapsule) {
+	base := c.events(t) // a1, b1, a2, a3: all at epoch 0
+	a3, b1 := eventAt(t, base, a, 3), eventAt(t, base, b, 1)
+	event := func(k *vectorKey, seq uint64, prev string, clock, epoch uint64, typ, body string) *journal.Event {
+		t.Helper()
+		e, err := journal.NewEvent(k, journal.Stamp{Seq: seq, Prev: prev, Clock: clock, Epoch: epoch, Time: vectorTime.Add(time.Duration(clock) * time.Second)},
+			journal.Draft{Type: typ, Session: "s1", Turn: "t2", Body: json.RawMessage(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	// activation is k's holder.activated event at epoch, with the body
+	// given: holder, and from (the old holder's machine, epoch and seq).
+	activation := func(k *vectorKey, seq uint64, prev string, clock, epoch uint64, holder, from journal.Bound) *journal.Event {
+		t.Helper()
+		body, err := json.Marshal(journal.ActivatedBody{Holder: holder, From: from})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return event(k, seq, prev, clock, epoch, journal.ActivatedType, string(body))
+	}
+	message := func(role, text string) string {
+		return `{"role":"` + role + `","content":[{"type":"text","text":"` + text + `"}]}`
+	}
+	// a runs the agent under epoch 1 (a4, a5); b activates epoch 2,
+	// saying a's epoch 1 ended at seq 5; a runs on under epoch 1 (a6), or
+	// is edited offline at epoch 0 (a6edit).
+	a4 := event(a, 4, a3.ID, 4, 1, "message", message("user", "Run the tests."))
+	a5 := event(a, 5, a4.ID, 5, 1, "message", message("assistant", "Running them."))
+	ran := []*journal.Event{a4, a5}
+	endsAt5 := activation(b, 2, b1.ID, 6, 2, journal.Bound{Peer: b.PeerID, Epoch: 2}, journal.Bound{Peer: a.PeerID, Epoch: 1, Seq: 5})
+	a6 := event(a, 6, a5.ID, 7, 1, "message", message("assistant", "All tests pass."))
+	a6edit := event(a, 6, a5.ID, 7, 0, "message", message("user", "An edit made offline."))
+
+	// add adds a journal vector and checks that exactly the events named
+	// are kept aside.
+	add := func(name string, data []byte, aside []*journal.Event, readable int, expect ...string) {
+		t.Helper()
+		_, q, _ := readJournal(t, data)
+		var got, want []string
+		for _, e := range q {
+			got = append(got, e.ID)
+		}
+		for _, e := range aside {
+			want = append(want, e.ID)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: the code keeps aside %v, not %v", name, got, want)
+		}
+		v.addJournal(t, name, data, readable, len(aside), expect...)
+	}
+	none := []*journal.Event(nil)
+
+	add("journal-activation-sets-aside-a-stale-event", c.withJournal(t, base, ran, []*journal.Event{endsAt5, a6}),
+		[]*journal.Event{a6}, 7, checkOK)
+	add("journal-activation-leaves-an-offline-edit", c.withJournal(t, base, ran, []*journal.Event{endsAt5, a6edit}),
+		none, 8, checkOK)
+	// a6 and a6edit, both at a's seq 6, are no fork: the activation sets
+	// a6 aside before the chain is checked, and the edit stands.
+	add("journal-activation-sets-aside-one-side-of-a-fork", c.withJournal(t, base, ran, []*journal.Event{endsAt5, a6, a6edit}),
+		[]*journal.Event{a6}, 8, checkOK)
+
+	// Activations that count for nothing, so a6 stands: one written by a
+	// third machine naming b as the holder; one naming a's epoch 1 from
+	// epoch 1 (from.epoch not below its own); one whose holder.epoch is not
+	// the epoch it was written at.
+	byThird := activation(third, 1, "", 6, 2, journal.Bound{Peer: b.PeerID, Epoch: 2}, journal.Bound{Peer: a.PeerID, Epoch: 1, Seq: 5})
+	add("journal-activation-by-a-third-machine", c.withJournal(t, base, ran, []*journal.Event{byThird, a6}), none, 8, checkOK)
+	sameEpoch := activation(b, 2, b1.ID, 6, 1, journal.Bound{Peer: b.PeerID, Epoch: 1}, journal.Bound{Peer: a.PeerID, Epoch: 1, Seq: 5})
+	add("journal-activation-from-its-own-epoch", c.withJournal(t, base, ran, []*journal.Event{sameEpoch, a6}), none, 8, checkOK)
+	otherEpoch := activation(b, 2, b1.ID, 6, 3, journal.Bound{Peer: b.PeerID, Epoch: 2}, journal.Bound{Peer: a.PeerID, Epoch: 1, Seq: 5})
+	add("journal-activation-at-another-epoch-than-it-names", c.withJournal(t, base, ran, []*journal.Event{otherEpoch, a6}), none, 8, checkOK)
+
+	// An activation naming a's epoch 0 counts for nothing either: offline
+	// edits always stand, so a3 (at epoch 0, above the seq named) does.
+	fromZero := activation(b, 2, b1.ID, 4, 1, journal.Bound{Peer: b.PeerID, Epoch: 1}, journal.Bound{Peer: a.PeerID, Epoch: 0, Seq: 2})
+	add("journal-activation-from-epoch-0", c.withJournal(t, base, []*journal.Event{fromZero}), none, 5, checkOK)
+
+	// Three activations end a's epoch 1 at seqs 5, 4 and 6, in total
+	// order: the lowest wins, whoever wrote it, so a5 and a6 are set aside.
+	endsAt4 := activation(third, 1, "", 7, 3, journal.Bound{Peer: third.PeerID, Epoch: 3}, journal.Bound{Peer: a.PeerID, Epoch: 1, Seq: 4})
+	endsAt6 := activation(b, 3, endsAt5.ID, 8, 2, journal.Bound{Peer: b.PeerID, Epoch: 2}, journal.Bound{Peer: a.PeerID, Epoch: 1, Seq: 6})
+	add("journal-activation-lowest-of-three-seqs-wins", c.withJournal(t, base, ran, []*journal.Event{endsAt5, endsAt4, endsAt6, a6}),
+		[]*journal.Event{a5, a6}, 8, checkOK)
+
+	// An activation whose body leaves seq out (the old holder had written
+	// nothing, as b saw it) ends the epoch at seq 0: all of a's epoch 1.
+	endsAt0 := activation(b, 2, b1.ID, 6, 2, journal.Bound{Peer: b.PeerID, Epoch: 2}, journal.Bound{Peer: a.PeerID, Epoch: 1})
+	if bytes.Contains(endsAt0.Body, []byte(`"seq"`)) {
+		t.Fatalf("an activation from seq 0 writes its seq: %s", endsAt0.Body)
+	}
+	add("journal-activation-without-seq", c.withJournal(t, base, ran, []*journal.Event{endsAt0}), []*journal.Event{a4, a5}, 5, checkOK)
+
+	// An activation counts wherever it stands in its writer's chain: this
+	// one follows a gap in b's chain (b's seq 2 is missing), so it is
+	// quarantined, and still sets a6 aside.
+	b2 := event(b, 2, b1.ID, 6, 2, "message", message("assistant", "Taking over."))
+	afterGap := activation(b, 3, b2.ID, 7, 2, journal.Bound{Peer: b.PeerID, Epoch: 2}, journal.Bound{Peer: a.PeerID, Epoch: 1, Seq: 5})
+	add("journal-activation-after-a-gap", c.withJournal(t, base, ran, []*journal.Event{afterGap, a6}),
+		[]*journal.Event{afterGap, a6}, 6, checkBrokenChain)
+
+	// An offline edit chained after a stale event: the stale event is set
+	// aside, so the edit follows a gap in a's chain (Check says seq 6 is
+	// missing): a broken chain, and the edit is quarantined with it.
+	a7edit := event(a, 7, a6.ID, 8, 0, "message", message("user", "An edit made offline."))
+	add("journal-activation-offline-edit-after-a-stale-event", c.withJournal(t, base, ran, []*journal.Event{endsAt5, a6, a7edit}),
+		[]*journal.Event{a6, a7edit}, 7, checkBrokenChain)
 }
 
 func reversedLines(lines [][]byte) [][]byte {
