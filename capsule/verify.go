@@ -310,7 +310,7 @@ func checkJournal(c *Capsule, r *Report) {
 	r.Events = len(view) + len(quarantined) // each event once, a repeated line too
 	r.Quarantined = len(quarantined)
 	if len(problems) == 0 && len(quarantined) > 0 {
-		r.notef("%s: %d events set aside by a heal (%s): kept, not read", JournalFile, len(quarantined), journal.HealType)
+		r.notef("%s: %d events set aside (by a heal, or written under an epoch that had ended): kept, not read", JournalFile, len(quarantined))
 	}
 }
 

@@ -37,8 +37,8 @@ func boundOf(e *Event) (machine string, epoch, seq uint64, ok bool) {
 	if e.Type != ActivatedType {
 		return "", 0, 0, false
 	}
-	var b ActivatedBody
-	if json.Unmarshal(e.Body, &b) != nil {
+	b, ok := readActivated(e.Body)
+	if !ok {
 		return "", 0, 0, false
 	}
 	if b.Holder.Peer != e.Machine || b.Holder.Epoch != e.Epoch || b.From.Peer == "" || b.From.Peer == e.Machine ||
@@ -81,4 +81,50 @@ func (eb epochBounds) stale(e *Event) bool {
 	}
 	seq, ok := eb[e.Machine][e.Epoch]
 	return ok && e.Seq > seq
+}
+
+// readActivated reads a holder.activated body strictly: an object whose
+// "holder" and "from" members (those exact names) are objects with a
+// string "peer" and an integer "epoch", and for "from" an optional integer
+// "seq" (absent means 0); other members are ignored. A body of another
+// shape (a null, a string or a fraction where a number belongs, a member
+// spelt otherwise) counts for nothing.
+func readActivated(body []byte) (b ActivatedBody, ok bool) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return b, false
+	}
+	bound := func(raw json.RawMessage, withSeq bool) (Bound, bool) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil || m == nil || !isString(m["peer"]) {
+			return Bound{}, false
+		}
+		var bd Bound
+		if json.Unmarshal(m["peer"], &bd.Peer) != nil {
+			return Bound{}, false
+		}
+		var okE bool
+		if bd.Epoch, okE = wholeNumber(m["epoch"]); !okE {
+			return Bound{}, false
+		}
+		if raw, has := m["seq"]; has && withSeq {
+			if bd.Seq, okE = wholeNumber(raw); !okE {
+				return Bound{}, false
+			}
+		}
+		return bd, true
+	}
+	var okH, okF bool
+	b.Holder, okH = bound(top["holder"], false)
+	b.From, okF = bound(top["from"], true)
+	return b, okH && okF
+}
+
+// wholeNumber reads a JSON number that is a whole number from 0 to
+// 2^53-1.
+func wholeNumber(raw json.RawMessage) (uint64, bool) {
+	if len(raw) == 0 || raw[0] < '0' || raw[0] > '9' {
+		return 0, false
+	}
+	return parseSafeInt(raw)
 }

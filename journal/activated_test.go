@@ -77,3 +77,25 @@ func TestEventsAnOldHolderWritesUnderAnEpochThatEndedAreSetAside(t *testing.T) {
 		}
 	})
 }
+
+func TestAnActivationBodyIsReadStrictly(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"from":{"epoch":1,"peer":"a","seq":5},"holder":{"epoch":2,"peer":"b"}}`:        true,
+		`{"from":{"epoch":1,"peer":"a"},"holder":{"epoch":2,"peer":"b"},"note":"newer"}`: true,
+		`{"From":{"epoch":1,"peer":"a","seq":5},"holder":{"epoch":2,"peer":"b"}}`:        false,
+		`{"from":{"epoch":1,"peer":"a","seq":null},"holder":{"epoch":2,"peer":"b"}}`:     false,
+		`{"from":{"epoch":1.5,"peer":"a","seq":5},"holder":{"epoch":2,"peer":"b"}}`:      false,
+		`{"from":{"epoch":1,"peer":"a","seq":"5"},"holder":{"epoch":2,"peer":"b"}}`:      false,
+		`{"from":{"epoch":1,"PEER":"a","seq":5},"holder":{"epoch":2,"peer":"b"}}`:        false,
+		`{"from":null,"holder":{"epoch":2,"peer":"b"}}`:                                  false,
+		`{"from":{"epoch":-1,"peer":"a","seq":5},"holder":{"epoch":2,"peer":"b"}}`:       false,
+	} {
+		canon, err := Canonical([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := readActivated(canon); ok != want {
+			t.Errorf("%s: read %v, want %v", body, ok, want)
+		}
+	}
+}

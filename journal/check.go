@@ -173,8 +173,15 @@ func analyseMachine(chain []*Event, bounds epochBounds) *machineChain {
 	if len(kept) == 0 {
 		return c
 	}
+	var aside map[uint64]bool // seqs of events set aside, for the messages
+	for _, e := range c.aside {
+		if aside == nil {
+			aside = map[uint64]bool{}
+		}
+		aside[e.Seq] = true
+	}
 	var cut uint64
-	c.problems, cut = analyseChain(kept)
+	c.problems, cut = analyseChain(kept, aside)
 	if cut == 0 {
 		c.line = kept
 		return c
@@ -191,8 +198,10 @@ func analyseMachine(chain []*Event, bounds epochBounds) *machineChain {
 }
 
 // analyseChain checks one machine's events, sorted by seq then id, without
-// repeats. cut is the first unreadable seq, 0 if all are readable.
-func analyseChain(chain []*Event) (problems []error, cut uint64) {
+// repeats. cut is the first unreadable seq, 0 if all are readable. aside
+// are the seqs of the machine's events set aside (by a heal or an ended
+// epoch), which a gap names as such.
+func analyseChain(chain []*Event, aside map[uint64]bool) (problems []error, cut uint64) {
 	machine := chain[0].Machine
 	mark := func(seq uint64) {
 		if cut == 0 || seq < cut {
@@ -214,9 +223,12 @@ func analyseChain(chain []*Event) (problems []error, cut uint64) {
 		group := chain[:n]
 		chain = chain[n:]
 		if seq > next {
-			if seq == next+1 {
+			switch {
+			case aside[next]:
+				broken(seq, "seq %d is set aside (by a heal, or written under an epoch that had ended)", next)
+			case seq == next+1:
 				broken(seq, "seq %d is missing", next)
-			} else {
+			default:
 				broken(seq, "seqs %d to %d are missing", next, seq-1)
 			}
 			before = nil
