@@ -332,49 +332,51 @@ func (s *Store) With(agent string, f func(d *capsule.Dir) error) error {
 }
 
 // Append appends drafts to the agent's journal as events signed by s, at
-// the given holder epoch (0 for an offline edit). The
-// store claims the machine's chain of the agent for as long as it holds
-// the capsule open (see ClaimChain), so that no other copy of the agent
-// on this machine is signed meanwhile.
-func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer, epoch uint64, drafts []journal.Draft) ([]*journal.Event, error) {
-	oc, done, err := s.useOpen(agent)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	if err := s.claim(ctx, oc, signer.Machine(), false); err != nil {
-		return nil, err
-	}
-	return oc.d.Append(ctx, signer, epoch, drafts...)
+// the given holder epoch (0 for an offline edit).
+func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer, epoch uint64, drafts []journal.Draft) (evs []*journal.Event, err error) {
+	err = s.sign(ctx, agent, signer.Machine(), false, func(d *capsule.Dir) error {
+		evs, err = d.Append(ctx, signer, epoch, drafts...)
+		return err
+	})
+	return evs, err
 }
 
 // AppendReserved is Append of event types only tern writes (see
 // capsule.Dir.AppendReserved).
-func (s *Store) AppendReserved(ctx context.Context, agent string, signer journal.Signer, epoch uint64, drafts []journal.Draft) ([]*journal.Event, error) {
-	oc, done, err := s.useOpen(agent)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	if err := s.claim(ctx, oc, signer.Machine(), false); err != nil {
-		return nil, err
-	}
-	return oc.d.AppendReserved(ctx, signer, epoch, drafts...)
+func (s *Store) AppendReserved(ctx context.Context, agent string, signer journal.Signer, epoch uint64, drafts []journal.Draft) (evs []*journal.Event, err error) {
+	err = s.sign(ctx, agent, signer.Machine(), false, func(d *capsule.Dir) error {
+		evs, err = d.AppendReserved(ctx, signer, epoch, drafts...)
+		return err
+	})
+	return evs, err
 }
 
 // Heal heals the forks of the signer's chain in the agent's capsule (see
 // capsule.Dir.Heal), taking the machine's chain over if the copy it was
 // last written in is gone.
-func (s *Store) Heal(ctx context.Context, agent string, signer journal.Signer) ([]*journal.Event, error) {
+func (s *Store) Heal(ctx context.Context, agent string, signer journal.Signer) (evs []*journal.Event, err error) {
+	err = s.sign(ctx, agent, signer.Machine(), true, func(d *capsule.Dir) error {
+		evs, err = d.Heal(ctx, signer)
+		return err
+	})
+	return evs, err
+}
+
+// sign runs f, which signs events as machine, with the agent's open
+// capsule, once the store has claimed the machine's chain of the agent.
+// The store keeps the claim for as long as it holds the capsule open (see
+// ClaimChain), so that no other copy of the agent on this machine is
+// signed meanwhile.
+func (s *Store) sign(ctx context.Context, agent, machine string, takeOver bool, f func(d *capsule.Dir) error) error {
 	oc, done, err := s.useOpen(agent)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer done()
-	if err := s.claim(ctx, oc, signer.Machine(), true); err != nil {
-		return nil, err
+	if err := s.claim(ctx, oc, machine, takeOver); err != nil {
+		return err
 	}
-	return oc.d.Heal(ctx, signer)
+	return f(oc.d)
 }
 
 // chainClaimWait bounds how long the store waits for another writer of
