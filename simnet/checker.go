@@ -1,115 +1,137 @@
 package simnet
 
 import (
+	"fmt"
+
 	"github.com/tern-dev/tern/fencing"
 )
 
-// checker keeps the ground truth the invariants are checked against: every
-// decision ever written on each node (across crashes and lost registries)
-// and where each epoch was activated.
-type checker struct {
-	n            int
+// Ledger is the ground truth the checker of every layer (the model here,
+// the node layer on real node code) holds the nodes to: every decision
+// each node ever wrote, across crashes and lost registries, and where and
+// when each epoch was activated. Its checks return what is wrong, or nil.
+// It is not safe for concurrent use.
+type Ledger struct {
+	names        []string
 	decided      [][]fencing.Decision // node → epoch → first decision ever written
 	activatedOn  []int32              // epoch → node, -1 if never
 	activatedAt  []int64              // epoch → time of activation
 	maxActivated uint64
 }
 
-func (c *checker) init(n int) {
-	c.n = n
-	c.decided = make([][]fencing.Decision, n)
-}
-
-func (c *checker) reset() {
-	for i := range c.decided {
-		clear(c.decided[i])
-		c.decided[i] = c.decided[i][:0]
+// Reset starts a run of nodes with these names (used in what the checks
+// report).
+func (l *Ledger) Reset(names []string) {
+	l.names = names
+	for len(l.decided) < len(names) {
+		l.decided = append(l.decided, nil)
 	}
-	c.activatedOn = c.activatedOn[:0]
-	c.activatedAt = c.activatedAt[:0]
-	c.maxActivated = 0
+	l.decided = l.decided[:len(names)]
+	for i := range l.decided {
+		clear(l.decided[i])
+		l.decided[i] = l.decided[i][:0]
+	}
+	l.activatedOn = l.activatedOn[:0]
+	l.activatedAt = l.activatedAt[:0]
+	l.maxActivated = 0
 }
 
-func (c *checker) boot(r *Runner, h *host, rec *fencing.Record) {
+// Boot records the decisions of the record node starts with.
+func (l *Ledger) Boot(node int, rec *fencing.Record, now int64) error {
 	for _, d := range rec.Decisions {
-		c.decide(r, h, d)
+		if err := l.Decide(node, d, now); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
-// decide checks one decision record written on h: never a different
+// Decide checks one decision record written on node: never a different
 // decision for the same epoch on the same node, ever; each epoch activated
 // on one node only, ever.
-func (c *checker) decide(r *Runner, h *host, d fencing.Decided) {
+func (l *Ledger) Decide(node int, d fencing.Decided, now int64) error {
 	e := int(d.Epoch)
-	ds := c.decided[h.idx]
+	ds := l.decided[node]
 	for len(ds) <= e {
 		ds = append(ds, fencing.Undecided)
 	}
-	c.decided[h.idx] = ds
+	l.decided[node] = ds
 	if was := ds[e]; was != fencing.Undecided && was != d.Decision {
-		r.violation("%s decided %v for epoch %d after deciding %v", h.id, d.Decision, e, was)
-		return
+		return fmt.Errorf("%s decided %v for epoch %d after deciding %v", l.names[node], d.Decision, e, was)
 	}
 	ds[e] = d.Decision
 	if d.Decision != fencing.Activated {
-		return
+		return nil
 	}
-	for len(c.activatedOn) <= e {
-		c.activatedOn = append(c.activatedOn, -1)
-		c.activatedAt = append(c.activatedAt, 0)
+	for len(l.activatedOn) <= e {
+		l.activatedOn = append(l.activatedOn, -1)
+		l.activatedAt = append(l.activatedAt, 0)
 	}
-	if on := c.activatedOn[e]; on >= 0 && int(on) != h.idx {
-		r.violation("epoch %d activated on n%d and on %s", e, on, h.id)
-		return
+	if on := l.activatedOn[e]; on >= 0 && int(on) != node {
+		return fmt.Errorf("epoch %d activated on %s and on %s", e, l.names[on], l.names[node])
 	}
-	if c.activatedOn[e] < 0 {
-		c.activatedOn[e] = int32(h.idx)
-		c.activatedAt[e] = r.now
+	if l.activatedOn[e] < 0 {
+		l.activatedOn[e] = int32(node)
+		l.activatedAt[e] = now
 	}
-	c.maxActivated = max(c.maxActivated, d.Epoch)
+	l.maxActivated = max(l.maxActivated, d.Epoch)
+	return nil
 }
 
-// persist checks a record h is about to save against the one it holds:
-// registries only move forward, decision records are never changed or
-// removed.
-func (c *checker) persist(r *Runner, h *host, rec *fencing.Record) {
-	old := &h.saved
+// Persist checks a record node is about to save against old, the one its
+// registry holds: registries only move forward, decision records are
+// never changed or removed. It records the new decisions.
+func (l *Ledger) Persist(node int, old, rec *fencing.Record, now int64) error {
+	name := l.names[node]
 	switch {
 	case rec.Highest < old.Highest:
-		r.violation("%s's highest epoch went back from %d to %d", h.id, old.Highest, rec.Highest)
-		return
+		return fmt.Errorf("%s's highest epoch went back from %d to %d", name, old.Highest, rec.Highest)
 	case rec.Floor < old.Floor:
-		r.violation("%s's floor went back from %d to %d", h.id, old.Floor, rec.Floor)
-		return
+		return fmt.Errorf("%s's floor went back from %d to %d", name, old.Floor, rec.Floor)
 	case len(rec.Decisions) < len(old.Decisions):
-		r.violation("%s removed decision records", h.id)
-		return
+		return fmt.Errorf("%s removed decision records", name)
 	}
 	for i, d := range old.Decisions {
 		if rec.Decisions[i] != d {
-			r.violation("%s changed its decision record for epoch %d from %v to %v", h.id, d.Epoch, d.Decision, rec.Decisions[i].Decision)
-			return
+			return fmt.Errorf("%s changed its decision record for epoch %d from %v to %v", name, d.Epoch, d.Decision, rec.Decisions[i].Decision)
 		}
 	}
 	for _, d := range rec.Decisions[len(old.Decisions):] {
-		c.decide(r, h, d)
+		if err := l.Decide(node, d, now); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
-// run checks a node that starts its runtime: it has persisted activated for
-// its epoch, and no newer epoch was ever activated anywhere (runs go in
-// epoch order, so every fencing token only grows).
-func (c *checker) run(r *Runner, h *host) {
-	s := &h.saved
-	x := s.Epoch
+// Run checks a node that starts running the agent under saved, the record
+// its registry holds: it has persisted activated for its epoch, and no
+// newer epoch was ever activated anywhere (runs go in epoch order, so
+// every fencing token only grows).
+func (l *Ledger) Run(node int, saved *fencing.Record) error {
+	x := saved.Epoch
+	name := l.names[node]
 	switch {
-	case s.State != fencing.Active || s.Decision(x) != fencing.Activated:
-		r.violation("%s runs without a persisted activation (record %v at %d)", h.id, s.State, x)
-	case x != c.maxActivated:
-		r.violation("%s runs at epoch %d although epoch %d was activated", h.id, x, c.maxActivated)
-	case c.activatedOn[x] != int32(h.idx):
-		r.violation("%s runs epoch %d, activated on n%d", h.id, x, c.activatedOn[x])
+	case saved.State != fencing.Active || saved.Decision(x) != fencing.Activated:
+		return fmt.Errorf("%s runs without a persisted activation (record %v at %d)", name, saved.State, x)
+	case x != l.maxActivated:
+		return fmt.Errorf("%s runs at epoch %d although epoch %d was activated", name, x, l.maxActivated)
+	case l.activatedOn[x] != int32(node):
+		return fmt.Errorf("%s runs epoch %d, activated on %s", name, x, l.names[l.activatedOn[x]])
 	}
+	return nil
+}
+
+// MaxActivated is the newest epoch activated anywhere.
+func (l *Ledger) MaxActivated() uint64 { return l.maxActivated }
+
+// Activated returns the node that activated epoch and when; ok is false if
+// no node did.
+func (l *Ledger) Activated(epoch uint64) (node int, at int64, ok bool) {
+	if epoch >= uint64(len(l.activatedOn)) || l.activatedOn[epoch] < 0 {
+		return 0, 0, false
+	}
+	return int(l.activatedOn[epoch]), l.activatedAt[epoch], true
 }
 
 // check runs after every step: at most one runner. (What a step does to a
@@ -117,6 +139,13 @@ func (c *checker) run(r *Runner, h *host) {
 func (r *Runner) check() {
 	if r.runners > 1 && !r.violated {
 		r.violation("%d nodes run the agent: %s", r.runners, r.describe())
+	}
+}
+
+// fail reports err, if any, as the run's violation.
+func (r *Runner) fail(err error) {
+	if err != nil {
+		r.violation("%v", err)
 	}
 }
 
@@ -165,8 +194,8 @@ func (r *Runner) quiescent() bool {
 			r.violation("%s has staging files left at quiescence", h.id)
 		case s.State == fencing.Active && !h.running:
 			r.violation("%s holds the agent but does not run it: %s", h.id, r.describe())
-		case h.running && s.Epoch != r.chk.maxActivated:
-			r.violation("%s runs epoch %d at quiescence, newest activated %d", h.id, s.Epoch, r.chk.maxActivated)
+		case h.running && s.Epoch != r.chk.MaxActivated():
+			r.violation("%s runs epoch %d at quiescence, newest activated %d", h.id, s.Epoch, r.chk.MaxActivated())
 		case h.running && h.store != r.cur:
 			r.violation("%s runs a capsule that is not the latest: %v, want %v", h.id, h.store, r.cur)
 		}

@@ -137,7 +137,7 @@ func (r *Runner) apply(h *host) {
 			h.stagedOK |= 1 << f
 		}
 		if rd.Persist {
-			r.chk.persist(r, h, &rd.Record)
+			r.fail(r.chk.Persist(h.idx, &h.saved.Record, &rd.Record, r.now))
 			if err := h.reg.Save(AgentID, rd.Record); err != nil {
 				r.violation("%s persist: %v", h.id, err)
 				return
@@ -222,7 +222,7 @@ func (r *Runner) setRunning(h *host, on bool) {
 		r.violation("%d nodes run the agent: %s", r.runners, r.describe())
 		return
 	}
-	r.chk.run(r, h)
+	r.fail(r.chk.Run(h.idx, &h.saved.Record))
 }
 
 // deliver hands message i of the slab to h.

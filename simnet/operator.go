@@ -34,12 +34,12 @@ func (r *Runner) operate() bool {
 			return false
 		}
 	}
-	e := r.chk.maxActivated
-	if int(e) >= len(r.chk.activatedOn) {
+	on, at, ok := r.chk.Activated(r.chk.MaxActivated())
+	if !ok {
 		return false
 	}
-	l := r.hosts[r.chk.activatedOn[e]]
-	if l.lostAt < r.chk.activatedAt[e] || l.lost {
+	l := r.hosts[on]
+	if l.lostAt < at || l.lost {
 		return false
 	}
 	for _, h := range r.hosts {

@@ -128,7 +128,7 @@ type Runner struct {
 	content  contentTable
 	cur      versions // the capsule as the runner last wrote it
 	runners  int
-	chk      checker
+	chk      Ledger
 	trace    io.Writer
 	hash     uint64
 	violated bool
@@ -144,7 +144,6 @@ func NewRunner(opt Options) *Runner {
 	for i := 0; i < n; i++ {
 		r.hosts = append(r.hosts, newHost(r, i, n))
 	}
-	r.chk.init(n)
 	return r
 }
 
@@ -175,7 +174,11 @@ func (r *Runner) reset(seed uint64) {
 	r.parts = r.parts[:0]
 	r.content.reset()
 	r.cur = versions{}
-	r.chk.reset()
+	names := make([]string, len(r.hosts))
+	for i, h := range r.hosts {
+		names[i] = h.id
+	}
+	r.chk.Reset(names)
 	for _, h := range r.hosts {
 		h.reset()
 	}
@@ -214,7 +217,7 @@ func (r *Runner) start() {
 		if i == 0 {
 			rec = fencing.Created(h.id)
 		}
-		r.chk.boot(r, h, &rec)
+		r.fail(r.chk.Boot(h.idx, &rec, r.now))
 		if err := h.reg.Save(AgentID, rec); err != nil {
 			r.violation("boot %s: %v", h.id, err)
 			return
