@@ -48,6 +48,15 @@ var emptyIndex = []byte("{\"entries\":[]}\n")
 // 0. dir must not exist, or be an empty folder. The capsule is built in a
 // sibling staging folder and appears under dir only when complete.
 func New(dir, name, holder string) (*Capsule, error) {
+	return NewWithID(dir, NewAgentID(), name, holder)
+}
+
+// NewWithID is New for the agent id given instead of a fresh one: the
+// simulator makes the same capsule in every run of a seed.
+func NewWithID(dir, id, name, holder string) (*Capsule, error) {
+	if !ValidAgentID(id) {
+		return nil, fmt.Errorf("new capsule: %q is not an agent id (a UUID)", id)
+	}
 	if name == "" {
 		return nil, fmt.Errorf("new capsule: the agent needs a name")
 	}
@@ -76,7 +85,7 @@ func New(dir, name, holder string) (*Capsule, error) {
 		SnapshotFile:    snap,
 		EnvironmentFile: spec,
 	}
-	m := &Manifest{ID: NewAgentID(), Holder: Holder{Peer: holder}}
+	m := &Manifest{ID: id, Holder: Holder{Peer: holder}}
 	if err := writeNewCapsule(dir, m, files, nil); err != nil {
 		return nil, fmt.Errorf("new capsule: %w", err)
 	}

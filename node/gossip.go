@@ -30,17 +30,34 @@ const seenEvents = 1 << 16
 // brings whatever gossip missed.
 type gossip struct {
 	n    *Node
-	ps   *pubsub.PubSub
+	net  topicNet
 	seen *lru.Cache[string, struct{}]
 
-	mu     sync.Mutex
-	topics map[string]*pubsub.Topic
-	link   map[string]*sync.Mutex // per agent: a chain-link check and its store are one step
+	mu         sync.Mutex
+	publishers map[string]func(context.Context, []byte) error // by agent, once joined
+	link       map[string]*sync.Mutex                         // per agent: a chain-link check and its store are one step
+}
+
+// validator decides what gossip does with a message on a topic, as a
+// GossipSub validator does: Accept forwards it, Ignore and Reject do not.
+// from passed it on; origin published it.
+type validator = func(ctx context.Context, from, origin peer.ID, data []byte) pubsub.ValidationResult
+
+// topicNet is what gossip needs of the network: to take part in a topic,
+// each message going through a validator, and to publish on it. GossipSub
+// is one (pubsubTopics); a host that carries its own gossip, such as the
+// simulator's in-memory one, is another.
+type topicNet interface {
+	Join(topic string, v validator) (publish func(context.Context, []byte) error, err error)
 }
 
 func startGossip(ctx context.Context, n *Node) (*gossip, error) {
 	seen, _ := lru.New[string, struct{}](seenEvents)
-	g := &gossip{n: n, seen: seen, topics: map[string]*pubsub.Topic{}, link: map[string]*sync.Mutex{}}
+	g := &gossip{n: n, seen: seen, publishers: map[string]func(context.Context, []byte) error{}, link: map[string]*sync.Mutex{}}
+	if t, ok := n.host.(topicNet); ok {
+		g.net = t
+		return g, nil
+	}
 	ps, err := pubsub.NewGossipSub(ctx, n.host,
 		pubsub.WithPeerFilter(g.admits),
 		pubsub.WithSubscriptionFilter(subscriptions{g}),
@@ -54,8 +71,30 @@ func startGossip(ctx context.Context, n *Node) (*gossip, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start gossip: %w", err)
 	}
-	g.ps = ps
+	g.net = pubsubTopics{ps}
 	return g, nil
+}
+
+// pubsubTopics is GossipSub as a topicNet.
+type pubsubTopics struct{ ps *pubsub.PubSub }
+
+// Join registers v as the topic's validator, then relays the topic: checked
+// messages are forwarded without a subscription.
+func (t pubsubTopics) Join(topic string, v validator) (func(context.Context, []byte) error, error) {
+	err := t.ps.RegisterTopicValidator(topic, func(ctx context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+		return v(ctx, from, m.GetFrom(), m.GetData())
+	})
+	if err != nil {
+		return nil, err
+	}
+	tp, err := t.ps.Join(topic)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tp.Relay(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, data []byte) error { return tp.Publish(ctx, data) }, nil
 }
 
 // agentOfTopic returns the agent whose events topic carries.
@@ -98,26 +137,18 @@ func (f subscriptions) FilterIncomingSubscriptions(from peer.ID, subs []*pb.RPC_
 	}), nil
 }
 
-// join takes part in the agent's topic (idempotent): its validator first,
-// then relaying, which forwards checked messages without a subscription.
+// join takes part in the agent's topic (idempotent).
 func (g *gossip) join(agent string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if _, ok := g.topics[agent]; ok {
+	if _, ok := g.publishers[agent]; ok {
 		return nil
 	}
-	name := topicPrefix + agent
-	if err := g.ps.RegisterTopicValidator(name, g.validator(agent)); err != nil {
-		return err
-	}
-	t, err := g.ps.Join(name)
+	publish, err := g.net.Join(topicPrefix+agent, g.validator(agent))
 	if err != nil {
 		return err
 	}
-	if _, err := t.Relay(); err != nil {
-		return err
-	}
-	g.topics[agent] = t
+	g.publishers[agent] = publish
 	g.link[agent] = &sync.Mutex{}
 	return nil
 }
@@ -125,13 +156,13 @@ func (g *gossip) join(agent string) error {
 // publish sends events this node wrote to the agent's topic.
 func (g *gossip) publish(ctx context.Context, agent string, events []*journal.Event) {
 	g.mu.Lock()
-	t := g.topics[agent]
+	publish := g.publishers[agent]
 	g.mu.Unlock()
-	if t == nil {
+	if publish == nil {
 		return
 	}
 	for _, e := range events {
-		if err := t.Publish(ctx, e.Line()); err != nil {
+		if err := publish(ctx, e.Line()); err != nil {
 			g.n.log.Debug("gossip publish", "agent", agent, "event", e.ID, "err", err)
 			return
 		}
@@ -140,28 +171,28 @@ func (g *gossip) publish(ctx context.Context, agent string, events []*journal.Ev
 
 // validator checks a message on the agent's topic and, if it is an event
 // that extends a chain this node holds, stores it before it is forwarded.
-func (g *gossip) validator(agent string) pubsub.ValidatorEx {
-	return func(ctx context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+func (g *gossip) validator(agent string) validator {
+	return func(ctx context.Context, from, origin peer.ID, data []byte) pubsub.ValidationResult {
 		if from == g.n.host.ID() {
 			return pubsub.ValidationAccept // our own events, stored before they were published
 		}
-		result := g.check(ctx, agent, from, m)
+		result := g.check(ctx, agent, from, origin, data)
 
 		g.n.stats.gossip.WithLabelValues(resultName(result)).Inc()
 		return result
 	}
 }
 
-func (g *gossip) check(ctx context.Context, agent string, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
-	if !g.admits(from, m.GetTopic()) {
+func (g *gossip) check(ctx context.Context, agent string, from, origin peer.ID, data []byte) pubsub.ValidationResult {
+	if !g.admits(from, topicPrefix+agent) {
 		return pubsub.ValidationReject
 	}
-	e, err := journal.ParseLine(m.GetData())
+	e, err := journal.ParseLine(data)
 	if err != nil {
-		g.n.store.Reject(agent, from.String(), m.GetData(), fmt.Errorf("gossip: %w", err))
+		g.n.store.Reject(agent, from.String(), data, fmt.Errorf("gossip: %w", err))
 		return pubsub.ValidationReject
 	}
-	if m.GetFrom().String() != e.Machine {
+	if origin.String() != e.Machine {
 		g.n.log.Warn("gossip: a message carried an event of another machine than its sender", "agent", agent, "peer", from, "event", e.ID)
 		return pubsub.ValidationReject
 	}

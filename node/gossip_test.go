@@ -39,7 +39,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func inTopic(n *Node, agent string, p peer.ID) bool {
-	return slices.Contains(n.gossip.ps.ListPeers(topicPrefix+agent), p)
+	return slices.Contains(n.gossip.net.(pubsubTopics).ps.ListPeers(topicPrefix+agent), p)
 }
 
 func eventCount(t *testing.T, n *Node, agent string) int {

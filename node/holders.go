@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +37,12 @@ const WorkspacesDir = "workspaces"
 // DefaultTick is how often the node ticks its fencing machines: the unit
 // of their timeouts (Timing).
 const DefaultTick = 100 * time.Millisecond
+
+// warmLinger is how long a workspace warmed for a migration that never
+// proposed (the source gave up before freezing, or while frozen) stays in
+// the staging area: a retry soon after writes only what changed; after
+// that, it is discarded.
+const warmLinger = time.Minute
 
 // timing is the machines' timing in ticks of DefaultTick: retry after
 // half a second, give up a silent target after 30 s (preparing a large
@@ -83,6 +91,7 @@ type holder struct {
 	ws      sync.Mutex
 	staged  *capsule.Snapshot // what staging/<agent>/workspace holds; nil: nothing known
 	wsStale bool              // the machine emptied the staging area: discard the workspace before use
+	warmed  time.Time         // when the workspace was last brought up to date
 }
 
 // migration is what a node that started a migration reports of it.
@@ -139,6 +148,9 @@ func startHolders(n *Node) (*holders, error) {
 		return nil, err
 	}
 	hs := &holders{n: n, reg: reg, inc: newIncarnation(), by: map[string]*holder{}}
+	if sim := n.cfg.sim; sim != nil {
+		hs.inc, reg.saving = sim.incarnation, sim.saving
+	}
 	for _, id := range ids {
 		if _, err := hs.adopt(id); err != nil {
 			n.log.Warn("no fencing for a held capsule", "agent", id, "err", err)
@@ -149,8 +161,12 @@ func startHolders(n *Node) (*holders, error) {
 
 // config is the machine config of agent on this node.
 func (hs *holders) config(h *holder) fencing.Config {
-	return fencing.Config{Self: hs.n.id.Machine(), Agent: h.agent, Peers: hs.peerIDs(), Incarnation: hs.inc,
+	cfg := fencing.Config{Self: hs.n.id.Machine(), Agent: h.agent, Peers: hs.peerIDs(), Incarnation: hs.inc,
 		Timing: timing, Strict: hs.n.cfg.Strict, Have: func(f fencing.File) bool { return hs.have(h, f) }}
+	if sim := hs.n.cfg.sim; sim != nil {
+		cfg.Flaw = sim.flaw
+	}
+	return cfg
 }
 
 // peerIDs is the paired peers' ids.
@@ -219,6 +235,11 @@ func (hs *holders) adopt(agent string) (*holder, error) {
 		h.failed = err
 		return h, err
 	}
+	if h.m.State() != fencing.Staging {
+		// What an earlier run warmed or staged for a migration that
+		// never came to be.
+		os.RemoveAll(filepath.Join(hs.n.home, StagingDir, agent))
+	}
 	hs.apply(h)
 	return h, nil
 }
@@ -276,7 +297,8 @@ func (hs *holders) step(h *holder, msg fencing.Message) error {
 	return nil
 }
 
-// tick advances every machine with a timer armed by one tick.
+// tick advances every machine with a timer armed by one tick, in the
+// order of their agents.
 func (hs *holders) tick() {
 	hs.mu.Lock()
 	all := make([]*holder, 0, len(hs.by))
@@ -284,11 +306,16 @@ func (hs *holders) tick() {
 		all = append(all, h)
 	}
 	hs.mu.Unlock()
+	slices.SortFunc(all, func(a, b *holder) int { return strings.Compare(a.agent, b.agent) })
 	for _, h := range all {
 		h.mu.Lock()
 		if h.failed == nil && (!h.m.Idle() || h.m.HasReady()) {
 			h.m.Tick()
 			hs.apply(h)
+		}
+		if h.staged != nil && !h.wsStale && h.m.State() != fencing.Staging && time.Since(h.warmed) > warmLinger {
+			h.wsStale = true
+			hs.n.spawn(func() { hs.freshWorkspace(h) })
 		}
 		h.mu.Unlock()
 	}
@@ -351,6 +378,10 @@ func (hs *holders) apply(h *holder) {
 		}
 		if rd.Run {
 			h.running = true
+			if sim := hs.n.cfg.sim; sim != nil {
+				saved, _, _ := hs.reg.Load(h.agent)
+				sim.runs(h.agent, saved)
+			}
 		}
 		for _, ev := range rd.Events {
 			hs.event(h, ev)
@@ -531,6 +562,9 @@ func (hs *holders) event(h *holder, ev fencing.Event) {
 		log = hs.n.log.Warn
 	}
 	log("fencing: "+ev.Kind.String(), "agent", h.agent, "epoch", ev.Epoch, "peer", ev.Peer, "err", ev.Err)
+	if sim := hs.n.cfg.sim; sim != nil {
+		sim.event(h.agent, ev)
+	}
 	if ev.Kind == fencing.EvOverride || ev.Kind == fencing.EvOverrideRefused {
 		hs.n.log.Warn("fencing: an operator's override", "agent", h.agent, "outcome", ev.Kind.String(), "epoch", ev.Epoch, "what", ev.Err)
 		if h.resolve != nil {
@@ -699,7 +733,7 @@ func (hs *holders) warm(h *holder) error {
 		return err
 	}
 	h.mu.Lock()
-	h.staged = snap
+	h.staged, h.warmed = snap, time.Now()
 	h.mu.Unlock()
 	return nil
 }
@@ -773,6 +807,17 @@ func (hs *holders) state(agent string) (protocol.HolderState, error) {
 		st.State = rec.State.String()
 	}
 	return st, nil
+}
+
+// runs reports whether the agent runs on this node.
+func (n *Node) runs(agent string) bool {
+	h, err := n.holders.get(agent)
+	if err != nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.running
 }
 
 // Outcome is what a migration came to, as tern migrate reports it.

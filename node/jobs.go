@@ -27,7 +27,7 @@ func startJob[K comparable](n *Node, j *jobs[K], k K, level int, work func(level
 		return
 	}
 	j.running[k] = true
-	n.wg.Go(func() {
+	n.wg.Go(n.held(func() {
 		for {
 			work(level)
 			n.mu.Lock()
@@ -40,5 +40,5 @@ func startJob[K comparable](n *Node, j *jobs[K], k K, level int, work func(level
 			}
 			n.mu.Unlock()
 		}
-	})
+	}))
 }

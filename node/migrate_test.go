@@ -55,17 +55,6 @@ func heldBy(t *testing.T, n *Node, edit func(dir string)) string {
 	return id
 }
 
-// runs reports whether the agent runs on n.
-func (n *Node) runs(agent string) bool {
-	h, err := n.holders.get(agent)
-	if err != nil {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.running
-}
-
 func say(t *testing.T, n *Node, agent, text string) *journal.Event {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": text}}})

@@ -67,6 +67,10 @@ type Config struct {
 	// newHost makes the libp2p host instead of libp2pHost: tests run nodes
 	// on mocknet hosts, whose links they can cut.
 	newHost func(*Identity, *gater, Config) (host.Host, error)
+
+	// sim, set by the simulator's node layer (simlayer.go), runs the node
+	// without the HTTP API and tells the simulator what its checker needs.
+	sim *simHooks
 }
 
 // Info is node.json: where a running node's API is and who it is.
@@ -216,16 +220,22 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 			log.Warn("LAN discovery is off", "err", err)
 		}
 	}
-	if err := n.serveAPI(); err != nil {
-		n.Close()
-		return nil, err
+	if cfg.sim == nil {
+		if err := n.serveAPI(); err != nil {
+			n.Close()
+			return nil, err
+		}
+	} else {
+		n.info.PeerID = h.ID().String()
 	}
-	n.wg.Go(n.antiEntropy)
-	tick := cfg.tick
-	if tick <= 0 {
-		tick = DefaultTick
+	if cfg.sim == nil { // the simulator ticks the node itself
+		n.wg.Go(n.antiEntropy)
+		tick := cfg.tick
+		if tick <= 0 {
+			tick = DefaultTick
+		}
+		n.wg.Go(func() { n.holders.run(tick) })
 	}
-	n.wg.Go(func() { n.holders.run(tick) })
 	log.Info("node running", "peer", h.ID(), "addrs", h.Addrs(), "api", n.info.API)
 	started = true
 	return n, nil
@@ -281,7 +291,24 @@ func (n *Node) spawn(f func()) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.ctx.Err() == nil {
-		n.wg.Go(f)
+		n.wg.Go(n.held(f))
+	}
+}
+
+// held returns f as it is, or, in the simulator, f waiting for the run to
+// let it start: there, one goroutine runs at a time.
+func (n *Node) held(f func()) func() {
+	sim := n.cfg.sim
+	if sim == nil {
+		return f
+	}
+	turn := sim.gate.hold()
+	return func() {
+		select {
+		case <-turn:
+		case <-n.ctx.Done():
+		}
+		f()
 	}
 }
 

@@ -29,6 +29,10 @@ type fileRegistry struct {
 	// not: the file was gone when the node holding their capsules
 	// started. Load answers ErrRegistryLost for them until saved.
 	lost map[string]bool
+
+	// saving, in the simulator, is shown every record before it is
+	// saved, with the one it replaces.
+	saving func(agent string, old, rec *fencing.Record)
 }
 
 var _ fencing.Registry = (*fileRegistry)(nil)
@@ -77,6 +81,13 @@ func (g *fileRegistry) Save(agent string, rec fencing.Record) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.saving != nil {
+		old := g.recs[agent]
+		if g.lost[agent] {
+			old = fencing.Record{}
+		}
+		g.saving(agent, &old, &rec)
+	}
 	next := make(map[string]fencing.Record, len(g.recs)+1)
 	for k, v := range g.recs {
 		next[k] = v

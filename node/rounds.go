@@ -34,13 +34,19 @@ func (n *Node) antiEntropy() {
 			return
 		case <-t.C:
 		}
-		for _, p := range n.host.Network().Peers() {
-			n.startRound(p, changedOnly)
-		}
-		n.dialPeers()
-		if _, err := n.store.CloseIdle(IdleCapsule); err != nil {
-			n.log.Warn("closing idle capsules", "err", err)
-		}
+		n.syncTick()
+	}
+}
+
+// syncTick is one tick of anti-entropy: a round with every connected
+// peer, a dial of the others, idle capsules closed.
+func (n *Node) syncTick() {
+	for _, p := range n.host.Network().Peers() {
+		n.startRound(p, changedOnly)
+	}
+	n.dialPeers()
+	if _, err := n.store.CloseIdle(IdleCapsule); err != nil {
+		n.log.Warn("closing idle capsules", "err", err)
 	}
 }
 

@@ -97,11 +97,11 @@ func (s Settings) String() string {
 		s.Drop, s.Duplicate, s.Jitter, s.Delay, s.Partitions, s.OneWay, s.Crashes, s.LostRegistries, s.Pauses, s.Replay, s.Corrupt)
 }
 
-// deriveSettings draws the fault settings of a run. Each enabled fault is
+// DeriveSettings draws the fault settings of a run from rng. Each enabled fault is
 // on in about two runs out of three, at a random intensity, so that a
 // batch covers many mixes. It always draws the same numbers, whatever f
 // is, so that a fault list changes only what it disables.
-func deriveSettings(rng *rand.Rand, f Faults) Settings {
+func DeriveSettings(rng *rand.Rand, f Faults) Settings {
 	var s Settings
 	on := func(k Faults) bool { return rng.IntN(3) > 0 && f&k != 0 }
 	p := func(k Faults, hi float64) float64 {

@@ -160,7 +160,7 @@ func (r *Runner) Run(seed uint64) Result {
 func (r *Runner) reset(seed uint64) {
 	r.pcg.Seed(seed, seed^0x9e3779b97f4a7c15)
 	r.res = Result{Seed: seed}
-	r.set = deriveSettings(r.rng, r.opt.Faults)
+	r.set = DeriveSettings(r.rng, r.opt.Faults)
 	r.res.Settings = r.set
 	r.now, r.seq, r.healed, r.runners, r.violated = 0, 0, false, 0, false
 	r.hash = 14695981039346656037

@@ -30,6 +30,7 @@ type Host struct {
 	notifiees []network.Notifiee
 	topics    map[string]Validator
 	seen      map[[32]byte]bool // gossip messages seen, by content
+	ends      []*stream         // every stream end it ever had
 	closed    bool
 }
 
@@ -80,6 +81,10 @@ func (h *Host) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (n
 	pp.a = newStream(n, pp, true, h.id, p)
 	pp.b = newStream(n, pp, false, p, h.id)
 	c.pipes[pp] = struct{}{}
+	h.ends = append(h.ends, pp.a)
+	if q := n.hosts[p]; q != nil {
+		q.ends = append(q.ends, pp.b)
+	}
 	pp.sent[1]++
 	n.send(&Message{Kind: Open, From: h.id, To: p, Proto: pids[0], pipe: pp, out: true, seq: pp.sent[1]})
 	n.mu.Unlock()
@@ -110,7 +115,15 @@ func (h *Host) Close() error {
 	}
 	n.mu.Unlock()
 	for _, c := range conns {
-		n.closeConn(c)
+		n.closeConn(c, h.id)
+	}
+	// Streams whose connection closed earlier may not have heard yet.
+	n.mu.Lock()
+	ends := h.ends
+	h.ends = nil
+	n.mu.Unlock()
+	for _, s := range ends {
+		s.hangUp(network.ErrReset)
 	}
 	h.cancel()
 	return nil
@@ -160,7 +173,7 @@ func (v hostNetwork) ClosePeer(p peer.ID) error {
 	c := n.conns[linkOf(v.h.id, p)]
 	n.mu.Unlock()
 	if c != nil {
-		n.closeConn(c)
+		n.closeConn(c, "")
 	}
 	return nil
 }
@@ -184,7 +197,7 @@ func (v hostNetwork) StopNotify(f network.Notifiee) {
 // joined, as a GossipSub validator does: Accept forwards it to the host's
 // other peers in the topic, Ignore and Reject do not. from is the peer that
 // passed it on, origin the one that published it.
-type Validator func(ctx context.Context, from, origin peer.ID, data []byte) pubsub.ValidationResult
+type Validator = func(ctx context.Context, from, origin peer.ID, data []byte) pubsub.ValidationResult
 
 // Join takes part in topic: messages on it go to v, and publish sends data
 // to every connected peer that joined it. Each host handles a message

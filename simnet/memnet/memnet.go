@@ -74,6 +74,7 @@ type Message struct {
 	pipe *pipe // the stream, for Open, Data, CloseWrite, Reset
 	out  bool  // sent by the stream's opener
 	seq  uint64
+	hang bool // Reset: the connection closed; the end it goes to learns it
 }
 
 // Flow identifies the stream and direction a message travels on: the
@@ -89,6 +90,10 @@ func (m *Message) Flow() uint64 {
 	}
 	return f
 }
+
+// Local reports whether m is news for its receiver alone: its stream's
+// connection closed. Nothing crossed the network; the sender may be gone.
+func (m *Message) Local() bool { return m.hang }
 
 // Stream returns the number of the message's stream (0 for gossip),
 // counted in the order Sent first returned them.
@@ -270,11 +275,16 @@ func (n *Network) Deliver(m *Message) {
 	}
 	n.mu.Lock()
 	p := m.pipe
+	to := p.end(!m.out)
+	if m.hang {
+		n.mu.Unlock()
+		to.hangUp(network.ErrReset)
+		return
+	}
 	if p.conn.closed || p.dead {
 		n.mu.Unlock()
 		return
 	}
-	to := p.end(!m.out)
 	switch m.Kind {
 	case Open:
 		h := n.hosts[m.To]
@@ -307,16 +317,22 @@ func (n *Network) Deliver(m *Message) {
 }
 
 // Lose drops m as a failing connection would: the connection it was on
-// closes (its streams reset at both ends). A lost gossip message is just
-// gone.
+// closes, and every stream on it is reset at both ends (each end learns it
+// from a Reset message of its own, so that the goroutines reading them
+// wake one delivery at a time). A lost gossip message is just gone; a
+// reset is not lost (the connection is going down anyway).
 func (n *Network) Lose(m *Message) {
-	if m.Kind == Gossip {
+	switch m.Kind {
+	case Gossip:
+		return
+	case Reset:
+		n.Deliver(m)
 		return
 	}
 	n.mu.Lock()
 	c := m.pipe.conn
 	n.mu.Unlock()
-	n.closeConn(c)
+	n.closeConn(c, "")
 }
 
 // Cut closes the connection between a and b, if any, and refuses new ones
@@ -328,7 +344,7 @@ func (n *Network) Cut(a, b peer.ID) {
 	c := n.conns[l]
 	n.mu.Unlock()
 	if c != nil {
-		n.closeConn(c)
+		n.closeConn(c, "")
 	}
 }
 
@@ -376,8 +392,9 @@ func (n *Network) connect(a, b peer.ID) (*conn, error) {
 	return c, nil
 }
 
-// closeConn closes c and resets every stream on it at both ends.
-func (n *Network) closeConn(c *conn) {
+// closeConn closes c: every stream on it is reset at both ends. The ends
+// of host now learn it at once, the others by a Reset message each.
+func (n *Network) closeConn(c *conn, now peer.ID) {
 	n.mu.Lock()
 	if c.closed {
 		n.mu.Unlock()
@@ -387,16 +404,30 @@ func (n *Network) closeConn(c *conn) {
 	if n.conns[c.l] == c {
 		delete(n.conns, c.l)
 	}
-	pipes := make([]*pipe, 0, len(c.pipes))
+	var hung []*stream
 	for p := range c.pipes {
 		p.dead = true
-		pipes = append(pipes, p)
+		for _, out := range []bool{true, false} {
+			end := p.end(out)
+			if end.local == now {
+				hung = append(hung, end)
+				continue
+			}
+			p.sent[btoi(!out)]++
+			n.send(&Message{Kind: Reset, From: end.remote, To: end.local, pipe: p, out: !out, seq: p.sent[btoi(!out)], hang: true})
+		}
 	}
 	n.mu.Unlock()
-	for _, p := range pipes {
-		p.a.hangUp(network.ErrReset)
-		p.b.hangUp(network.ErrReset)
+	for _, end := range hung {
+		end.hangUp(network.ErrReset)
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Connected reports whether a and b are connected.

@@ -102,11 +102,29 @@ func TestLosingAMessageResetsEveryStreamOnItsConnection(t *testing.T) {
 		s1.Write([]byte("x"))
 		sent := n.Sent()
 		n.Lose(sent[0])
-		if _, err := s2.Read(make([]byte, 1)); !errors.Is(err, network.ErrReset) {
-			t.Fatalf("a stream on the lost connection read %v, want a reset", err)
-		}
 		if n.Connected(a.ID(), b.ID()) {
 			t.Fatal("the connection is still up")
+		}
+		got := make(chan error)
+		go func() { _, err := s2.Read(make([]byte, 1)); got <- err }()
+		synctest.Wait()
+		select {
+		case err := <-got:
+			t.Fatalf("a reader learnt of the loss before its reset was delivered: %v", err)
+		default:
+		}
+		resets := 0
+		for _, m := range n.Sent() {
+			if m.Kind == Reset {
+				resets++
+				n.Deliver(m)
+			}
+		}
+		if resets != 4 {
+			t.Fatalf("%d resets for two streams, want one to each end", resets)
+		}
+		if err := <-got; !errors.Is(err, network.ErrReset) {
+			t.Fatalf("a stream on the lost connection read %v, want a reset", err)
 		}
 		if _, err := a.NewStream(context.Background(), b.ID(), "/echo"); err != nil {
 			t.Fatalf("could not reconnect after a lost message: %v", err)

@@ -156,10 +156,7 @@ func (s *stream) post(k Kind, data []byte) error {
 	if p.dead {
 		return network.ErrReset
 	}
-	i := 0
-	if s.out {
-		i = 1
-	}
+	i := btoi(s.out)
 	p.sent[i]++
 	m := &Message{Kind: k, From: s.local, To: s.remote, pipe: p, out: s.out, seq: p.sent[i]}
 	if k == Data {
