@@ -149,7 +149,10 @@ func startHolders(n *Node) (*holders, error) {
 	}
 	hs := &holders{n: n, reg: reg, inc: newIncarnation(), by: map[string]*holder{}}
 	if sim := n.cfg.sim; sim != nil {
-		hs.inc, reg.saving = sim.incarnation, sim.saving
+		reg.saving = sim.saving
+		if sim.incarnation != 0 {
+			hs.inc = sim.incarnation
+		}
 	}
 	for _, id := range ids {
 		if _, err := hs.adopt(id); err != nil {
@@ -502,13 +505,26 @@ func (hs *holders) send(msg fencing.Message) {
 	if lose := hs.n.cfg.loseMigrate; lose != nil && lose(msg) {
 		return
 	}
-	hs.n.spawn(func() {
-		ctx, cancel := context.WithTimeout(hs.n.ctx, 10*time.Second)
-		defer cancel()
-		if err := protocol.SendMigrate(ctx, hs.n.host, to, msg); err != nil {
-			hs.n.log.Debug("migrate message not delivered", "to", msg.To, "type", msg.Type, "err", err)
-		}
-	})
+	delays := []time.Duration{0}
+	if sim := hs.n.cfg.sim; sim != nil && sim.migrateFate != nil {
+		delays = sim.migrateFate(msg)
+	}
+	for _, delay := range delays {
+		hs.n.spawn(func() {
+			if delay > 0 {
+				select {
+				case <-time.After(delay):
+				case <-hs.n.ctx.Done():
+					return
+				}
+			}
+			ctx, cancel := context.WithTimeout(hs.n.ctx, 10*time.Second)
+			defer cancel()
+			if err := protocol.SendMigrate(ctx, hs.n.host, to, msg); err != nil {
+				hs.n.log.Debug("migrate message not delivered", "to", msg.To, "type", msg.Type, "err", err)
+			}
+		})
+	}
 }
 
 // outgoing fills a transfer's bytes, which the machine leaves to its

@@ -228,7 +228,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	} else {
 		n.info.PeerID = h.ID().String()
 	}
-	if cfg.sim == nil { // the simulator ticks the node itself
+	if cfg.sim == nil || !cfg.sim.driven {
 		n.wg.Go(n.antiEntropy)
 		tick := cfg.tick
 		if tick <= 0 {
@@ -299,7 +299,7 @@ func (n *Node) spawn(f func()) {
 // let it start: there, one goroutine runs at a time.
 func (n *Node) held(f func()) func() {
 	sim := n.cfg.sim
-	if sim == nil {
+	if sim == nil || sim.gate == nil {
 		return f
 	}
 	turn := sim.gate.hold()

@@ -1,16 +1,17 @@
 package node
 
 import (
-	"fmt"
 	"os"
 	"strconv"
 	"testing"
 	"testing/synctest"
 
+	"github.com/tern-dev/tern/internal/flaws"
 	"github.com/tern-dev/tern/simnet"
 )
 
-// simSeeds is how many seeds TestNodeLayer runs: TERN_NODE_SEEDS, or a few.
+// simSeeds is how many seeds the node layer's tests run: TERN_NODE_SEEDS,
+// or a few (CI runs thousands through tern simnet --layer node).
 func simSeeds() int {
 	if n, err := strconv.Atoi(os.Getenv("TERN_NODE_SEEDS")); err == nil && n > 0 {
 		return n
@@ -18,46 +19,52 @@ func simSeeds() int {
 	return 10
 }
 
-func simulate(t *testing.T, seed uint64, opt simnet.Options) simnet.Result {
-	var res simnet.Result
-	dir := t.TempDir()
-	synctest.Test(t, func(t *testing.T) {
-		res = SimulateNodes(seed, dir, opt)
+// nodeLayer runs seeds first..first+n-1 of the node layer, each in a
+// synctest bubble of this test.
+func nodeLayer(t *testing.T, first uint64, n int, opt simnet.Options) simnet.Summary {
+	return RunNodeLayer(first, n, opt, 0, func(f func()) {
+		synctest.Test(t, func(*testing.T) { f() })
 	})
-	return res
 }
 
-func TestNodeLayer(t *testing.T) {
-	opt := simnet.DefaultOptions()
-	opt.Migrations = 8
-	for seed := uint64(1); seed <= uint64(simSeeds()); seed++ {
-		res := simulate(t, seed, opt)
-		t.Logf("seed %d: %d steps, %d ms, migrations %d, operator %d, coverage %v, hash %x", seed, res.Steps, res.Ticks, res.Migrations, res.Operator, res.Coverage, res.TraceHash)
-		if res.Failed() {
-			t.Errorf("seed %d (%s): %s", seed, res.Settings, res.Violation)
-		}
+func TestTheNodeLayerFindsNothingWrongWithTheSoundProtocol(t *testing.T) {
+	s := nodeLayer(t, 1, simSeeds(), simnet.DefaultOptions())
+	for _, f := range s.Failures {
+		t.Errorf("seed %d (%s): %s\nreplay: tern simnet --layer node --seed %d --trace", f.Seed, f.Settings, f.Violation, f.Seed)
+	}
+	if s.Migrations == 0 {
+		t.Fatalf("no migration ran: %+v", s)
 	}
 }
 
-func TestNodeLayerTrace(t *testing.T) {
-	seed, _ := strconv.ParseUint(os.Getenv("TERN_NODE_SEED"), 10, 64)
-	if seed == 0 {
-		t.Skip("set TERN_NODE_SEED")
-	}
-	opt := simnet.DefaultOptions()
-	opt.Migrations = 8
-	opt.Trace = os.Stdout
-	res := simulate(t, seed, opt)
-	fmt.Println(res.Violation)
-}
-
-func TestNodeLayerSameSeedSameTrace(t *testing.T) {
-	opt := simnet.DefaultOptions()
-	opt.Migrations = 8
+func TestTheNodeLayerGivesTheSameTraceForTheSameSeed(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(simSeeds()); seed++ {
-		a, b := simulate(t, seed, opt), simulate(t, seed, opt)
+		var a, b simnet.Result
+		dir := t.TempDir()
+		synctest.Test(t, func(*testing.T) { a = SimulateNodes(seed, dir+"/a", simnet.DefaultOptions()) })
+		synctest.Test(t, func(*testing.T) { b = SimulateNodes(seed, dir+"/b", simnet.DefaultOptions()) })
 		if a.TraceHash != b.TraceHash || a.Violation != b.Violation || a.Steps != b.Steps {
-			t.Errorf("seed %d: two runs differ: %x %d %q / %x %d %q", seed, a.TraceHash, a.Steps, a.Violation, b.TraceHash, b.Steps, b.Violation)
+			t.Errorf("seed %d: two runs differ: hash %x, %d steps, %q / hash %x, %d steps, %q",
+				seed, a.TraceHash, a.Steps, a.Violation, b.TraceHash, b.Steps, b.Violation)
 		}
+	}
+}
+
+// Each deliberately broken variant of the protocol fails the node layer's
+// checker within a few hundred seeds (CI runs the full bound).
+func TestTheNodeLayerCatchesEveryHistoricalBug(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("runs hundreds of seeds")
+	}
+	for _, f := range []flaws.Flaw{flaws.FlawQueryWithoutFence, flaws.FlawQueryHeldEpoch, flaws.FlawRetireWithoutCompare} {
+		t.Run(f.String(), func(t *testing.T) {
+			opt := simnet.DefaultOptions()
+			opt.Flaw = f
+			s := nodeLayer(t, 1, 60, opt)
+			if s.Violations == 0 {
+				t.Fatalf("the node layer found nothing wrong with %v in 60 seeds", f)
+			}
+			t.Logf("%v: %d of 60 seeds fail; first: seed %d: %s", f, s.Violations, s.Failures[0].Seed, s.Failures[0].Violation)
+		})
 	}
 }

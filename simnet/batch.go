@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/flaws"
 )
 
@@ -32,23 +33,34 @@ type Summary struct {
 	Coverage   Coverage
 }
 
-// Uncovered returns the outcomes the batch never saw, if the batch is big
-// enough for coverage to be enforced (MinCoverageSeeds) and runs every
-// fault; otherwise nil.
-func (s *Summary) Uncovered(opt Options) []string {
+// Uncovered returns the outcomes the batch never saw of those given, if
+// the batch is big enough for coverage to be enforced (MinCoverageSeeds)
+// and runs every fault; otherwise nil.
+func (s *Summary) Uncovered(opt Options, outcomes []fencing.EventKind) []string {
 	if s.Seeds < MinCoverageSeeds || opt.Faults != AllFaults {
 		return nil
 	}
 	var names []string
-	for _, k := range s.Coverage.Missing() {
-		names = append(names, k.String())
+	for _, k := range outcomes {
+		if s.Coverage[k] == 0 {
+			names = append(names, k.String())
+		}
 	}
 	return names
 }
 
-// RunBatch runs seeds first, first+1, …, first+n-1 on workers goroutines
-// (0 means GOMAXPROCS). The summary does not depend on workers.
+// RunBatch runs seeds first, first+1, …, first+n-1 of the model on
+// workers goroutines (0 means GOMAXPROCS). The summary does not depend on
+// workers.
 func RunBatch(first uint64, n int, opt Options, workers int) Summary {
+	return RunSeeds(first, n, workers, func() func(uint64) Result { return NewRunner(opt).Run })
+}
+
+// RunSeeds runs seeds first, first+1, …, first+n-1 on workers goroutines
+// (0 means GOMAXPROCS), each worker with a run function of its own from
+// newRun, and sums up what they found: the batch runner of every layer.
+// The summary does not depend on workers.
+func RunSeeds(first uint64, n, workers int, newRun func() func(seed uint64) Result) Summary {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -57,20 +69,18 @@ func RunBatch(first uint64, n int, opt Options, workers int) Summary {
 	parts := make([]Summary, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			run := NewRunner(opt)
+		wg.Go(func() {
+			run := newRun()
 			p := &parts[w]
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(n) {
 					return
 				}
-				res := run.Run(first + uint64(i))
+				res := run(first + uint64(i))
 				p.add(&res)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	var s Summary

@@ -23,14 +23,3 @@ func (c *Coverage) Add(o *Coverage) {
 		c[i] += o[i]
 	}
 }
-
-// Missing returns the outcomes c never saw.
-func (c *Coverage) Missing() []fencing.EventKind {
-	var miss []fencing.EventKind
-	for _, k := range Outcomes {
-		if c[k] == 0 {
-			miss = append(miss, k)
-		}
-	}
-	return miss
-}

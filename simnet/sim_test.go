@@ -62,7 +62,7 @@ func TestDefaultWorkloadKeepsTheInvariantAndCoversEveryOutcome(t *testing.T) {
 	for _, f := range s.Failures {
 		t.Errorf("seed %d (%s): %s\nreplay: %s", f.Seed, f.Settings, f.Violation, ReplayCommand(f.Seed, opt))
 	}
-	if miss := s.Uncovered(opt); len(miss) > 0 {
+	if miss := s.Uncovered(opt, Outcomes); len(miss) > 0 {
 		t.Errorf("outcomes that never happened in 1000 seeds: %v (coverage %v)", miss, s.Coverage)
 	}
 	if s.Migrations < int64(s.Seeds*opt.Migrations/2) {
@@ -145,7 +145,7 @@ func TestManySeeds(t *testing.T) {
 	for _, f := range s.Failures {
 		t.Errorf("seed %d (%s): %s\nreplay: %s", f.Seed, f.Settings, f.Violation, ReplayCommand(f.Seed, opt))
 	}
-	if miss := s.Uncovered(opt); len(miss) > 0 {
+	if miss := s.Uncovered(opt, Outcomes); len(miss) > 0 {
 		t.Errorf("outcomes that never happened: %v", miss)
 	}
 }

@@ -9,7 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/bubble"
 	"github.com/tern-dev/tern/internal/flaws"
+	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/simnet"
 )
 
@@ -27,6 +30,7 @@ type simnetReport struct {
 	Nodes            int             `json:"nodes"`
 	Migrations       int             `json:"migrations_per_seed"`
 	Faults           string          `json:"faults"`
+	Layer            string          `json:"layer"`
 	Flaw             string          `json:"flaw,omitempty"`
 	Workers          int             `json:"workers"`
 	ElapsedSeconds   float64         `json:"elapsed_seconds"`
@@ -48,7 +52,7 @@ func simnetCmd(e *env) *cobra.Command {
 	var (
 		seeds, nodes, migrations, workers int
 		seed                              uint64
-		faults, flaw                      string
+		faults, flaw, layer               string
 		asJSON, trace                     bool
 	)
 	c := &cobra.Command{
@@ -69,6 +73,12 @@ fault never saw one of the outcomes:
 			f, err := simnet.ParseFaults(faults)
 			if err != nil {
 				return fmt.Errorf("simnet: --faults: %w", err)
+			}
+			if layer != "model" && layer != "node" && layer != "libp2p" {
+				return fmt.Errorf("simnet: --layer %q: want model, node or libp2p", layer)
+			}
+			if layer != "model" && !cmd.Flags().Changed("migrations") {
+				migrations = node.NodeMigrations
 			}
 			opt := simnet.Options{Nodes: nodes, Migrations: migrations, Faults: f}
 			if flaw != "" {
@@ -97,32 +107,31 @@ fault never saw one of the outcomes:
 				workers = runtime.GOMAXPROCS(0)
 			}
 			workers = min(workers, seeds)
-			start := time.Now()
-			s := simnet.RunBatch(seed, seeds, opt, workers)
-			elapsed := time.Since(start).Seconds()
-			rep := report(s, opt, seed, workers, elapsed)
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				if err := enc.Encode(rep); err != nil {
-					return err
-				}
-			} else {
-				printReport(e, rep)
+			b := simnetBatch{e: e, layer: layer, opt: opt, first: seed, seeds: seeds, workers: workers, asJSON: asJSON}
+			switch layer {
+			case "node":
+				// The node layer runs in synctest bubbles, which only the
+				// testing package makes: the process ends in there.
+				bubble.Exit(func(in bubble.In) int {
+					err := b.report(func() simnet.Summary { return node.RunNodeLayer(seed, seeds, opt, workers, in) })
+					if err == nil {
+						return exitOK
+					}
+					fmt.Fprintln(e.stderr, "tern:", err)
+					return exitCode(err)
+				})
+			case "libp2p":
+				return b.report(func() simnet.Summary { return node.RunLibp2pLayer(seed, seeds, opt, workers) })
 			}
-			switch {
-			case s.Violations > 0:
-				return checkFailed("simnet: %d of %d seeds violated the invariant (first: seed %d)", s.Violations, s.Seeds, s.Failures[0].Seed)
-			case len(rep.Uncovered) > 0:
-				return checkFailed("simnet: outcomes never seen in %d seeds: %s", s.Seeds, strings.Join(rep.Uncovered, ", "))
-			}
-			return nil
+			return b.report(func() simnet.Summary { return simnet.RunBatch(seed, seeds, opt, workers) })
 		},
 	}
 	fl := c.Flags()
 	fl.IntVar(&seeds, "seeds", 1000, "number of seeds to run")
 	fl.Uint64Var(&seed, "seed", 1, "first seed; alone, replays that one seed")
 	fl.IntVar(&nodes, "nodes", 3, fmt.Sprintf("nodes per run (2 to %d)", simnet.MaxNodes))
-	fl.IntVar(&migrations, "migrations", 20, "migration commands per run")
+	fl.IntVar(&migrations, "migrations", 20, fmt.Sprintf("migration commands per run (default %d on the node and libp2p layers)", node.NodeMigrations))
+	fl.StringVar(&layer, "layer", "model", "what runs: model (the fencing machines on a simulated network), node (real nodes on an in-memory network, deterministic) or libp2p (real nodes on go-libp2p's mocknet, in real time)")
 	fl.StringVar(&faults, "faults", "all", "comma-separated faults to inject: "+strings.Join(simnet.FaultNames(), ",")+", all or none")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	fl.BoolVar(&trace, "trace", false, "print every step of the one seed run")
@@ -130,6 +139,47 @@ fault never saw one of the outcomes:
 	fl.StringVar(&flaw, "flaw", "", "run a deliberately broken protocol to show the checker catches it: query-without-fence, query-held-epoch, retire-without-compare")
 	fl.MarkHidden("flaw")
 	return c
+}
+
+// simnetBatch is one tern simnet: which layer, what it runs, how it
+// reports.
+type simnetBatch struct {
+	e              *env
+	layer          string
+	opt            simnet.Options
+	first          uint64
+	seeds, workers int
+	asJSON         bool
+}
+
+// report runs the batch and prints what it found; it fails on a violation
+// or an outcome a big batch never saw.
+func (b simnetBatch) report(run func() simnet.Summary) error {
+	start := time.Now()
+	s := run()
+	rep := report(s, b.opt, b.layer, b.first, b.workers, time.Since(start).Seconds())
+	if b.asJSON {
+		if err := json.NewEncoder(b.e.stdout).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printReport(b.e, rep)
+	}
+	switch {
+	case s.Violations > 0:
+		return checkFailed("simnet: %d of %d seeds violated the invariant (first: seed %d)", s.Violations, s.Seeds, s.Failures[0].Seed)
+	case len(rep.Uncovered) > 0:
+		return checkFailed("simnet: outcomes never seen in %d seeds: %s", s.Seeds, strings.Join(rep.Uncovered, ", "))
+	}
+	return nil
+}
+
+// outcomes are the outcomes a big batch of layer must see.
+func outcomes(layer string) []fencing.EventKind {
+	if layer == "model" {
+		return simnet.Outcomes
+	}
+	return node.NodeOutcomes
 }
 
 func outcomeNames() string {
@@ -140,7 +190,7 @@ func outcomeNames() string {
 	return strings.Join(names, ", ")
 }
 
-func report(s simnet.Summary, opt simnet.Options, first uint64, workers int, elapsed float64) simnetReport {
+func report(s simnet.Summary, opt simnet.Options, layer string, first uint64, workers int, elapsed float64) simnetReport {
 	def := simnet.DefaultOptions()
 	if opt.Nodes == 0 {
 		opt.Nodes = def.Nodes
@@ -149,11 +199,11 @@ func report(s simnet.Summary, opt simnet.Options, first uint64, workers int, ela
 		opt.Migrations = def.Migrations
 	}
 	rep := simnetReport{
-		Seeds: s.Seeds, Steps: s.Steps, Violations: s.Violations, Coverage: map[string]int{},
+		Seeds: s.Seeds, Steps: s.Steps, Violations: s.Violations, Coverage: map[string]int{}, Layer: layer,
 		FirstSeed: first, Nodes: opt.Nodes, Migrations: opt.Migrations, Faults: opt.Faults.String(),
 		Workers: workers, ElapsedSeconds: elapsed, Started: s.Migrations, Operator: s.Operator,
 		CoverageEnforced: s.Seeds >= simnet.MinCoverageSeeds && opt.Faults == simnet.AllFaults,
-		Uncovered:        s.Uncovered(opt), Failures: []simnetFailure{},
+		Uncovered:        s.Uncovered(opt, outcomes(layer)), Failures: []simnetFailure{},
 	}
 	if rep.Uncovered == nil {
 		rep.Uncovered = []string{}
@@ -169,8 +219,12 @@ func report(s simnet.Summary, opt simnet.Options, first uint64, workers int, ela
 		rep.Coverage[k.String()] = s.Coverage[k]
 	}
 	for _, f := range s.Failures {
+		replay := simnet.ReplayCommand(f.Seed, opt)
+		if layer != "model" {
+			replay = strings.Replace(replay, "tern simnet", "tern simnet --layer "+layer, 1)
+		}
 		rep.Failures = append(rep.Failures, simnetFailure{Seed: f.Seed, Violation: f.Violation,
-			Settings: f.Settings.String(), Replay: simnet.ReplayCommand(f.Seed, opt)})
+			Settings: f.Settings.String(), Replay: replay})
 	}
 	return rep
 }
@@ -178,7 +232,7 @@ func report(s simnet.Summary, opt simnet.Options, first uint64, workers int, ela
 func printReport(e *env, r simnetReport) {
 	w := e.stdout
 	last := r.FirstSeed + uint64(r.Seeds) - 1
-	fmt.Fprintf(w, "simnet: seeds %d..%d, %d nodes, %d migrations each, faults %s", r.FirstSeed, last, r.Nodes, r.Migrations, r.Faults)
+	fmt.Fprintf(w, "simnet: %s layer, seeds %d..%d, %d nodes, %d migrations each, faults %s", r.Layer, r.FirstSeed, last, r.Nodes, r.Migrations, r.Faults)
 	if r.Flaw != "" {
 		fmt.Fprintf(w, ", flaw %s", r.Flaw)
 	}

@@ -21,6 +21,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -107,7 +108,14 @@ func (m *Message) Stream() uint64 {
 // Sum is a digest of the message's content, for a trace.
 func (m *Message) Sum() [32]byte {
 	h := sha256.New()
-	fmt.Fprintf(h, "%d|%s|%s|%s|%s|%s|%d|", m.Kind, m.From, m.To, m.Proto, m.Topic, m.Origin, len(m.Data))
+	var b []byte
+	b = append(b, byte(m.Kind))
+	for _, s := range [...]string{string(m.From), string(m.To), string(m.Proto), m.Topic, string(m.Origin)} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(m.Data)))
+	h.Write(b)
 	h.Write(m.Data)
 	return [32]byte(h.Sum(nil))
 }
