@@ -120,7 +120,8 @@ const (
 	simHealMargin     = 5 * time.Second
 	simSettleLimit    = 3 * time.Minute // after healing, before the operator steps in
 	simMaxOperator    = 4
-	simHistory        = 32 // finished migrate requests kept for replays
+	simHistory        = 32       // finished migrate requests kept for replays
+	simFileMax        = 64 << 10 // the largest workspace file the agent writes
 	// simConnFailure scales the drop rate to the rate at which a message
 	// is lost for good: its connection fails. (A dropped packet is
 	// retransmitted by TCP and QUIC; only a connection that fails loses
@@ -791,15 +792,43 @@ func (r *simRun) command() {
 }
 
 // work appends an event on sn: the agent's work where it runs, an offline
-// edit on a copy. A frozen agent refuses it.
+// edit on a copy. A frozen agent refuses it. Where it runs, the agent
+// sometimes also changes a file of its workspace and snapshots it: new
+// blobs, which peers fetch and migrations carry.
 func (r *simRun) work(sn *simNode, what string) {
 	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": fmt.Sprintf("%s on %s at %d", what, sn.name, r.now())}}})
 	_, err := sn.n.Append(context.Background(), simnet.AgentID, []journal.Draft{{Type: "message", Session: "sim", Body: body}})
 	switch {
 	case errors.Is(err, ErrFrozen):
 		r.tracef("%s on %s refused: frozen", what, sn.name)
+		return
 	case err != nil:
 		r.tracef("%s on %s failed: %v", what, sn.name, err)
+		return
+	}
+	if what != "work" || r.rng.IntN(3) != 0 {
+		return
+	}
+	ws := filepath.Join(r.dir, "workspace")
+	data := make([]byte, 1+r.rng.IntN(simFileMax))
+	for i := range data {
+		data[i] = byte(r.rng.Uint32())
+	}
+	name := fmt.Sprintf("file%d", r.rng.IntN(3))
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		r.violation("workspace: %v", err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(ws, name), data, 0o644); err != nil {
+		r.violation("workspace: %v", err)
+		return
+	}
+	err = sn.n.store.With(simnet.AgentID, func(d *capsule.Dir) error {
+		_, err := d.Snapshot(context.Background(), sn.n.id, ws)
+		return err
+	})
+	if err != nil {
+		r.tracef("snapshot on %s failed: %v", sn.name, err)
 	}
 }
 

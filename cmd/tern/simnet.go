@@ -31,6 +31,7 @@ type simnetReport struct {
 	Migrations       int             `json:"migrations_per_seed"`
 	Faults           string          `json:"faults"`
 	Layer            string          `json:"layer"`
+	TraceHash        string          `json:"trace_hash,omitempty"` // the same seeds give the same hash (not on the libp2p layer, which runs in real time)
 	Flaw             string          `json:"flaw,omitempty"`
 	Workers          int             `json:"workers"`
 	ElapsedSeconds   float64         `json:"elapsed_seconds"`
@@ -61,13 +62,22 @@ func simnetCmd(e *env) *cobra.Command {
 		Long: `Simulate nodes that migrate an agent back and forth while the network drops,
 duplicates, reorders, delays, partitions and replays messages and corrupts
 transfers, and nodes crash, lose their registry, or pause and wake up stale.
-Every seed is a deterministic run of the real fencing state machines; a
-checker runs after every step. A failing seed prints the command that
+A checker runs after every step. A failing seed prints the command that
 replays it step by step.
+
+--layer picks what runs:
+  model   the fencing state machines on a simulated network (thousands of
+          seeds a second)
+  node    real nodes (stores, registries, sync, gossip, blob transfer,
+          migration) on an in-memory network, one message at a time; the
+          same seed replays exactly
+  libp2p  real nodes on go-libp2p's mocknet, in real time; a failing seed
+          is a lead, not a replay
 
 Exit 1 on any violation, or if a batch of at least ` + fmt.Sprint(simnet.MinCoverageSeeds) + ` seeds with every
 fault never saw one of the outcomes:
-` + outcomeNames() + `.`,
+` + outcomeNames() + ` (model),
+` + outcomeNamesOf(node.NodeOutcomes) + ` (node, libp2p).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := simnet.ParseFaults(faults)
@@ -182,9 +192,11 @@ func outcomes(layer string) []fencing.EventKind {
 	return node.NodeOutcomes
 }
 
-func outcomeNames() string {
+func outcomeNames() string { return outcomeNamesOf(simnet.Outcomes) }
+
+func outcomeNamesOf(outcomes []fencing.EventKind) string {
 	var names []string
-	for _, k := range simnet.Outcomes {
+	for _, k := range outcomes {
 		names = append(names, k.String())
 	}
 	return strings.Join(names, ", ")
@@ -207,6 +219,9 @@ func report(s simnet.Summary, opt simnet.Options, layer string, first uint64, wo
 	}
 	if rep.Uncovered == nil {
 		rep.Uncovered = []string{}
+	}
+	if s.TraceHash != 0 {
+		rep.TraceHash = fmt.Sprintf("%016x", s.TraceHash)
 	}
 	if opt.Flaw != flaws.Sound {
 		rep.Flaw = opt.Flaw.String()

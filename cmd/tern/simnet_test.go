@@ -84,3 +84,34 @@ func TestSimnetBadUsage(t *testing.T) {
 		})
 	}
 }
+
+// The node layer runs real nodes in synctest bubbles, which the binary
+// makes through the testing package: run it as a separate process.
+func TestSimnetNodeLayerReplaysTheSameSeedsTheSameWay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	var hashes []string
+	for range 2 {
+		out, err := ternProcess(t.TempDir(), "", "simnet", "--layer", "node", "--seed", "3", "--seeds", "4", "--json").Output()
+		if err != nil {
+			t.Fatalf("tern simnet --layer node: %v\n%s", err, out)
+		}
+		var rep simnetReport
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if rep.Layer != "node" || rep.Seeds != 4 || rep.Violations != 0 || rep.Started == 0 || rep.TraceHash == "" {
+			t.Fatalf("report %+v", rep)
+		}
+		hashes = append(hashes, rep.TraceHash)
+	}
+	if hashes[0] != hashes[1] {
+		t.Fatalf("the same seeds gave trace hashes %s and %s", hashes[0], hashes[1])
+	}
+	cmd := ternProcess(t.TempDir(), "", "simnet", "--layer", "nodes")
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "--layer") {
+		t.Fatalf("an unknown layer: exit %d (%v): %s", code, err, out)
+	}
+}
