@@ -168,7 +168,7 @@ func (m *Machine) reset(cfg Config) {
 	clear(rd.Events)
 	*m = Machine{cfg: cfg, tm: cfg.Timing.orDefault()}
 	m.rd = Ready{Messages: rd.Messages[:0], Stage: rd.Stage[:0], Events: rd.Events[:0]}
-	m.ask = asking{answered: ask.answered[:0], tells: ask.tells[:0]}
+	m.ask = asking{answered: ask.answered[:0], tells: ask.tells[:0], lost: ask.lost[:0]}
 	m.ovr = override{answered: ovr.answered[:0]}
 	m.tgt.have = have[:0]
 	m.rec.Decisions = ds[:0]

@@ -11,6 +11,9 @@ type override struct {
 	count    int
 	held     Holder // the newest peer found holding the agent
 	retryIn  int
+	// lost: the override of a node that lost its registry (OverrideLost).
+	// Peers that lost theirs too count as answered, holding nothing.
+	lost bool
 }
 
 // Override is the explicit way out for an operator whose target is gone
@@ -44,9 +47,46 @@ func (m *Machine) Override(gone string) error {
 	return nil
 }
 
+// OverrideLost is the operator's way out when this node lost its registry
+// and cannot relearn it because a peer lost its own too: each waits for
+// the other's answer, and no machine knows any more who last held the
+// agent. The node gives up relearning and overrides as Override does,
+// with nobody gone, fencing every peer above seen (the newest epoch the
+// caller knows from elsewhere, its journal) and above every answer it
+// got; from then on it treats every epoch up to the fence as one it may
+// have decided (its floor), so no peer relearning from it takes back an
+// older epoch. A peer that answers that it lost its registry too counts as
+// holding nothing: it runs nothing, and cannot run again before it
+// relearns, which waits for this node's answer and its floor.
+//
+// What it risks, on the operator's word: decisions the lost registries
+// held that no other machine knows are forgotten. Run it on the machine
+// whose copy of the agent is newest (its journal holds the newest
+// holder.activated event), and on one machine only. It fails with ErrBusy
+// unless the registry is lost here.
+func (m *Machine) OverrideLost(seen uint64) error {
+	if !m.lost || m.ovr.on {
+		return fmt.Errorf("override %s: the holder registry is not lost here (use Override): %w", m.cfg.Agent, ErrBusy)
+	}
+	for i := range m.ask.tells {
+		if m.ask.answered[i] {
+			seen = max(seen, m.ask.tells[i].Highest)
+		}
+	}
+	m.lost = false
+	m.ask = asking{answered: m.ask.answered[:0], tells: m.ask.tells[:0], lost: m.ask.lost[:0]}
+	m.rec = Record{Decisions: m.rec.Decisions[:0]}
+	m.ovr = override{on: true, lost: true, answered: resize(m.ovr.answered, len(m.cfg.Peers))}
+	m.fenceAll(seen + 1)
+	return nil
+}
+
 // fenceAll starts (or restarts) the override with fence epoch f.
 func (m *Machine) fenceAll(f uint64) {
 	m.rec.Highest = f
+	if m.ovr.lost {
+		m.rec.Floor = f
+	}
 	m.save()
 	o := &m.ovr
 	o.epoch, o.count, o.held, o.retryIn = f, 0, Holder{}, m.tm.Retry
@@ -96,7 +136,7 @@ func (m *Machine) onFence(msg *Message) {
 
 func (m *Machine) onFenced(msg *Message) {
 	o := &m.ovr
-	if !o.on || msg.Epoch != o.epoch || !msg.Info.Known {
+	if !o.on || msg.Epoch != o.epoch || (!msg.Info.Known && !o.lost) {
 		return
 	}
 	if msg.Reason == ReasonStale {
@@ -126,9 +166,14 @@ func (m *Machine) checkOverride() {
 	if o.count < need {
 		return
 	}
+	r := &m.rec
+	if r.Highest > o.epoch {
+		// Another override fenced this node since: the last fence wins.
+		m.fenceAll(r.Highest + 1)
+		return
+	}
 	done := *o
 	m.ovr = override{answered: o.answered[:0]}
-	r := &m.rec
 	if done.held.Peer != "" {
 		if r.State == Frozen && done.held.Epoch > r.Epoch {
 			n := r.Next

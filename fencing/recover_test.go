@@ -88,6 +88,68 @@ func TestANodeThatLostItsRegistry(t *testing.T) {
 	})
 }
 
+func TestTwoNodesThatLostTheirRegistriesAtOnce(t *testing.T) {
+	t.Run("relearn as copies when another node holds the agent", func(t *testing.T) {
+		n := newNet(t, "a", "b", "c")
+		n.migrate("a", "b")
+		n.settle(100) // b holds epoch 2
+		for _, id := range []string{"a", "c"} {
+			n.crash(n.node(id), true)
+		}
+		for _, id := range []string{"a", "c"} {
+			n.start(n.node(id))
+		}
+		n.settle(50)
+		for _, id := range []string{"a", "c"} {
+			if nd := n.node(id); nd.m.Lost() || nd.m.State() != None {
+				t.Fatalf("%s: lost %v, state %v: want relearnt, a copy", id, nd.m.Lost(), nd.m.State())
+			}
+		}
+		if n.runner() != "b" {
+			t.Fatalf("runner %q, want b", n.runner())
+		}
+	})
+	t.Run("wait, say for whom, and give way to the operator when nobody holds it", func(t *testing.T) {
+		n := newNet(t, "a", "b", "c")
+		n.migrate("a", "b")
+		n.settle(100) // b holds epoch 2
+		for _, id := range []string{"a", "b"} {
+			n.crash(n.node(id), true)
+		}
+		for _, id := range []string{"a", "b"} {
+			n.start(n.node(id))
+		}
+		n.settle(50)
+		a, b := n.node("a"), n.node("b")
+		if !a.m.Lost() || !b.m.Lost() || n.runner() != "" {
+			t.Fatalf("lost %v and %v, runner %q: want both lost, nobody running", a.m.Lost(), b.m.Lost(), n.runner())
+		}
+		silent, lost := b.m.Relearning()
+		if len(silent) != 0 || len(lost) != 1 || lost[0] != "a" {
+			t.Fatalf("b waits for silent %v, lost %v: want a, lost", silent, lost)
+		}
+		if err := a.m.Override(""); !errors.Is(err, ErrRegistryLost) {
+			t.Fatalf("Override on a lost node: %v, want ErrRegistryLost", err)
+		}
+		if err := n.node("c").m.OverrideLost(0); !errors.Is(err, ErrBusy) {
+			t.Fatalf("OverrideLost where the registry is not lost: %v, want ErrBusy", err)
+		}
+		// The operator resumes on b, whose journal holds epoch 2.
+		if err := b.m.OverrideLost(2); err != nil {
+			t.Fatal(err)
+		}
+		n.apply(b)
+		n.settle(50)
+		rec := n.record("b")
+		if n.runner() != "b" || rec.Epoch <= 2 || rec.Floor < rec.Epoch-1 {
+			t.Fatalf("runner %q, b's record %+v: want b running at a fresh epoch above 2", n.runner(), rec)
+		}
+		if a.m.Lost() || a.m.State() != None || n.record("a").Holder != (Holder{"b", rec.Epoch}) {
+			t.Fatalf("a: lost %v, record %+v: want relearnt, knowing b holds epoch %d", a.m.Lost(), n.record("a"), rec.Epoch)
+		}
+	})
+}
+
 func TestANodeStartingWhileHoldingActive(t *testing.T) {
 	t.Run("asks its peers first and runs when none knows a newer holder", func(t *testing.T) {
 		n := newNet(t, "a", "b")

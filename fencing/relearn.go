@@ -14,6 +14,7 @@ type asking struct {
 	purpose  int
 	answered []bool
 	tells    []Message // by peer index
+	lost     []bool    // by peer index: the peer answered that it lost its registry too
 	count    int
 	elapsed  int
 	retryIn  int
@@ -30,10 +31,30 @@ func (m *Machine) startAsking(purpose int) {
 	n := len(m.cfg.Peers)
 	a := &m.ask
 	*a = asking{on: true, purpose: purpose, retryIn: m.tm.Retry,
-		answered: resize(a.answered, n), tells: resize(a.tells, n)}
+		answered: resize(a.answered, n), tells: resize(a.tells, n), lost: resize(a.lost, n)}
 	for _, p := range m.cfg.Peers {
 		m.send(Message{Type: MsgAsk, To: p, Nonce: m.cfg.Incarnation})
 	}
+}
+
+// Relearning returns, while the registry is lost, the peers that have not
+// yet told this node what they know: silent ones have not answered, lost
+// ones answered that they lost their registries too. While any peer is
+// lost, neither can relearn from the other: see OverrideLost.
+func (m *Machine) Relearning() (silent, lost []string) {
+	a := &m.ask
+	if !m.lost || !a.on {
+		return nil, nil
+	}
+	for i, p := range m.cfg.Peers {
+		switch {
+		case a.lost[i]:
+			lost = append(lost, p)
+		case !a.answered[i]:
+			silent = append(silent, p)
+		}
+	}
+	return silent, lost
 }
 
 // startupCheck is what a node that starts holding active does before it
@@ -58,18 +79,42 @@ func (m *Machine) onAsk(msg *Message) {
 
 func (m *Machine) onTell(msg *Message) {
 	a := &m.ask
-	if !a.on || msg.Nonce != m.cfg.Incarnation || !msg.Info.Known {
-		return // not asking, an old question, or a peer that knows nothing
+	if !a.on || msg.Nonce != m.cfg.Incarnation {
+		return // not asking, or an old question
 	}
 	i := m.peerIndex(msg.From)
-	if !a.answered[i] {
-		a.answered[i] = true
-		a.count++
+	if a.lost[i] = !msg.Info.Known; !a.lost[i] {
+		if !a.answered[i] {
+			a.answered[i] = true
+			a.count++
+		}
+		a.tells[i] = *msg
 	}
-	a.tells[i] = *msg
-	if a.count == len(m.cfg.Peers) {
+	switch {
+	case a.count == len(m.cfg.Peers):
+		m.finishAsking()
+	case a.purpose == askRelearn && heldDespiteLost(a):
 		m.finishAsking()
 	}
+}
+
+// heldDespiteLost reports whether a relearning node may finish although
+// some peers lost their registries too (and so wait for it as it waits
+// for them): every other peer answered, and one of them holds the agent
+// (active or frozen). The node then takes nothing back (see relearn):
+// another machine holds the agent, and what the lost peers forgot cannot
+// make this one its holder.
+func heldDespiteLost(a *asking) bool {
+	held := false
+	for i := range a.tells {
+		switch {
+		case !a.answered[i] && !a.lost[i]:
+			return false // still silent
+		case a.answered[i] && (a.tells[i].Info.State == Active || a.tells[i].Info.State == Frozen):
+			held = true
+		}
+	}
+	return held
 }
 
 func (m *Machine) tickAsking() {
@@ -119,7 +164,7 @@ func newestFact(tells []Message, answered []bool) (h Holder, highest uint64) {
 
 func (m *Machine) finishAsking() {
 	a := m.ask
-	m.ask = asking{answered: a.answered[:0], tells: a.tells[:0]}
+	m.ask = asking{answered: a.answered[:0], tells: a.tells[:0], lost: a.lost[:0]}
 	fact, highest := newestFact(a.tells, a.answered)
 	r := &m.rec
 	if a.purpose == askStartup {
@@ -143,7 +188,8 @@ func (m *Machine) finishAsking() {
 }
 
 // relearn rebuilds the record of a node that lost its registry from every
-// peer's answer. Every epoch up to the highest any peer has seen becomes
+// peer's answer (or every answer but those of peers that lost theirs too,
+// when another holds the agent: see heldDespiteLost). Every epoch up to the highest any peer has seen becomes
 // unknown (the floor) unless a fact proves what this node decided: the
 // peers' facts say it held epoch k, and no peer that once lost its own
 // registry may have decided an epoch after k (its floor is at most k).
@@ -161,7 +207,7 @@ func (m *Machine) relearn(a asking, fact Holder, highest uint64) {
 	}
 	k := fact.Epoch
 	for i := range a.tells {
-		if a.tells[i].Info.Floor > k {
+		if a.tells[i].Info.Floor > k || (a.lost[i] && !a.answered[i]) {
 			return // a peer may have activated a newer epoch and forgotten it
 		}
 	}

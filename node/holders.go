@@ -38,11 +38,12 @@ const WorkspacesDir = "workspaces"
 // of their timeouts (Timing).
 const DefaultTick = 100 * time.Millisecond
 
-// warmLinger is how long a workspace warmed for a migration that never
-// proposed (the source gave up before freezing, or while frozen) stays in
+// warmLinger is how many ticks a workspace warmed for a migration that
+// never proposed (the source gave up before freezing, or crashed) stays in
 // the staging area: a retry soon after writes only what changed; after
-// that, it is discarded.
-const warmLinger = time.Minute
+// that, it is discarded. As long as a silent staging area lasts (a minute
+// at DefaultTick).
+var warmLinger = timing.Staging
 
 // timing is the machines' timing in ticks of DefaultTick: retry after
 // half a second, give up a silent target after 30 s (preparing a large
@@ -91,7 +92,7 @@ type holder struct {
 	ws      sync.Mutex
 	staged  *capsule.Snapshot // what staging/<agent>/workspace holds; nil: nothing known
 	wsStale bool              // the machine emptied the staging area: discard the workspace before use
-	warmed  time.Time         // when the workspace was last brought up to date
+	warmAge int               // ticks since the workspace was last brought up to date
 }
 
 // migration is what a node that started a migration reports of it.
@@ -179,6 +180,22 @@ func (hs *holders) peerIDs() []string {
 		peers = append(peers, p.ID)
 	}
 	return peers
+}
+
+// peerNames lists peers by name where they have one ("desktop (12D3…)").
+func (hs *holders) peerNames(ids []string) string {
+	names := map[string]string{}
+	for _, p := range hs.n.peers.List() {
+		names[p.ID] = p.Name
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id
+		if names[id] != "" {
+			out[i] = names[id] + " (" + id + ")"
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // repeer gives every idle machine the paired peers as they are now (a
@@ -316,9 +333,12 @@ func (hs *holders) tick() {
 			h.m.Tick()
 			hs.apply(h)
 		}
-		if h.staged != nil && !h.wsStale && h.m.State() != fencing.Staging && time.Since(h.warmed) > warmLinger {
-			h.wsStale = true
-			hs.n.spawn(func() { hs.freshWorkspace(h) })
+		if h.staged != nil && !h.wsStale && h.m.State() != fencing.Staging {
+			if h.warmAge++; h.warmAge > warmLinger {
+				h.warmAge = 0
+				h.wsStale = true
+				hs.n.spawn(func() { hs.freshWorkspace(h) })
+			}
 		}
 		h.mu.Unlock()
 	}
@@ -749,7 +769,7 @@ func (hs *holders) warm(h *holder) error {
 		return err
 	}
 	h.mu.Lock()
-	h.staged, h.warmed = snap, time.Now()
+	h.staged, h.warmAge = snap, 0
 	h.mu.Unlock()
 	return nil
 }
@@ -804,6 +824,20 @@ func (hs *holders) appendEpoch(agent string) (uint64, func(), error) {
 	return epoch, h.gate.RUnlock, nil
 }
 
+// newestEpoch is the newest epoch of any event of agent this node holds:
+// what the journal knows of the epochs when the registry has forgotten.
+func (hs *holders) newestEpoch(agent string) (uint64, error) {
+	var newest uint64
+	err := hs.n.store.With(agent, func(d *capsule.Dir) error {
+		evs, err := d.Events()
+		for _, e := range evs {
+			newest = max(newest, e.Epoch)
+		}
+		return err
+	})
+	return newest, err
+}
+
 // state says where agent stands on this node.
 func (hs *holders) state(agent string) (protocol.HolderState, error) {
 	h, err := hs.get(agent)
@@ -815,14 +849,34 @@ func (hs *holders) state(agent string) (protocol.HolderState, error) {
 	rec := h.m.Record()
 	st := protocol.HolderState{Epoch: rec.Epoch, Highest: rec.Highest, Holder: rec.Holder}
 	switch {
-	case h.m.Lost() || h.failed != nil:
-		st.State = "unknown"
+	case h.failed != nil:
+		st.State, st.Note = "unknown", h.failed.Error()
+	case h.m.Lost():
+		st.State, st.Note = "unknown", hs.relearningNote(h)
 	case rec.State == fencing.None:
 		st.State = "copy"
 	default:
 		st.State = rec.State.String()
 	}
 	return st, nil
+}
+
+// relearningNote says what a node that lost its holder registry waits for,
+// and what an operator can do if it waits for a peer that lost its own
+// too. h.mu held.
+func (hs *holders) relearningNote(h *holder) string {
+	silent, lost := h.m.Relearning()
+	var b strings.Builder
+	b.WriteString("the holder registry was lost here; relearning from every paired peer, running nothing meanwhile")
+	if len(silent) > 0 {
+		fmt.Fprintf(&b, "; no answer yet from %s", hs.peerNames(silent))
+	}
+	if len(lost) > 0 {
+		fmt.Fprintf(&b, "; %s lost its registry too, so neither can relearn from the other while no machine holds the agent. "+
+			"On the machine whose copy is newest (tern holder there shows the higher epoch once resolved; tern journal log shows its newest events), run: tern migrate resolve %s --resume --force",
+			hs.peerNames(lost), h.agent)
+	}
+	return b.String()
 }
 
 // runs reports whether the agent runs on this node.
@@ -955,6 +1009,8 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 		h.outcome = nil
 		h.mu.Unlock()
 		result = "frozen"
+	case <-hs.n.ctx.Done():
+		result = "stopped"
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -966,6 +1022,9 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	case result == "frozen":
 		out.Outcome = "frozen"
 		out.Reason = fmt.Sprintf("no decision from %s yet; this node stays frozen and keeps asking it (tern holder %s shows when it is resolved)", target, agent)
+	case result == "stopped":
+		out.Outcome = "frozen"
+		out.Reason = fmt.Sprintf("this node stopped before %s decided; when it starts again it aborts the migration or asks %s for its decision (tern holder %s shows the result)", target, target, agent)
 	default:
 		out.Outcome = "aborted"
 		out.Reason = result
@@ -1114,6 +1173,13 @@ func (hs *holders) resolve(ctx context.Context, agent, action string) (string, e
 		if err := h.m.SetPeers(hs.peerIDs()); err != nil && !errors.Is(err, fencing.ErrBusy) {
 			h.mu.Unlock()
 			return "", err
+		}
+		if h.m.Lost() {
+			var seen uint64
+			if seen, err = hs.newestEpoch(h.agent); err == nil {
+				err = h.m.OverrideLost(seen)
+			}
+			break
 		}
 		gone := ""
 		if rec.State == fencing.Frozen {

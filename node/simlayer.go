@@ -120,6 +120,7 @@ const (
 	simHealMargin     = 5 * time.Second
 	simSettleLimit    = 3 * time.Minute // after healing, before the operator steps in
 	simMaxOperator    = 4
+	simMaxLost        = 2        // registries lost at once
 	simHistory        = 32       // finished migrate requests kept for replays
 	simFileMax        = 64 << 10 // the largest workspace file the agent writes
 	// simConnFailure scales the drop rate to the rate at which a message
@@ -875,14 +876,15 @@ func (r *simRun) crash(sn *simNode, lose bool) {
 		return
 	}
 	if lose {
-		// One lost registry at a time, as in the model: two nodes that
-		// lost theirs at once wait for each other (docs/MIGRATION.md).
+		// At most two lost registries at once, as in the model.
 		r.mu.Lock()
+		lost := 0
 		for _, o := range r.nodes {
 			if o != sn && o.lost {
-				lose = false
+				lost++
 			}
 		}
+		lose = lost < simMaxLost
 		r.mu.Unlock()
 	}
 	r.tracef("%s crashes%s", sn.name, map[bool]string{true: " and loses its registry"}[lose])
@@ -1128,6 +1130,34 @@ func (r *simRun) operate() bool {
 			return false // a person would see it running
 		}
 	}
+	// Nodes that lost their registries wait for each other, and nobody
+	// holds the agent: resume on the lost one whose journal is newest.
+	var newest *simNode
+	var newestEpoch uint64
+	lost := 0
+	for _, sn := range r.nodes {
+		r.mu.Lock()
+		l := sn.lost
+		r.mu.Unlock()
+		if !l {
+			continue
+		}
+		lost++
+		e, err := sn.n.holders.newestEpoch(simnet.AgentID)
+		if err != nil {
+			r.violation("%s's journal: %v", sn.name, err)
+			return false
+		}
+		if newest == nil || e > newestEpoch {
+			newest, newestEpoch = sn, e
+		}
+	}
+	if lost >= 2 {
+		r.mu.Lock()
+		newest.lost = false
+		r.mu.Unlock()
+		return r.override(newest, nil)
+	}
 	// A source frozen past the point of no return, asking a target that
 	// lost its decision: resume on the source.
 	for _, sn := range r.nodes {
@@ -1163,11 +1193,17 @@ func (r *simRun) operate() bool {
 	return false
 }
 
-// override runs tern migrate resolve --resume on sn.
+// override runs tern migrate resolve --resume on sn: gone is the node
+// that lost the decisions, or nil if sn lost its registry as others did.
 func (r *simRun) override(sn, gone *simNode) bool {
 	r.res.Operator++
-	r.tracef("operator: resume on %s; %s is gone for good", sn.name, gone.name)
-	r.mix(uint64(r.now()), 300, uint64(sn.idx), uint64(gone.idx))
+	if gone == nil {
+		r.tracef("operator: resume on %s, which lost its registry as others did", sn.name)
+		r.mix(uint64(r.now()), 301, uint64(sn.idx), 0)
+	} else {
+		r.tracef("operator: resume on %s; %s is gone for good", sn.name, gone.name)
+		r.mix(uint64(r.now()), 300, uint64(sn.idx), uint64(gone.idx))
+	}
 	n := sn.n
 	r.move(func() {
 		ctx, cancel := context.WithTimeout(n.ctx, simMigrateTimeout)

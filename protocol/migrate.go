@@ -70,6 +70,8 @@ type HolderState struct {
 	Epoch   uint64         `json:"epoch"`
 	Highest uint64         `json:"highest"`
 	Holder  fencing.Holder `json:"holder"` // the latest activation the node knows of
+	// Note says, when the state is unknown, why and what would resolve it.
+	Note string `json:"note,omitempty"`
 }
 
 // migrateRequest is the first frame of a migrate stream.

@@ -122,6 +122,19 @@ func (l *Ledger) Run(node int, saved *fencing.Record) error {
 	return nil
 }
 
+// NewestActivatedOn is the newest epoch node ever activated, whatever its
+// registry has forgotten since: what its journal says (a node appends the
+// holder.activated event of an epoch as it activates it).
+func (l *Ledger) NewestActivatedOn(node int) uint64 {
+	ds := l.decided[node]
+	for e := len(ds) - 1; e > 0; e-- {
+		if ds[e] == fencing.Activated {
+			return uint64(e)
+		}
+	}
+	return 0
+}
+
 // MaxActivated is the newest epoch activated anywhere.
 func (l *Ledger) MaxActivated() uint64 { return l.maxActivated }
 

@@ -255,11 +255,13 @@ func (r *Runner) crash(h *host, loseRegistry bool) {
 		return
 	}
 	if loseRegistry {
+		lost := 0
 		for _, o := range r.hosts {
 			if o != h && o.lost {
-				loseRegistry = false // one lost registry at a time
+				lost++
 			}
 		}
+		loseRegistry = lost < maxLost
 	}
 	if r.trace != nil {
 		r.tracef("%s crashes (registry lost: %v)", h.id, loseRegistry)

@@ -7,13 +7,31 @@ import "github.com/tern-dev/tern/fencing"
 // where the ground truth says a person would: a node lost its registry and
 // with it the decision record that would have resolved things, so that
 // node is, for this agent, gone for good. Then it runs the override on the
-// node a person would use. It returns false if it may do nothing.
+// node a person would use. Nodes that lost their registries and wait for
+// each other are resolved on the one whose journal is newest. It returns
+// false if it may do nothing.
 func (r *Runner) operate() bool {
 	if r.res.Operator >= maxOperator {
 		return false
 	}
 	if r.runners != 0 {
 		return false // a person would see it running
+	}
+	// Two nodes lost their registries and each waits for the other's
+	// answer: override on the lost one whose journal is newest.
+	var newest *host
+	lost := 0
+	for _, h := range r.hosts {
+		if !h.up || !h.lost {
+			continue
+		}
+		lost++
+		if newest == nil || r.chk.NewestActivatedOn(h.idx) > r.chk.NewestActivatedOn(newest.idx) {
+			newest = h
+		}
+	}
+	if lost >= 2 {
+		return r.overrideLost(newest)
 	}
 	// A source frozen past the point of no return, asking a target that
 	// lost its decision: override on the source.
@@ -61,6 +79,23 @@ func (r *Runner) override(h, gone *host) bool {
 		r.violation("operator override on %s: %v", h.id, err)
 		return false
 	}
+	r.apply(h)
+	return true
+}
+
+func (r *Runner) overrideLost(h *host) bool {
+	r.res.Operator++
+	seen := r.chk.NewestActivatedOn(h.idx)
+	if r.trace != nil {
+		r.tracef("operator: override on %s, which lost its registry as others did (its journal knows epoch %d)", h.id, seen)
+	}
+	r.mix(uint64(r.now), 301, uint64(h.idx), seen)
+	r.input(h)
+	if err := h.m.OverrideLost(seen); err != nil {
+		r.violation("operator override on %s: %v", h.id, err)
+		return false
+	}
+	h.lost = false
 	r.apply(h)
 	return true
 }

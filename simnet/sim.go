@@ -88,6 +88,7 @@ const (
 	healMargin      = 30  // after the last command
 	settleLimit     = 800 // ticks after healing before the run counts as stuck
 	maxOperator     = 4   // operator overrides per run
+	maxLost         = 2   // registries lost at once
 	historySize     = 64  // old messages kept for replay
 )
 

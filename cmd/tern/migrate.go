@@ -101,6 +101,9 @@ func holderCmd(e *env) *cobra.Command {
 				return json.NewEncoder(e.stdout).Encode(rep)
 			}
 			fmt.Fprintf(e.stdout, "this node  %-8s epoch %d (latest activation known: %s at %d)\n", rep.State, rep.Epoch, shortPeer(rep.Holder.Peer), rep.Holder.Epoch)
+			if rep.Note != "" {
+				fmt.Fprintf(e.stdout, "           %s\n", rep.Note)
+			}
 			for _, p := range rep.Peers {
 				name := p.Name
 				if name == "" {
@@ -154,6 +157,11 @@ func migrateResolveCmd(e *env) *cobra.Command {
 			"            may run it too until it reconnects; from then on its events under its old\n" +
 			"            epoch are set aside on every node. Only do this for a machine that will\n" +
 			"            never run again.\n" +
+			"            On a node that lost its holder registry while a peer lost its own too\n" +
+			"            (tern holder says so), --resume is the way out: it stops relearning and\n" +
+			"            fences every peer above the newest epoch its journal and the peers know.\n" +
+			"            RISK: what the lost registries held and no other machine knows is\n" +
+			"            forgotten. Run it on the machine whose copy is newest, and on one only.\n" +
 			"  --retire  this frozen node gives the agent up without its target's decision, on your\n" +
 			"            word that the target took it. RISK: if it did not, no node runs the agent\n" +
 			"            until one is resumed with --resume.\n\n" +
@@ -163,7 +171,7 @@ func migrateResolveCmd(e *env) *cobra.Command {
 			if resume == retire {
 				return fmt.Errorf("migrate resolve: give exactly one of --resume and --retire")
 			}
-			action, risk := "resume", "this node runs the agent at a new epoch; if the machine declared gone is not gone and activated it, both may run it until it reconnects"
+			action, risk := "resume", "this node runs the agent at a new epoch; if the machine declared gone is not gone and activated it, both may run it until it reconnects (on a node that lost its registry: what the lost registries held and no other machine knows is forgotten)"
 			if retire {
 				action, risk = "retire", "this node gives the agent up without its target's decision; if the target did not take it, no node runs it until one is resumed"
 			}
