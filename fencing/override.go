@@ -120,11 +120,16 @@ func (m *Machine) onFence(msg *Message) {
 	case m.lost:
 	case m.lastFence == Holder{msg.From, f}: // a duplicate
 		reply.Highest, reply.Info = r.Highest, m.info()
-	case f <= r.Highest:
+	case f < r.Highest || (f == r.Highest && !(m.ovr.on && m.ovr.epoch == f && msg.From < m.cfg.Self)):
 		reply.Reason, reply.Highest, reply.Info = ReasonStale, r.Highest, m.info()
 	default:
+		// A newer fence, or another override at this node's own fence
+		// epoch from a peer whose ID sorts first: it takes over.
 		if r.State == Staging {
 			m.refuseStaging(errFenced)
+		}
+		if m.ovr.on {
+			m.yieldOverride(msg.From, f)
 		}
 		r.Highest = f
 		m.save()
@@ -132,6 +137,15 @@ func (m *Machine) onFence(msg *Message) {
 		reply.Highest, reply.Info = r.Highest, m.info()
 	}
 	m.send(reply)
+}
+
+// yieldOverride ends this node's override because another node's override
+// fenced it: two operators at once. Only one of them goes on, so the two
+// can never both activate, nor outbid each other forever.
+func (m *Machine) yieldOverride(other string, f uint64) {
+	m.event(EvOverrideRefused, m.ovr.epoch, other,
+		fmt.Errorf("override: %s overrides too, at epoch %d: this one gives way", other, f))
+	m.ovr = override{answered: m.ovr.answered[:0]}
 }
 
 func (m *Machine) onFenced(msg *Message) {
@@ -167,11 +181,6 @@ func (m *Machine) checkOverride() {
 		return
 	}
 	r := &m.rec
-	if r.Highest > o.epoch {
-		// Another override fenced this node since: the last fence wins.
-		m.fenceAll(r.Highest + 1)
-		return
-	}
 	done := *o
 	m.ovr = override{answered: o.answered[:0]}
 	if done.held.Peer != "" {

@@ -88,6 +88,25 @@ func TestANodeThatLostItsRegistry(t *testing.T) {
 	})
 }
 
+// Two operators overriding on two machines at once: the last fence wins,
+// and never do both activate.
+func TestTwoOverridesAtOnceNeverBothActivate(t *testing.T) {
+	n := newNet(t, "a", "b", "c")
+	n.crash(n.node("a"), false) // gone for good
+	for _, id := range []string{"b", "c"} {
+		if err := n.node(id).m.Override("a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"b", "c"} {
+		n.apply(n.node(id))
+	}
+	n.settle(200) // apply fails the test if two ever run
+	if r := n.runner(); r != "b" && r != "c" {
+		t.Fatalf("runner %q: want one of the two", r)
+	}
+}
+
 func TestTwoNodesThatLostTheirRegistriesAtOnce(t *testing.T) {
 	t.Run("relearn as copies when another node holds the agent", func(t *testing.T) {
 		n := newNet(t, "a", "b", "c")
