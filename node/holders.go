@@ -401,7 +401,7 @@ func (hs *holders) apply(h *holder) {
 		}
 		if rd.Run {
 			h.running = true
-			if sim := hs.n.cfg.sim; sim != nil {
+			if sim := hs.n.cfg.sim; sim != nil && sim.runs != nil {
 				saved, _, _ := hs.reg.Load(h.agent)
 				sim.runs(h.agent, saved)
 			}
@@ -598,7 +598,7 @@ func (hs *holders) event(h *holder, ev fencing.Event) {
 		log = hs.n.log.Warn
 	}
 	log("fencing: "+ev.Kind.String(), "agent", h.agent, "epoch", ev.Epoch, "peer", ev.Peer, "err", ev.Err)
-	if sim := hs.n.cfg.sim; sim != nil {
+	if sim := hs.n.cfg.sim; sim != nil && sim.event != nil {
 		sim.event(h.agent, ev)
 	}
 	if ev.Kind == fencing.EvOverride || ev.Kind == fencing.EvOverrideRefused {
@@ -906,7 +906,11 @@ type Outcome struct {
 // decision is unknown: the node keeps asking the target in the background,
 // and tern holder shows when it is resolved). Before it freezes the agent,
 // the target pulls what it lacks through sync and blob fetches, so the
-// frozen window covers only the tail. An error means nothing was frozen.
+// frozen window covers only the tail; a transfer that fails (the target
+// is unreachable, or cannot take every blob whole) aborts, with frozen_ms 0
+// if it failed before the freeze. An error means the request was refused
+// (an unknown agent or peer, the agent not active here, a migration in
+// progress): nothing was tried.
 func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (Outcome, error) {
 	h, err := hs.get(agent)
 	if err != nil {
@@ -945,10 +949,26 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	}()
 
 	out := Outcome{}
+	// abort ends a migration whose transfer failed, before the proposal:
+	// the agent runs here again at its epoch.
+	abort := func(reason string) (Outcome, error) {
+		h.mu.Lock()
+		if h.frozen {
+			h.frozen = false
+			h.gate.Unlock()
+		}
+		mg.end()
+		out := Outcome{Outcome: "aborted", Reason: reason, Epoch: held, Bytes: mg.bytes, Phases: mg.phases}
+		if !mg.frozen.IsZero() {
+			out.FrozenMS = time.Since(mg.frozen).Milliseconds()
+		}
+		h.mu.Unlock()
+		return out, nil
+	}
 	// Warm: the target takes the bulk while the agent still runs here.
 	pulled, err := protocol.AskPull(ctx, hs.n.host, target, agent, held)
 	if err != nil {
-		return out, fmt.Errorf("migrate %s: %s could not take the capsule: %w", agent, target, err)
+		return abort(fmt.Sprintf("%s could not take the capsule: %v", target, err))
 	}
 	mg.bytes += pulled.Bytes
 
@@ -969,8 +989,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	}
 	// The tail: what was appended during the warm transfer.
 	if pulled, err = protocol.AskPull(ctx, hs.n.host, target, agent, held); err != nil {
-		unfreeze()
-		return out, fmt.Errorf("migrate %s: %s could not take the last events: %w", agent, target, err)
+		return abort(fmt.Sprintf("%s could not take the last events: %v", target, err))
 	}
 	mg.bytes += pulled.Bytes
 	ours, err := hs.n.store.Vector(agent)
@@ -978,9 +997,11 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 		unfreeze()
 		return out, err
 	}
-	if !vectorsEqual(ours, pulled.Vector) || pulled.Lacks > 0 {
-		unfreeze()
-		return out, fmt.Errorf("migrate %s: %s does not hold the whole capsule after the transfer (%d blobs missing); try again", agent, target, pulled.Lacks)
+	switch {
+	case pulled.Lacks > 0:
+		return abort(fmt.Sprintf("%s lacks %d blob(s) of the capsule after the transfer: every copy it fetched failed its hash check, or the fetch failed (its log says which); try again", target, pulled.Lacks))
+	case !vectorsEqual(ours, pulled.Vector):
+		return abort(fmt.Sprintf("%s does not hold every event of the capsule after the transfer; try again", target))
 	}
 	files, vector, err := hs.files(agent)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/protocol"
 )
 
 // connectAll pairs and connects every two of nodes.
@@ -216,8 +217,9 @@ func TestMigratingToAPeerThatIsDownFreezesNothing(t *testing.T) {
 	b.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := a.Migrate(ctx, agent, b.host.ID()); err == nil {
-		t.Fatal("a migration to a node that is down did not fail")
+	out, err := a.Migrate(ctx, agent, b.host.ID())
+	if err != nil || out.Outcome != "aborted" || out.FrozenMS != 0 || out.Reason == "" {
+		t.Fatalf("a migration to a node that is down: %+v, %v; want aborted before any freeze, with a reason", out, err)
 	}
 	if st, _ := holderState(t, a, agent); st != "active" || !a.runs(agent) {
 		t.Fatalf("a is %s after the failed migration", st)
@@ -614,5 +616,65 @@ func TestTwoNodesThatLostTheirRegistriesWaitUntilAnOperatorResumesOne(t *testing
 	})
 	if ev := say(t, b, agent, "resumed"); ev.Epoch != e {
 		t.Fatalf("b appends at epoch %d, want %d", ev.Epoch, e)
+	}
+}
+
+// A source that serves a corrupt blob: the target refuses every copy of it
+// (each fails its hash check), so the migration aborts cleanly: the source
+// runs the agent again, the target keeps no staging area. Once the blob is
+// served whole, the same migration commits.
+func TestACorruptBlobDuringTheTransferAbortsCleanly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the migration to give up")
+	}
+	a, b := startAt(t, t.TempDir()), startAt(t, t.TempDir())
+	connectAll(t, a, b)
+	agent := heldBy(t, a, nil)
+	blob := snapshotOn(t, a, agent, 3*protocol.BlobChunk)
+	serveBlobsRotten(a, protocol.BlobChunk+10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := a.Migrate(ctx, agent, b.host.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Outcome != "aborted" {
+		t.Fatalf("outcome %+v, want aborted", out)
+	}
+	t.Logf("aborted: %s", out.Reason)
+	eventually(t, "a runs the agent again and b keeps no staging area", func() bool {
+		_, err := os.Stat(filepath.Join(b.home, StagingDir, agent))
+		return a.runs(agent) && !b.runs(agent) && errors.Is(err, os.ErrNotExist)
+	})
+	if b.store.HoldsBlob(agent, "", blob) {
+		t.Fatal("b adopted the corrupt blob")
+	}
+	protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // a serves it whole again
+	mustMigrate(t, a, b, agent)
+}
+
+// A target that activates and then loses its registry before its decision
+// reaches the source: the source cannot know whether the target took the
+// agent, so it stays frozen (asking) rather than resume; it never runs
+// beside a target that may.
+func TestATargetThatLostItsRegistryAfterActivatingLeavesTheSourceFrozen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts a node")
+	}
+	a, b, agent := frozenForGood(t) // b activated epoch 2; its decision never reached a
+	homeB := b.home
+	b.Close()
+	if err := os.Remove(filepath.Join(homeB, RegistryFile)); err != nil {
+		t.Fatal(err)
+	}
+	b = startAt(t, homeB)
+	connectAll(t, a, b)
+	eventually(t, "b relearns", func() bool {
+		st, err := b.holders.state(agent)
+		return err == nil && st.State != "unknown"
+	})
+	time.Sleep(time.Duration(2*timing.Abort) * 20 * time.Millisecond) // long past any give-up
+	if st, _ := holderState(t, a, agent); st != "frozen" || a.runs(agent) || b.runs(agent) {
+		t.Fatalf("a is %s (runs %v), b runs %v: want a frozen and nobody running", st, a.runs(agent), b.runs(agent))
 	}
 }

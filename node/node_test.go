@@ -18,8 +18,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
@@ -154,31 +152,6 @@ func TestThreeNodesConverge(t *testing.T) {
 	appendN(t, b, agent, 6)
 	appendN(t, c, agent, 7)
 	converged(t, agent, 18, a, b, c)
-}
-
-func TestANodeThatWasOfflineCatchesUpWhenItComesBack(t *testing.T) {
-	homeB := t.TempDir()
-	a := startNode(t, t.TempDir())
-	b, err := Start(homeB, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair(t, a, b)
-	agent := sharedCapsule(t, a, b)
-	appendN(t, a, agent, 3)
-	converged(t, agent, 3, a, b)
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(homeB, InfoFile)); err == nil {
-		t.Fatal("node.json outlived the node")
-	}
-	appendN(t, a, agent, 10000) // b is away: no gossip reaches it
-	b = startNode(t, homeB)     // same home, same key, new port
-	if err := a.peers.Add(Peer{ID: b.info.PeerID, Addrs: hostAddrs(b)}); err != nil {
-		t.Fatal(err)
-	}
-	converged(t, agent, 10003, a, b)
 }
 
 func TestNodeJSONSaysWhereTheAPIIs(t *testing.T) {
@@ -365,59 +338,11 @@ func TestAPeerTakesACapsuleItDoesNotHoldYet(t *testing.T) {
 	}
 }
 
-func TestAnUnsharedCapsuleStaysHome(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	kept := sharedCapsule(t, a)
-	given := sharedCapsule(t, a)
-	if err := a.store.shares.Set(kept, b.info.PeerID, false); err != nil {
-		t.Fatal(err)
-	}
-	appendN(t, a, given, 2)
-	pair(t, a, b)
-	converged(t, given, 2, a, b)
-	time.Sleep(300 * time.Millisecond) // a few more anti-entropy rounds
-	if b.store.Holds(kept) {
-		t.Fatal("b took a capsule a does not share with it")
-	}
-	// Sharing it again lets it through.
-	if err := a.store.shares.Set(kept, b.info.PeerID, true); err != nil {
-		t.Fatal(err)
-	}
-	converged(t, kept, 0, a, b)
-	again, err := LoadShares(a.home)
-	if err != nil || !again.Shared(kept, b.info.PeerID) {
-		t.Fatalf("shares after reload: %v", err)
-	}
-}
-
 func testLog(home string) *slog.Logger {
 	if os.Getenv("TERN_TEST_LOG") == "" {
 		return nil
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("home", filepath.Base(home))
-}
-
-func TestATimerRoundLeavesACapsuleToTheExchangeThePeerIsRunning(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	pair(t, a, b)
-	agent := sharedCapsule(t, a, b)
-	appendN(t, a, agent, 1)
-	converged(t, agent, 1, a, b)
-
-	// b is sending a's node an exchange of the agent: until it ends, a's
-	// timer rounds would carry the same events again.
-	end := offerAware{a.store, a}.Exchanging(agent, b.info.PeerID)
-	appendN(t, a, agent, 5)
-	before := testutil.ToFloat64(a.stats.syncs.WithLabelValues("ok"))
-	a.syncRound(context.Background(), b.host.ID(), changedOnly)
-	if evs, _ := b.store.Events(agent, ""); len(evs) != 1 {
-		t.Fatalf("b holds %d events: a's timer round exchanged the capsule b was exchanging", len(evs))
-	}
-	if after := testutil.ToFloat64(a.stats.syncs.WithLabelValues("ok")); after != before {
-		t.Fatalf("a ran %v exchanges", after-before)
-	}
-	end()
-	converged(t, agent, 6, a, b) // the next timer round brings them
 }
 
 // mdnsGoroutines counts the goroutines of LAN discovery: the mDNS

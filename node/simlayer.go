@@ -54,7 +54,9 @@ import (
 // registry deleted if it is lost); a pause holds everything a node sends
 // and receives, and wakes it stale.
 
-// simHooks are how the simulator's layers run a node and watch it.
+// simHooks are how the simulator's layers run a node and watch it. Every
+// hook may be nil; a node with simHooks serves no HTTP API (tests run it on
+// memnet, in a synctest bubble, where real sockets would stall the clock).
 type simHooks struct {
 	gate        *simGate // goroutines wait for their turn; nil: they start at once
 	driven      bool     // the simulator ticks the fencing machines and anti-entropy
