@@ -86,6 +86,9 @@ func (p *plan) anthropic(w *writer) {
 		p.writeTools(w, toolsAnthropic)
 		w.raw("]")
 	}
+	if p.t.Stream {
+		w.raw(`,"stream":true`)
+	}
 	w.raw("}")
 }
 

@@ -47,6 +47,9 @@ func (p *plan) openAIChat(w *writer) {
 		p.writeTools(w, toolsChat)
 		w.raw("]")
 	}
+	if p.t.Stream {
+		w.raw(`,"stream":true,"stream_options":{"include_usage":true}`)
+	}
 	w.raw("}")
 }
 

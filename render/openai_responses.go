@@ -48,7 +48,11 @@ func (p *plan) openAIResponses(w *writer) {
 		p.writeTools(w, toolsResponses)
 		w.raw("]")
 	}
-	w.raw(`,"store":false,"include":["reasoning.encrypted_content"]}`)
+	w.raw(`,"store":false,"include":["reasoning.encrypted_content"]`)
+	if p.t.Stream {
+		w.raw(`,"stream":true`)
+	}
+	w.raw("}")
 }
 
 // responsesContent writes message content or a call output: a string for

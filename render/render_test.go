@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tern-dev/tern/capsule"
 )
 
 // marker is what reasoningFrom puts in reasoning n of provider p where a
@@ -190,5 +192,33 @@ func TestBadTargetsAreErrors(t *testing.T) {
 	}
 	if _, err := ParseProvider("nope"); err == nil || !strings.Contains(err.Error(), "openai-chat, openai-responses, anthropic, gemini, ollama") {
 		t.Fatalf("ParseProvider error does not list the providers: %v", err)
+	}
+}
+
+// A streamed request is the same body with the fields that ask for the
+// stream, where each API wants them, and nothing else changed.
+func TestStreamAddsOnlyTheFieldsThatAskForAStream(t *testing.T) {
+	evs := events(t, user("Weather in Paris?"), call("call_1", "get_weather", `{"city":"Paris"}`), result("call_1", `{"temp_c":18}`, false))
+	agent := capsule.Agent{Name: "a", Instructions: "You are terse.", Tools: []capsule.Tool{{Name: "get_weather"}}}
+	added := map[Provider]string{
+		OpenAIChat:      `,"stream":true,"stream_options":{"include_usage":true}`,
+		OpenAIResponses: `,"stream":true`,
+		Anthropic:       `,"stream":true`,
+		Gemini:          ``,
+		Ollama:          ``,
+	}
+	for _, p := range Providers() {
+		plain, err := Render(Request{Events: evs, Agent: agent, Target: Target{Provider: p, Model: "m"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streamed, err := Render(Request{Events: evs, Agent: agent, Target: Target{Provider: p, Model: "m", Stream: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := string(plain.Body[:len(plain.Body)-1]) + added[p] + "}"
+		if string(streamed.Body) != want {
+			t.Errorf("%s: streamed body\n%s\nwant\n%s", p, streamed.Body, want)
+		}
 	}
 }

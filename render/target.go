@@ -83,6 +83,13 @@ type Target struct {
 	// start with a thinking block it can replay (Anthropic refuses that).
 	// Other providers ignore it.
 	Thinking int
+	// Stream asks for a streamed answer, in the body where the API wants
+	// it: "stream":true for Anthropic and OpenAI Responses, and for
+	// OpenAI Chat also "stream_options":{"include_usage":true} (else the
+	// stream carries no usage). Gemini streams by its URL
+	// (streamGenerateContent?alt=sse) and Ollama by default, so their
+	// bodies do not change.
+	Stream bool
 }
 
 // host is t.Host or the provider's default.
