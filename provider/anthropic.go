@@ -1,0 +1,4 @@
+package provider
+
+// anthropicWire is not built yet (see unbuilt.go).
+type anthropicWire = unbuiltWire

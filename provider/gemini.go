@@ -1,0 +1,4 @@
+package provider
+
+// geminiWire is not built yet (see unbuilt.go).
+type geminiWire = unbuiltWire

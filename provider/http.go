@@ -1,0 +1,241 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/tern-dev/tern/render"
+)
+
+// Options tune how a Model talks to its API. The zero value is what tern
+// uses.
+type Options struct {
+	// Client sends the requests; nil is a client whose only deadline is
+	// the step's context (answers stream for minutes).
+	Client *http.Client
+	// Retries is how many times a request refused with 429 or 5xx, or that
+	// found no connection, is sent again before the step fails; 0 means
+	// 3, and a negative value none. Nothing is retried once the answer
+	// has begun to stream.
+	Retries int
+	// Backoff is the first wait between attempts, doubling each time; 0
+	// means 500 ms. A Retry-After (or retry-after-ms) header wins.
+	Backoff time.Duration
+	// MaxWait is the longest wait a Retry-After may ask for; a longer one
+	// fails the step at once, saying when to try again. 0 means 60 s.
+	MaxWait time.Duration
+}
+
+func (o Options) orDefault() Options {
+	if o.Client == nil {
+		o.Client = &http.Client{}
+	}
+	switch {
+	case o.Retries == 0:
+		o.Retries = 3
+	case o.Retries < 0:
+		o.Retries = 0
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 500 * time.Millisecond
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = time.Minute
+	}
+	return o
+}
+
+// NewWith is New with options.
+func NewWith(s Settings, opt Options) (Model, error) {
+	if err := s.Check(); err != nil {
+		return nil, err
+	}
+	if s.Provider == Offline {
+		return offlineModel{s: s}, nil
+	}
+	var w wire
+	switch render.Provider(s.Provider) {
+	case render.OpenAIChat:
+		w = chatWire{}
+	case render.OpenAIResponses:
+		w = responsesWire{}
+	case render.Anthropic:
+		w = anthropicWire{}
+	case render.Gemini:
+		w = geminiWire{}
+	case render.Ollama:
+		w = ollamaWire{}
+	default:
+		return nil, fmt.Errorf("provider %q: %w", s.Provider, errUnknownProvider)
+	}
+	if _, ok := w.(unbuiltWire); ok {
+		return nil, fmt.Errorf("provider %q: not built yet", s.Provider)
+	}
+	return &httpModel{s: s, w: w, opt: opt.orDefault()}, nil
+}
+
+// wire is what differs between the HTTP APIs.
+type wire interface {
+	// endpoint is the URL a step is posted to.
+	endpoint(s Settings) string
+	// auth sets the header that carries the key.
+	auth(h http.Header, key string)
+	// read reads the answer's stream into a. It returns m.cut(…) if the
+	// stream ends before the step does, or an *Error the stream reported.
+	read(m *httpModel, body io.Reader, a *assembler) error
+	// message extracts the provider's own message from an error body.
+	message(body []byte) string
+}
+
+// httpModel is a Model behind an HTTP API.
+type httpModel struct {
+	s   Settings
+	w   wire
+	opt Options
+}
+
+func (m *httpModel) Step(ctx context.Context, body []byte, deltas func(Delta)) (*Result, error) {
+	wait := m.opt.Backoff
+	for attempt := 1; ; attempt++ {
+		res, err := m.try(ctx, body, deltas)
+		if err == nil {
+			return res, nil
+		}
+		e, ok := err.(*Error)
+		if !ok {
+			return nil, err
+		}
+		e.Attempts = attempt
+		retry := e.Kind == ErrRateLimited || e.Kind == ErrUnavailable
+		if !retry || attempt > m.opt.Retries {
+			return nil, e
+		}
+		d := wait
+		if after, ok := e.retryAfter(); ok {
+			if after > m.opt.MaxWait {
+				e.Message += fmt.Sprintf(" (it asks to wait %v before trying again)", after.Round(time.Second))
+				return nil, e
+			}
+			d = after
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+		wait *= 2
+	}
+}
+
+// try sends body once and reads the answer.
+func (m *httpModel) try(ctx context.Context, body []byte, deltas func(Delta)) (*Result, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.w.endpoint(m.s), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream, application/x-ndjson, application/json")
+	if m.s.Key != "" {
+		m.w.auth(req.Header, m.s.Key)
+	}
+	resp, err := m.opt.Client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &Error{Kind: ErrUnavailable, Provider: m.s.Provider, Host: m.s.Host(), Model: m.s.Model, Secret: m.s.KeySecret, Message: m.redact(err.Error())}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		e := m.classify(resp.StatusCode, m.w.message(raw))
+		e.header = resp.Header
+		return nil, e
+	}
+	a := newAssembler(m.s, body, deltas)
+	if err := m.w.read(m, resp.Body, a); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return a.result()
+}
+
+// retryAfter is the wait the answer's Retry-After or retry-after-ms
+// header asks for.
+func (e *Error) retryAfter() (time.Duration, bool) {
+	if e.header == nil {
+		return 0, false
+	}
+	if v := e.header.Get("retry-after-ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
+			return time.Duration(ms * float64(time.Millisecond)), true
+		}
+	}
+	v := e.header.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+		return time.Duration(s * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0), true
+	}
+	return 0, false
+}
+
+// sse calls each with every event of an SSE stream until each returns
+// false or the stream ends; it reports whether each asked to stop, and
+// the stream's read error.
+func sse(body io.Reader, each func(ev ssestream.Event) (more bool, err error)) (stopped bool, err error) {
+	dec := ssestream.NewDecoder(&http.Response{Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(body)})
+	for dec.Next() {
+		more, err := each(dec.Event())
+		if err != nil {
+			return true, err
+		}
+		if !more {
+			return true, nil
+		}
+	}
+	return false, dec.Err()
+}
+
+// errorMessage reads the usual {"error":{"message":…}} or {"error":"…"}
+// or {"message":…} shapes of an error body; else the body itself, cut.
+func errorMessage(body []byte) string {
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		var inner struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    any    `json:"code"`
+		}
+		var s string
+		switch {
+		case json.Unmarshal(v.Error, &inner) == nil && inner.Message != "":
+			return inner.Message
+		case json.Unmarshal(v.Error, &s) == nil && s != "":
+			return s
+		case v.Message != "":
+			return v.Message
+		}
+	}
+	if len(body) > 300 {
+		body = body[:300]
+	}
+	return string(bytes.TrimSpace(body))
+}

@@ -1,0 +1,4 @@
+package provider
+
+// responsesWire is not built yet (see unbuilt.go).
+type responsesWire = unbuiltWire
