@@ -5,7 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"regexp"
+	"slices"
+	"strings"
 )
 
 // Agent is agent.json: what the agent is, which model it talks to by
@@ -14,10 +17,26 @@ import (
 type Agent struct {
 	Name         string `json:"name"`
 	Instructions string `json:"instructions"`
-	Provider     string `json:"provider"`
-	Model        string `json:"model"`
-	Tools        []Tool `json:"tools"`
+	// Provider is the wire protocol of the model API (Providers).
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	// BaseURL is the API's base URL in its official SDK's convention;
+	// empty means the provider's default (docs/PROVIDERS.md).
+	BaseURL string `json:"base_url,omitempty"`
+	// KeySecret is the name of the secret that holds the API key (tern
+	// secret set NAME), never the key; empty sends no key.
+	KeySecret string `json:"key_secret,omitempty"`
+	Tools     []Tool `json:"tools"`
 }
+
+// Providers are the names agent.json's provider may take: the wire
+// protocols tern speaks, and the built-in offline model.
+var Providers = []string{"openai-chat", "openai-responses", "anthropic", "gemini", "ollama", "offline"}
+
+// OfflineModel is the one model of the offline provider.
+const OfflineModel = "tern-offline"
+
+var secretName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,63}$`)
 
 // Tool is one tool definition: a name, what it does, a JSON Schema for its
 // arguments and its effect class (pure, idempotent or at-most-once).
@@ -35,7 +54,7 @@ func DefaultAgent(name string) Agent {
 		Name:         name,
 		Instructions: "You are a helpful assistant.",
 		Provider:     "offline",
-		Model:        "tern-offline",
+		Model:        OfflineModel,
 		Tools:        []Tool{},
 	}
 }
@@ -60,6 +79,9 @@ func ParseAgent(data []byte) (Agent, error) {
 	if a.Name == "" {
 		return a, fmt.Errorf("agent.json: name is empty")
 	}
+	if err := a.checkModel(); err != nil {
+		return a, fmt.Errorf("agent.json: %v", err)
+	}
 	for i, t := range a.Tools {
 		if t.Name == "" {
 			return a, fmt.Errorf("agent.json: tools[%d] has no name", i)
@@ -71,6 +93,34 @@ func ParseAgent(data []byte) (Agent, error) {
 		}
 	}
 	return a, nil
+}
+
+// checkModel checks provider, model, base_url and key_secret.
+func (a Agent) checkModel() error {
+	if !slices.Contains(Providers, a.Provider) {
+		return fmt.Errorf("provider %q is not one of %s", a.Provider, strings.Join(Providers, ", "))
+	}
+	switch {
+	case a.Model == "":
+		return fmt.Errorf("model is empty: name the %s model to use", a.Provider)
+	case strings.TrimSpace(a.Model) != a.Model || strings.ContainsAny(a.Model, " \t\n"):
+		return fmt.Errorf("model %q has spaces in it", a.Model)
+	case a.Provider == "offline" && a.Model != OfflineModel:
+		return fmt.Errorf("model %q: the offline provider has one model, %q", a.Model, OfflineModel)
+	}
+	if a.BaseURL != "" {
+		u, err := url.Parse(a.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("base_url %q is not an http:// or https:// URL", a.BaseURL)
+		}
+		if a.Provider == "offline" {
+			return fmt.Errorf("base_url: the offline provider runs in tern and has none")
+		}
+	}
+	if a.KeySecret != "" && !secretName.MatchString(a.KeySecret) {
+		return fmt.Errorf("key_secret %q is not a secret name (a letter, then letters, digits or _; at most 64): it names the secret that holds the key, never the key", a.KeySecret)
+	}
+	return nil
 }
 
 var agentIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/tern-dev/tern/journal"
 )
@@ -109,7 +110,10 @@ func checkEditable(name string, data []byte) error {
 		_, err = ParseEnvSpec(data)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w; fix it and accept again", name, err)
+		if !strings.HasPrefix(err.Error(), name+":") {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+		return fmt.Errorf("%w; fix it and accept again", err)
 	}
 	return nil
 }

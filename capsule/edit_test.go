@@ -35,6 +35,7 @@ func TestAnAcceptedEditOfTheAgentVerifiesAndIsJournaled(t *testing.T) {
 	s := newSigner(t)
 	dir := fullCapsule(t, s)
 	editFile(t, dir, AgentFile, func(b []byte) []byte {
+		b = bytes.Replace(b, []byte(`"offline"`), []byte(`"anthropic"`), 1)
 		return bytes.Replace(b, []byte(`"tern-offline"`), []byte(`"claude-sonnet-4-5"`), 1)
 	})
 	if rep, _ := Verify(dir, VerifyOptions{}); rep.OK() {

@@ -256,6 +256,7 @@ func TestAHandEditIsDamageUntilAccepted(t *testing.T) {
 	dir := newAgent(t, home)
 	p := filepath.Join(dir, "agent.json")
 	b, _ := os.ReadFile(p)
+	b = bytes.Replace(b, []byte(`"offline"`), []byte(`"openai-responses"`), 1)
 	os.WriteFile(p, bytes.Replace(b, []byte("tern-offline"), []byte("gpt-5"), 1), 0o644)
 	if code, _, _ := tern(t, home, "", "capsule", "verify", dir); code != 1 {
 		t.Fatalf("verify of an unaccepted edit: exit %d", code)
