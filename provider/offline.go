@@ -73,7 +73,7 @@ func (m offlineModel) Step(ctx context.Context, body []byte, deltas func(Delta))
 			if name == "" {
 				name = msg.ToolCallID
 			}
-			quotes = append(quotes, fmt.Sprintf("%s returned %s", name, quote(textOf(msg.Content), 200)))
+			quotes = append(quotes, fmt.Sprintf("%s returned %s", name, cut(textOf(msg.Content), 200)))
 		}
 		say(a.text, "Done: "+strings.Join(quotes, "; ")+".")
 	case "user":
@@ -142,11 +142,13 @@ func textOf(content json.RawMessage) string {
 	return b.String()
 }
 
-// quote is s in double quotes, cut to n runes.
-func quote(s string, n int) string {
-	r := []rune(s)
-	if len(r) > n {
-		s = string(r[:n]) + "…"
+// cut is s cut to n runes.
+func cut(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
 	}
-	return `"` + s + `"`
+	return s
 }
+
+// quote is s in double quotes, cut to n runes.
+func quote(s string, n int) string { return `"` + cut(s, n) + `"` }
