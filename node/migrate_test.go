@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/capsule"
@@ -25,8 +26,7 @@ func connectAll(t *testing.T, nodes ...*Node) {
 	t.Helper()
 	for i, a := range nodes {
 		for _, b := range nodes[i+1:] {
-			pair(t, a, b)
-			if err := a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
+			if err := link(a, b); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -34,6 +34,8 @@ func connectAll(t *testing.T, nodes ...*Node) {
 }
 
 // link pairs and connects a and b (connectAll, for another goroutine).
+// Paired, b may dial a at the same moment: two TCP dials that cross can
+// fail their handshakes, so it tries a few times.
 func link(a, b *Node) error {
 	if err := a.peers.Add(Peer{ID: b.info.PeerID, Name: "b", Addrs: hostAddrs(b)}); err != nil {
 		return err
@@ -41,7 +43,15 @@ func link(a, b *Node) error {
 	if err := b.peers.Add(Peer{ID: a.info.PeerID, Name: "a", Addrs: hostAddrs(a)}); err != nil {
 		return err
 	}
-	return a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()})
+	var err error
+	for range 5 {
+		err = a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()})
+		if err == nil || a.host.Network().Connectedness(b.host.ID()) == network.Connected {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
 }
 
 // heldBy makes a capsule that n made (its manifest names n at epoch 0)
