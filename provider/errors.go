@@ -44,7 +44,8 @@ type Error struct {
 	Message  string // the provider's own message (or what broke), key removed
 	Attempts int    // how many times the request was sent
 
-	header http.Header // the refusal's headers (Retry-After)
+	header   http.Header // the refusal's headers (Retry-After)
+	streamed bool        // deltas of the step went out before it failed
 }
 
 func (e *Error) Unwrap() error { return e.Kind }
@@ -83,7 +84,7 @@ func (e *Error) Error() string {
 
 // contextLength recognises the providers' words for a request that does
 // not fit the context window.
-var contextLength = regexp.MustCompile(`(?i)context[_ ]length|context window|maximum context|prompt is too long|too many tokens|input token count.*exceeds|exceeds the maximum number of tokens`)
+var contextLength = regexp.MustCompile(`(?i)context[_ ]length|context window|context limit|maximum context|prompt is too long|too many tokens|input token count.*exceeds|exceeds the maximum number of tokens`)
 
 // classify makes the error of an HTTP status and the provider's message.
 func (m *httpModel) classify(status int, msg string) *Error {

@@ -21,10 +21,10 @@ type Options struct {
 	// Client sends the requests; nil is a client whose only deadline is
 	// the step's context (answers stream for minutes).
 	Client *http.Client
-	// Retries is how many times a request refused with 429 or 5xx, or that
-	// found no connection, is sent again before the step fails; 0 means
-	// 3, and a negative value none. Nothing is retried once the answer
-	// has begun to stream.
+	// Retries is how many times a request refused with 429 or 5xx (also
+	// in the stream, before any delta), or that found no connection, is
+	// sent again before the step fails; 0 means 3, and a negative value
+	// none. Nothing is retried once a delta has gone out.
 	Retries int
 	// Backoff is the first wait between attempts, doubling each time; 0
 	// means 500 ms. A Retry-After (or retry-after-ms) header wins.
@@ -86,7 +86,8 @@ func NewWith(s Settings, opt Options) (Model, error) {
 type wire interface {
 	// endpoint is the URL a step is posted to.
 	endpoint(s Settings) string
-	// auth sets the header that carries the key.
+	// auth sets the header that carries the key (none if key is empty)
+	// and any header the API always wants.
 	auth(h http.Header, key string)
 	// read reads the answer's stream into a. It returns m.cut(…) if the
 	// stream ends before the step does, or an *Error the stream reported.
@@ -114,7 +115,7 @@ func (m *httpModel) Step(ctx context.Context, body []byte, deltas func(Delta)) (
 			return nil, err
 		}
 		e.Attempts = attempt
-		retry := e.Kind == ErrRateLimited || e.Kind == ErrUnavailable
+		retry := (e.Kind == ErrRateLimited || e.Kind == ErrUnavailable) && !e.streamed
 		if !retry || attempt > m.opt.Retries {
 			return nil, e
 		}
@@ -143,9 +144,7 @@ func (m *httpModel) try(ctx context.Context, body []byte, deltas func(Delta)) (*
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream, application/x-ndjson, application/json")
-	if m.s.Key != "" {
-		m.w.auth(req.Header, m.s.Key)
-	}
+	m.w.auth(req.Header, m.s.Key)
 	resp, err := m.opt.Client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -160,10 +159,19 @@ func (m *httpModel) try(ctx context.Context, body []byte, deltas func(Delta)) (*
 		e.header = resp.Header
 		return nil, e
 	}
-	a := newAssembler(m.s, body, deltas)
+	streamed := false
+	a := newAssembler(m.s, body, func(d Delta) {
+		streamed = true
+		if deltas != nil {
+			deltas(d)
+		}
+	})
 	if err := m.w.read(m, resp.Body, a); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if e, ok := err.(*Error); ok {
+			e.streamed = streamed // deltas went out: sending again would repeat them
 		}
 		return nil, err
 	}

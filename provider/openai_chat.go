@@ -19,7 +19,11 @@ type chatWire struct{}
 
 func (chatWire) endpoint(s Settings) string { return s.baseURL() + "/chat/completions" }
 
-func (chatWire) auth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+func (chatWire) auth(h http.Header, key string) {
+	if key != "" {
+		h.Set("Authorization", "Bearer "+key)
+	}
+}
 
 func (chatWire) message(body []byte) string { return errorMessage(body) }
 

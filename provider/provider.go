@@ -164,8 +164,11 @@ type Delta struct {
 	Name  string // the tool's name (DeltaCall)
 }
 
-// Usage is what a step cost, in the provider's tokens. Zero fields were
-// not reported.
+// Usage is what a step cost, in the provider's tokens. InputTokens counts
+// every token of the request, those read from a cache included
+// (CachedTokens says how many were); OutputTokens every token of the
+// answer, reasoning included (ReasoningTokens says how many were). Zero
+// fields were not reported.
 type Usage struct {
 	InputTokens     int `json:"input_tokens"`
 	OutputTokens    int `json:"output_tokens"`
