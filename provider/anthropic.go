@@ -31,8 +31,10 @@ const anthropicVersion = "2023-06-01"
 func (anthropicWire) endpoint(s Settings) string { return s.baseURL() + "/v1/messages" }
 
 func (anthropicWire) auth(h http.Header, key string) {
-	h.Set("x-api-key", key)
-	h.Set("anthropic-version", anthropicVersion)
+	if key != "" {
+		h.Set("x-api-key", key)
+	}
+	h.Set("anthropic-version", anthropicVersion) // with or without a key (a gateway may add it)
 }
 
 // message reads {"type":"error","error":{"type":…,"message":…}}.
@@ -74,16 +76,23 @@ type anthropicEvent struct {
 // anthropicUsage is a usage object; a field left out is nil (message_delta
 // carries only the counts that changed, each a whole-message total).
 type anthropicUsage struct {
-	InputTokens          *int `json:"input_tokens"`
-	OutputTokens         *int `json:"output_tokens"`
-	CacheReadInputTokens *int `json:"cache_read_input_tokens"`
-	OutputTokensDetails  *struct {
+	InputTokens              *int `json:"input_tokens"`
+	OutputTokens             *int `json:"output_tokens"`
+	CacheReadInputTokens     *int `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens *int `json:"cache_creation_input_tokens"`
+	OutputTokensDetails      *struct {
 		ThinkingTokens *int `json:"thinking_tokens"`
 	} `json:"output_tokens_details"`
 }
 
-// apply sets the counts u reports, leaving the others as they were.
-func (u *anthropicUsage) apply(to *Usage) {
+// anthropicCounts are the step's counts as Anthropic gives them: its
+// input_tokens leave out the tokens read from or written to the cache.
+type anthropicCounts struct{ input, cacheRead, cacheWrite, output, thinking int }
+
+// apply sets the counts u reports, leaving the others as they were, and
+// writes them to to as Usage counts them (every input token in
+// InputTokens, the cached ones included).
+func (u *anthropicUsage) apply(c *anthropicCounts, to *Usage) {
 	if u == nil {
 		return
 	}
@@ -92,16 +101,20 @@ func (u *anthropicUsage) apply(to *Usage) {
 			*dst = *v
 		}
 	}
-	set(&to.InputTokens, u.InputTokens)
-	set(&to.OutputTokens, u.OutputTokens)
-	set(&to.CachedTokens, u.CacheReadInputTokens)
+	set(&c.input, u.InputTokens)
+	set(&c.output, u.OutputTokens)
+	set(&c.cacheRead, u.CacheReadInputTokens)
+	set(&c.cacheWrite, u.CacheCreationInputTokens)
 	if d := u.OutputTokensDetails; d != nil {
-		set(&to.ReasoningTokens, d.ThinkingTokens)
+		set(&c.thinking, d.ThinkingTokens)
 	}
+	*to = Usage{InputTokens: c.input + c.cacheRead + c.cacheWrite, OutputTokens: c.output,
+		ReasoningTokens: c.thinking, CachedTokens: c.cacheRead}
 }
 
 func (anthropicWire) read(m *httpModel, body io.Reader, a *assembler) error {
 	signatures := map[int]*strings.Builder{} // by block index: a signature may come in pieces
+	var counts anthropicCounts
 	done, err := sse(body, func(ev ssestream.Event) (bool, error) {
 		data := trimNewline(ev.Data)
 		if ev.Type == "ping" || len(bytes.TrimSpace(data)) == 0 {
@@ -116,7 +129,7 @@ func (anthropicWire) read(m *httpModel, body io.Reader, a *assembler) error {
 		}
 		switch e.Type {
 		case "message_start":
-			e.Message.Usage.apply(&a.usage)
+			e.Message.Usage.apply(&counts, &a.usage)
 		case "content_block_start":
 			b := e.ContentBlock
 			switch b.Type {
@@ -161,7 +174,7 @@ func (anthropicWire) read(m *httpModel, body io.Reader, a *assembler) error {
 			if r := e.Delta.StopReason; r != "" {
 				a.stop = anthropicStop(r)
 			}
-			e.Usage.apply(&a.usage)
+			e.Usage.apply(&counts, &a.usage)
 		case "message_stop":
 			return false, nil
 		case "error": // an error event without its event name

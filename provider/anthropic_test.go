@@ -133,12 +133,12 @@ func TestAnthropicStreamsTextInDeltasWithItsUsage(t *testing.T) {
 		t.Fatalf("deltas %+v", d.got)
 	}
 	want := `message {"content":[{"text":"It is 18°C in Paris.","type":"text"}],"role":"assistant"}
-turn.usage {"host":"HOST","model":"claude-sonnet-4-5","provider":"anthropic","stop":"end","usage":{"cached_tokens":10,"input_tokens":32,"output_tokens":9}}
+turn.usage {"host":"HOST","model":"claude-sonnet-4-5","provider":"anthropic","stop":"end","usage":{"cached_tokens":10,"input_tokens":42,"output_tokens":9}}
 `
 	if got := hostless(lines(res)); got != want {
 		t.Fatalf("drafts\n%s\nwant\n%s", got, want)
 	}
-	if res.Stop != "end" || res.Usage != (Usage{InputTokens: 32, OutputTokens: 9, CachedTokens: 10}) {
+	if res.Stop != "end" || res.Usage != (Usage{InputTokens: 42, OutputTokens: 9, CachedTokens: 10}) {
 		t.Fatalf("stop %q, usage %+v", res.Stop, res.Usage)
 	}
 	h := s.headers[0]
@@ -356,5 +356,22 @@ func TestAnthropicStopReasons(t *testing.T) {
 		if res.Stop != want {
 			t.Errorf("stop_reason %s: stop %q, want %q", reason, res.Stop, want)
 		}
+	}
+}
+
+// A gateway that adds the key itself still gets the API version.
+func TestAnthropicSendsItsVersionWithoutAKey(t *testing.T) {
+	s := newStub(t, "/v1/messages", reply{body: "@anthropic/text.sse"})
+	st := s.settings("anthropic", "claude-sonnet-4-5", "")
+	st.Key, st.KeySecret = "", ""
+	m, err := NewWith(st, fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Step(context.Background(), body(t, render.Anthropic, "claude-sonnet-4-5"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if h := s.headers[0]; h.Get("anthropic-version") != "2023-06-01" || h.Get("x-api-key") != "" {
+		t.Fatalf("headers %v", h)
 	}
 }

@@ -29,7 +29,7 @@ type responsesWire struct{}
 
 func (responsesWire) endpoint(s Settings) string { return s.baseURL() + "/responses" }
 
-func (responsesWire) auth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+func (responsesWire) auth(h http.Header, key string) { chatWire{}.auth(h, key) }
 
 func (responsesWire) message(body []byte) string { return errorMessage(body) }
 
