@@ -78,6 +78,14 @@ func (a *assembler) text(s string) {
 	a.deltas(Delta{Kind: DeltaText, Text: s})
 }
 
+// newText starts a new assistant message even right after another (an
+// API that says where one message ends and the next begins).
+func (a *assembler) newText() {
+	if it := a.last(itemText); it == nil || it.text.Len() > 0 {
+		a.add(itemText)
+	}
+}
+
 // reasoning appends s to the current reasoning block.
 func (a *assembler) reasoning(s string) {
 	if s == "" {

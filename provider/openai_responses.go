@@ -169,6 +169,9 @@ func (r *responsesReader) event(typ string, e *responsesEvent) (bool, error) {
 		}{&it.Type}) != nil {
 			return false, r.m.cut(typ + " without an item")
 		}
+		if it.Type == "message" && typ == "response.output_item.added" {
+			r.a.newText() // two message items (a preamble, then the answer) are two messages
+		}
 		if it.Type != "function_call" && it.Type != "reasoning" {
 			return true, nil // a message (its text streams) or a built-in tool's item
 		}

@@ -253,3 +253,24 @@ func TestOpenAIResponsesSaysWhatWentWrongInTheStream(t *testing.T) {
 		t.Errorf("no response.completed: %v; want ErrStreamCut", err)
 	}
 }
+
+// Two message items (a preamble, then the answer) are two messages, not
+// one run-together text.
+func TestOpenAIResponsesKeepsTwoMessagesApart(t *testing.T) {
+	msg := func(i int, text string) []string {
+		return []string{
+			fmt.Sprintf(`{"type":"response.output_item.added","item":{"id":"msg_%d","type":"message","status":"in_progress","content":[],"role":"assistant"},"output_index":%d,"sequence_number":%d}`, i, i, 10*i+1),
+			fmt.Sprintf(`{"type":"response.output_text.delta","item_id":"msg_%d","output_index":%d,"content_index":0,"delta":%q,"sequence_number":%d}`, i, i, text, 10*i+2),
+		}
+	}
+	events := append([]string{evCreated}, msg(0, "Let me think.")...)
+	events = append(events, msg(1, "It is mild.")...)
+	events = append(events, `{"type":"response.completed","response":{"id":"resp_e","object":"response","status":"completed","model":"gpt-4.1","output":[],"usage":{"input_tokens":5,"output_tokens":6,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}},"sequence_number":99}`)
+	res, _, _, _, err := responsesStep(t, "gpt-4.1", reply{body: responsesStream(events...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(lines(res), "message "); got != 2 {
+		t.Fatalf("%d messages:\n%s", got, lines(res))
+	}
+}
