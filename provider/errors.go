@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // What went wrong with a step, for errors.Is. Every error a Model returns
@@ -44,8 +45,9 @@ type Error struct {
 	Message  string // the provider's own message (or what broke), key removed
 	Attempts int    // how many times the request was sent
 
-	header   http.Header // the refusal's headers (Retry-After)
-	streamed bool        // deltas of the step went out before it failed
+	header   http.Header   // the refusal's headers (Retry-After)
+	streamed bool          // deltas of the step went out before it failed
+	wait     time.Duration // how long the body asked to wait, if it did (refiner)
 }
 
 func (e *Error) Unwrap() error { return e.Kind }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/openai/openai-go/v3/packages/ssestream"
 )
@@ -38,7 +39,11 @@ func (geminiWire) endpoint(s Settings) string {
 	return s.baseURL() + "/v1beta/models/" + url.PathEscape(model) + ":streamGenerateContent?alt=sse"
 }
 
-func (geminiWire) auth(h http.Header, key string) { h.Set("x-goog-api-key", key) }
+func (geminiWire) auth(h http.Header, key string) {
+	if key != "" {
+		h.Set("x-goog-api-key", key)
+	}
+}
 
 // message reads Google's {"error":{"code","message","status"}}, which some
 // endpoints wrap in a JSON array ([{"error":…}], as streamGenerateContent
@@ -52,6 +57,46 @@ func (geminiWire) message(body []byte) string {
 		}
 	}
 	return errorMessage(b)
+}
+
+// refine reads what Google's error details say beyond the status: a bad
+// key is 400 INVALID_ARGUMENT with reason API_KEY_INVALID (not 401), and a
+// 429 says how long to wait in a RetryInfo detail ("37s"), not in a
+// Retry-After header.
+func (geminiWire) refine(e *Error, body []byte) {
+	b := bytes.TrimSpace(body)
+	if len(b) > 0 && b[0] == '[' {
+		var arr []json.RawMessage
+		if json.Unmarshal(b, &arr) == nil && len(arr) > 0 {
+			b = arr[0]
+		}
+	}
+	var v struct {
+		Error struct {
+			Status  string `json:"status"`
+			Details []struct {
+				Type       string `json:"@type"`
+				Reason     string `json:"reason"`
+				RetryDelay string `json:"retryDelay"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &v) != nil {
+		return
+	}
+	if v.Error.Status == "UNAUTHENTICATED" || v.Error.Status == "PERMISSION_DENIED" {
+		e.Kind = ErrAuth
+	}
+	for _, d := range v.Error.Details {
+		switch {
+		case d.Reason == "API_KEY_INVALID":
+			e.Kind = ErrAuth
+		case strings.HasSuffix(d.Type, "google.rpc.RetryInfo") && d.RetryDelay != "":
+			if w, err := time.ParseDuration(d.RetryDelay); err == nil && w >= 0 {
+				e.wait = w
+			}
+		}
+	}
 }
 
 type geminiChunk struct {

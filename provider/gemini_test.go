@@ -373,3 +373,25 @@ func geminiReplayTo(t *testing.T, res *Result, target render.Target) []map[strin
 	}
 	return parts
 }
+
+// Google answers a bad key with 400 API_KEY_INVALID, and says how long to
+// wait in the body: tern still names the secret, and waits as asked.
+func TestGeminiBadKeyAndRetryDelayInTheBody(t *testing.T) {
+	json := map[string]string{"Content-Type": "application/json"}
+	badKey := `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}`
+	s := newStub(t, "/v1beta/models/gemini-2.5-flash:streamGenerateContent", reply{status: 400, header: json, body: badKey})
+	m, err := NewWith(s.settings("gemini", "gemini-2.5-flash", ""), fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := body(t, render.Gemini, "gemini-2.5-flash")
+	if _, err := m.Step(context.Background(), b, nil); !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "tern secret set TEST_KEY") {
+		t.Fatalf("a bad key: %v; want ErrAuth naming the secret", err)
+	}
+	slow := `{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"3600s"}]}}`
+	s = newStub(t, "/v1beta/models/gemini-2.5-flash:streamGenerateContent", reply{status: 429, header: json, body: slow})
+	m, _ = NewWith(s.settings("gemini", "gemini-2.5-flash", ""), fast)
+	if _, err := m.Step(context.Background(), b, nil); !errors.Is(err, ErrRateLimited) || s.requests() != 1 || !strings.Contains(err.Error(), "1h0m0s") {
+		t.Fatalf("a 429 asking for an hour in its body: %v after %d requests; want ErrRateLimited at once, saying how long", err, s.requests())
+	}
+}

@@ -76,9 +76,6 @@ func NewWith(s Settings, opt Options) (Model, error) {
 	default:
 		return nil, fmt.Errorf("provider %q: %w", s.Provider, errUnknownProvider)
 	}
-	if _, ok := w.(unbuiltWire); ok {
-		return nil, fmt.Errorf("provider %q: not built yet", s.Provider)
-	}
 	return &httpModel{s: s, w: w, opt: opt.orDefault()}, nil
 }
 
@@ -94,6 +91,13 @@ type wire interface {
 	read(m *httpModel, body io.Reader, a *assembler) error
 	// message extracts the provider's own message from an error body.
 	message(body []byte) string
+}
+
+// refiner is a wire whose error bodies say more than their status: that
+// a key was refused (Gemini answers 400 for a bad key) or how long to
+// wait (in the body, not in Retry-After).
+type refiner interface {
+	refine(e *Error, body []byte)
 }
 
 // httpModel is a Model behind an HTTP API.
@@ -157,6 +161,9 @@ func (m *httpModel) try(ctx context.Context, body []byte, deltas func(Delta)) (*
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		e := m.classify(resp.StatusCode, m.w.message(raw))
 		e.header = resp.Header
+		if r, ok := m.w.(refiner); ok {
+			r.refine(e, raw)
+		}
 		return nil, e
 	}
 	streamed := false
@@ -182,7 +189,7 @@ func (m *httpModel) try(ctx context.Context, body []byte, deltas func(Delta)) (*
 // header asks for.
 func (e *Error) retryAfter() (time.Duration, bool) {
 	if e.header == nil {
-		return 0, false
+		return e.wait, e.wait > 0
 	}
 	if v := e.header.Get("retry-after-ms"); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
@@ -191,7 +198,7 @@ func (e *Error) retryAfter() (time.Duration, bool) {
 	}
 	v := e.header.Get("Retry-After")
 	if v == "" {
-		return 0, false
+		return e.wait, e.wait > 0
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
 		return time.Duration(s * float64(time.Second)), true

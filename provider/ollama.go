@@ -25,7 +25,7 @@ type ollamaWire struct{}
 
 func (ollamaWire) endpoint(s Settings) string { return s.baseURL() + "/api/chat" }
 
-func (ollamaWire) auth(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) }
+func (ollamaWire) auth(h http.Header, key string) { chatWire{}.auth(h, key) }
 
 func (ollamaWire) message(body []byte) string { return errorMessage(body) }
 
