@@ -66,6 +66,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /v1/capsules/{id}/holder", n.handleHolder)
 	mux.HandleFunc("POST /v1/capsules/{id}/resolve", n.handleResolve)
 	mux.HandleFunc("GET /v1/capsules/{id}/sync", n.handleSyncState)
+	mux.HandleFunc("POST /v1/capsules/{id}/model/test", n.handleModelTest)
 	mux.HandleFunc("POST /v1/peers/reload", n.handleReloadPeers)
 	mux.HandleFunc("POST /v1/shares/reload", n.handleReloadShares)
 	root := http.NewServeMux()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
@@ -57,6 +58,11 @@ type Config struct {
 	// (docs/MIGRATION.md: a disk rolled back to an old backup is the one
 	// fault epochs cannot see while offline).
 	Strict bool
+
+	// Secrets gives the API keys agents' key_secret names (the keyring of
+	// the user running the node, then TERN_SECRET_<NAME>); nil resolves
+	// none, and an agent that names one cannot reach its model.
+	Secrets provider.Secrets
 
 	// tick is how often the fencing machines tick; 0 means DefaultTick.
 	tick time.Duration
