@@ -26,10 +26,10 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
-	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/provider"
 )
 
 // InfoFile is written by a running node inside $TERN_HOME (0600): how
