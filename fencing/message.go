@@ -74,7 +74,13 @@ type Message struct {
 	Data     []byte   // MsgTransfer
 	Nonce    uint64   // MsgAsk, MsgTell
 	Info     Info     // MsgTell, MsgFenced
+	// Detail says a refusal's reason in words, for a person (MsgRefuse
+	// after a failed prepare: what failed). No machine acts on it.
+	Detail string
 }
+
+// MaxDetail is the longest Detail a message carries.
+const MaxDetail = 512
 
 func (m *Message) String() string {
 	s := fmt.Sprintf("%s %s->%s e%d", m.Type, m.From, m.To, m.Epoch)

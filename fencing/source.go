@@ -128,7 +128,11 @@ func (m *Machine) onReply(msg *Message) {
 		if msg.Highest > r.Highest {
 			r.Highest = msg.Highest
 		}
-		m.resume(EvAbort, msg.Reason.Err())
+		err := msg.Reason.Err()
+		if msg.Detail != "" {
+			err = fmt.Errorf("%w: %s", err, msg.Detail)
+		}
+		m.resume(EvAbort, err)
 	case MsgDecision:
 		switch msg.Decision {
 		case Activated:

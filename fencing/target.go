@@ -173,7 +173,11 @@ func (m *Machine) PrepareDone(epoch uint64, err error) {
 	source := r.Peer
 	if err != nil {
 		m.refuseStaging(fmt.Errorf("%w: %w", ErrPrepareFailed, err))
-		m.send(Message{Type: MsgRefuse, To: source, Epoch: epoch, Reason: ReasonPrepareFailed, Highest: r.Highest})
+		detail := err.Error()
+		if len(detail) > MaxDetail {
+			detail = detail[:MaxDetail]
+		}
+		m.send(Message{Type: MsgRefuse, To: source, Epoch: epoch, Reason: ReasonPrepareFailed, Highest: r.Highest, Detail: detail})
 		return
 	}
 	r.Prepared = true

@@ -483,6 +483,28 @@ func (hs *holders) promote(h *holder, staging string, rec fencing.Record) error 
 	return hs.markActivation(h, rec)
 }
 
+// secretsResolve checks that every secret the agent needs (its
+// environment's and its model key's) resolves on this machine, so that a
+// migration aborts before the point of no return rather than moving an
+// agent that cannot run here. A node without a secret store (tests, the
+// simulator) checks nothing: the names were checked when the spec was.
+func (hs *holders) secretsResolve(env capsule.EnvSpec, agent capsule.Agent) error {
+	store := hs.n.cfg.Secrets
+	if store == nil {
+		return nil
+	}
+	names := slices.Clone(env.Secrets)
+	if agent.KeySecret != "" {
+		names = append(names, agent.KeySecret)
+	}
+	for _, name := range names {
+		if _, err := store.Get(name); err != nil {
+			return fmt.Errorf("the secret %s does not resolve on this machine (%v): set it here with tern secret set %s, then migrate again", name, err, name)
+		}
+	}
+	return nil
+}
+
 // markActivation appends the holder.activated event of an epoch this node
 // activated: it says where the old holder's epoch ends (its chain's head
 // here, which prepare checked is the head it froze at), so that every
@@ -717,11 +739,15 @@ func (hs *holders) prepareFiles(h *holder) error {
 		return err
 	}
 	return hs.n.store.With(h.agent, func(d *capsule.Dir) error {
-		if _, err := d.Environment(); err != nil {
+		env, err := d.Environment()
+		if err != nil {
 			return err
 		}
 		agent, err := d.Agent()
 		if err != nil {
+			return err
+		}
+		if err := hs.secretsResolve(env, agent); err != nil {
 			return err
 		}
 		p, err := render.ParseProvider(agent.Provider)

@@ -688,3 +688,46 @@ func TestATargetThatLostItsRegistryAfterActivatingLeavesTheSourceFrozen(t *testi
 		t.Fatalf("a is %s (runs %v), b runs %v: want a frozen and nobody running", st, a.runs(agent), b.runs(agent))
 	}
 }
+
+// A target on which the agent's model key does not resolve refuses to
+// prepare: the migration aborts naming the secret, and commits once the
+// secret is there.
+func TestAMigrationToAMachineWithoutTheAgentsSecretAborts(t *testing.T) {
+	targetSecrets := mapSecrets{}
+	start := func(s mapSecrets) *Node {
+		home := t.TempDir()
+		n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: time.Hour,
+			tick: 20 * time.Millisecond, Secrets: s}, testLog(home))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	a, b := start(mapSecrets{"MODEL_KEY": "k"}), start(targetSecrets)
+	connectAll(t, a, b)
+	agent := heldBy(t, a, func(dir string) {
+		p := filepath.Join(dir, capsule.AgentFile)
+		raw, _ := os.ReadFile(p)
+		data := strings.Replace(string(raw), `"offline"`, `"anthropic"`, 1)
+		data = strings.Replace(data, `"tern-offline"`, `"claude-sonnet-4-5", "key_secret": "MODEL_KEY"`, 1)
+		os.WriteFile(p, []byte(data), 0o644)
+		c, err := capsule.OpenDir(context.Background(), dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.AcceptEdits(context.Background(), a.id); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := a.Migrate(ctx, agent, b.host.ID())
+	if err != nil || out.Outcome != "aborted" || !strings.Contains(out.Reason, "MODEL_KEY") {
+		t.Fatalf("%+v %v: want aborted, naming the secret", out, err)
+	}
+	eventually(t, "a runs the agent again", func() bool { return a.runs(agent) })
+	targetSecrets["MODEL_KEY"] = "k"
+	mustMigrate(t, a, b, agent)
+}

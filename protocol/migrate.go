@@ -107,6 +107,7 @@ type wireMessage struct {
 	Data     []byte     `json:"data,omitempty"`
 	Nonce    uint64     `json:"nonce,omitempty"`
 	Info     *wireInfo  `json:"info,omitempty"`
+	Detail   string     `json:"detail,omitempty"`
 }
 
 type wireFile struct {
@@ -128,7 +129,7 @@ type wireInfo struct {
 func toWire(m fencing.Message) *wireMessage {
 	w := &wireMessage{Type: uint8(m.Type), From: m.From, To: m.To, Agent: m.Agent, Epoch: m.Epoch, Re: uint8(m.Re),
 		Decision: uint8(m.Decision), Reason: uint8(m.Reason), Highest: m.Highest, Missing: m.Missing, Index: m.Index,
-		Data: m.Data, Nonce: m.Nonce}
+		Data: m.Data, Nonce: m.Nonce, Detail: m.Detail}
 	for _, f := range m.Files {
 		w.Files = append(w.Files, wireFile{Name: f.Name, Sum: hex.EncodeToString(f.Sum[:]), Size: f.Size})
 	}
@@ -144,7 +145,10 @@ func toWire(m fencing.Message) *wireMessage {
 func fromWire(w *wireMessage) (fencing.Message, error) {
 	m := fencing.Message{Type: fencing.MsgType(w.Type), From: w.From, To: w.To, Agent: w.Agent, Epoch: w.Epoch,
 		Re: fencing.MsgType(w.Re), Decision: fencing.Decision(w.Decision), Reason: fencing.Reason(w.Reason),
-		Highest: w.Highest, Missing: w.Missing, Index: w.Index, Data: w.Data, Nonce: w.Nonce}
+		Highest: w.Highest, Missing: w.Missing, Index: w.Index, Data: w.Data, Nonce: w.Nonce, Detail: w.Detail}
+	if len(m.Detail) > fencing.MaxDetail {
+		return m, fmt.Errorf("migrate message: detail of %d bytes, at most %d", len(m.Detail), fencing.MaxDetail)
+	}
 	for _, f := range w.Files {
 		b, err := hex.DecodeString(f.Sum)
 		if err != nil || len(b) != 32 {
