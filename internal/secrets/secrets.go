@@ -175,8 +175,10 @@ func noKeyringReason() string {
 		return "the macOS Keychain is not available (this tern was built without cgo)"
 	case "windows":
 		return "Windows Credential Manager is not available"
+	case "linux":
+		return "no OS keyring is reachable (tern looks for the Secret Service, such as gnome-keyring or KeePassXC, on the D-Bus session bus)"
 	}
-	return "no OS keyring is reachable (tern looks for the Secret Service, such as gnome-keyring or KeePassXC, on the D-Bus session bus)"
+	return "tern uses no OS keyring on " + runtime.GOOS
 }
 
 func openFile(home string, prompt Prompt, why string) (*Store, error) {
@@ -344,18 +346,18 @@ func (s *Store) checkPassword(name string) error {
 	if err != nil {
 		return err
 	}
-	for _, n := range names {
-		_, err := s.ring.Get(n)
-		if err == nil || errors.Is(err, keyring.ErrKeyNotFound) {
-			return nil
-		}
-		var pe *passwordError
-		if errors.As(err, &pe) {
-			return pe.err
-		}
-		return fmt.Errorf("the password does not open the secrets already in %s (%v): use the password they were stored with; nothing was stored", s.dir, err)
+	if len(names) == 0 {
+		return nil // a new store: the password is asked twice
 	}
-	return nil
+	_, err = s.ring.Get(names[0])
+	var pe *passwordError
+	switch {
+	case err == nil || errors.Is(err, keyring.ErrKeyNotFound):
+		return nil
+	case errors.As(err, &pe):
+		return pe.err
+	}
+	return fmt.Errorf("the password does not open the secrets already in %s (%v): use the password they were stored with; nothing was stored", s.dir, err)
 }
 
 // unavailable is the refusal to store name when there is nowhere to.
