@@ -17,7 +17,8 @@ import (
 const value = "sk-test-4f9a1c0b7e2d"
 
 // clean makes the test independent of the environment it runs in: no
-// secret, password or backend choice comes from outside.
+// secret, password or backend choice comes from outside, and no OS keyring
+// is reachable. Files are sealed with a cheap key derivation.
 func clean(t *testing.T) {
 	t.Helper()
 	for _, kv := range os.Environ() {
@@ -27,6 +28,15 @@ func clean(t *testing.T) {
 			os.Unsetenv(k)
 		}
 	}
+	swap(t, &probeKeyring, func() (string, error) { return "", errors.New("no keyring in this test") })
+	swap(t, &newKDF, kdfParams{T: 1, M: 64, P: 1})
+}
+
+// swap sets *v to x for the test.
+func swap[T any](t *testing.T, v *T, x T) {
+	old := *v
+	*v = x
+	t.Cleanup(func() { *v = old })
 }
 
 // fileStore opens the encrypted file backend in a new home, with password
@@ -163,10 +173,12 @@ func TestFileWithAWrongPasswordReadsNothingAndStoresNothing(t *testing.T) {
 func TestFileWithoutPasswordSaysWhatToDo(t *testing.T) {
 	clean(t)
 	home := t.TempDir()
-	t.Setenv(BackendEnv, "")
-	s := fileStore(t, home, "")
-	s.noKeyring = noKeyringReason() // as Open makes it on a machine without a keyring
-	err := s.Set("openai_key", value)
+	t.Setenv(PasswordEnv, "")
+	s, err := Open(home, nil) // auto, on a machine without a keyring
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Set("openai_key", value)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Set without keyring or password: %v, want ErrUnavailable", err)
 	}
