@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/secrets"
 	"github.com/tern-dev/tern/node"
 )
 
@@ -82,6 +83,11 @@ func nodeCmd(e *env) *cobra.Command {
 				}
 				fmt.Fprintf(e.stderr, "new identity: this machine is now %s; paired machines must pair this peer ID\n", id.Machine())
 			}
+			store, err := secrets.Open(home, nil) // a node never waits for a person to type
+			if err != nil {
+				return err
+			}
+			cfg.Secrets = store
 			n, err := node.Start(home, cfg, e.log)
 			if err != nil {
 				return err

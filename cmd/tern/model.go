@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/provider"
+)
+
+func modelCmd(e *env) *cobra.Command {
+	c := &cobra.Command{Use: "model", Short: "Check the model an agent talks to", Args: cobra.NoArgs, RunE: showHelp}
+	var asJSON bool
+	test := &cobra.Command{
+		Use:   "test AGENT|DIR [--json]",
+		Short: "Send the agent's model one tiny request and show its reply, latency and usage",
+		Long: "Sends one tiny request (\"" + provider.ProbeMessage + "\", no instructions, no tools) with the agent's\n" +
+			"settings (agent.json: provider, model, base_url, and the key from the secret key_secret\n" +
+			"names). Given an agent id, the node that holds the agent sends it, with the node's\n" +
+			"secrets; given a capsule folder, this process does, with this user's secrets.\n" +
+			"Prints the reply, the time to the first delta and the token usage; --json prints\n" +
+			"{\"reply\", \"first_delta_ms\", \"usage\"}. A model that fails is one line on stderr, exit 1.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := probe(cmd.Context(), e, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(e.stdout).Encode(p)
+			}
+			fmt.Fprintf(e.stdout, "reply        %s\nfirst delta  %.1f ms\nusage        %d tokens in, %d out\n",
+				p.Reply, p.FirstDeltaMS, p.Usage.InputTokens, p.Usage.OutputTokens)
+			return nil
+		},
+	}
+	test.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	c.AddCommand(test)
+	return c
+}
+
+// probe runs the model test of a capsule folder here, or of an agent id
+// through the node.
+func probe(ctx context.Context, e *env, arg string) (provider.Probe, error) {
+	if st, err := os.Stat(arg); err == nil && st.IsDir() {
+		c, err := capsule.Open(arg)
+		if err != nil {
+			return provider.Probe{}, err
+		}
+		agent, err := c.Agent()
+		if err != nil {
+			return provider.Probe{}, err
+		}
+		store, err := openSecrets(e)
+		if err != nil {
+			return provider.Probe{}, err
+		}
+		s, err := provider.SettingsFor(agent, store)
+		if err != nil {
+			return provider.Probe{}, checkFailed("model test %s: %v", arg, err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		p, err := provider.RunProbe(ctx, s, provider.Options{})
+		if err != nil {
+			return p, checkFailed("model test %s: %v", arg, err)
+		}
+		return p, nil
+	}
+	if !capsule.ValidAgentID(arg) {
+		return provider.Probe{}, fmt.Errorf("model test: %q is neither a capsule folder nor an agent id", arg)
+	}
+	cl, err := e.client()
+	if err != nil {
+		return provider.Probe{}, err
+	}
+	var p provider.Probe
+	err = cl.Do(ctx, http.MethodPost, "/v1/capsules/"+url.PathEscape(arg)+"/model/test", nil, &p)
+	var api *node.APIError
+	if errors.As(err, &api) && (api.Status == http.StatusBadGateway || api.Status == http.StatusUnprocessableEntity) {
+		return p, checkFailed("model test %s: %s", arg, api.Message)
+	}
+	return p, err
+}
