@@ -183,12 +183,19 @@ func TestAChainOfMigrationsEndsWhereItStarted(t *testing.T) {
 }
 
 func TestAMigrationTheTargetCannotPrepareAborts(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	a := startNode(t, t.TempDir())
+	homeB := t.TempDir()
+	b, err := Start(homeB, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond,
+		Secrets: mapSecrets{}}, testLog(homeB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
 	connectAll(t, a, b)
-	// An agent.json that names a provider but no model cannot be rendered.
+	// The environment needs a secret the target does not have.
 	agent := heldBy(t, a, func(dir string) {
-		path := filepath.Join(dir, capsule.AgentFile)
-		if err := os.WriteFile(path, []byte(`{"name":"mover","instructions":"","provider":"anthropic","model":"","tools":[]}`+"\n"), 0o644); err != nil {
+		path := filepath.Join(dir, capsule.EnvironmentFile)
+		if err := os.WriteFile(path, []byte(`{"workdir":"workspace","packages":[],"env":{},"secrets":["DB_PASSWORD"]}`+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		d, err := capsule.OpenDir(context.Background(), dir, nil)
@@ -207,8 +214,8 @@ func TestAMigrationTheTargetCannotPrepareAborts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("outcome %+v", out)
-	if out.Outcome != "aborted" || out.Reason == "" {
-		t.Fatalf("outcome %+v, want aborted with a reason", out)
+	if out.Outcome != "aborted" || !strings.Contains(out.Reason, "DB_PASSWORD") {
+		t.Fatalf("outcome %+v, want aborted, naming the secret", out)
 	}
 	if st, e := holderState(t, a, agent); st != "active" || e != 1 || !a.runs(agent) || b.runs(agent) {
 		t.Fatalf("after the abort a is %s at %d", st, e)
