@@ -951,8 +951,9 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	h.mu.Lock()
 	switch {
 	case h.mig != nil:
+		busy := h.mig.target
 		h.mu.Unlock()
-		return Outcome{}, fmt.Errorf("migrate %s: a migration to %s is in progress", agent, h.mig.target)
+		return Outcome{}, fmt.Errorf("migrate %s: a migration to %s is in progress", agent, busy)
 	case !h.running || h.m.State() != fencing.Active:
 		st := h.m.State()
 		h.mu.Unlock()

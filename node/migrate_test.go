@@ -14,6 +14,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
@@ -48,6 +49,9 @@ func link(a, b *Node) error {
 		err = a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()})
 		if err == nil || a.host.Network().Connectedness(b.host.ID()) == network.Connected {
 			return nil
+		}
+		if sw, ok := a.host.Network().(*swarm.Swarm); ok {
+			sw.Backoff().Clear(b.host.ID()) // else the next try fails at once: "dial backoff"
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
