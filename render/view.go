@@ -113,7 +113,7 @@ var interruptedToken = []byte(`"` + Interrupted + `"`)
 // Event types that are part of tern but not of the conversation a model
 // sees (docs/FORMAT.md defines workspace. and file.; docs/DESIGN.md plans
 // the others); they are skipped without a note. Any other type render does not know gets one.
-var quietPrefixes = []string{"turn.", "action.", "operation.", "memory.", "workspace.", "file."}
+var quietPrefixes = []string{"session.", "turn.", "action.", "operation.", "memory.", "workspace.", "file."}
 
 func isQuiet(typ string) bool {
 	for _, p := range quietPrefixes {
