@@ -1049,6 +1049,9 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	hs.apply(h)
 	h.mu.Unlock()
 
+	// An outcome that arrived wins over a deadline or a stop that came at
+	// the same moment (a select would pick at random; the simulator
+	// replays a seed exactly).
 	var result string
 	select {
 	case result = <-done:
@@ -1056,9 +1059,17 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 		h.mu.Lock()
 		h.outcome = nil
 		h.mu.Unlock()
-		result = "frozen"
+		select {
+		case result = <-done:
+		default:
+			result = "frozen"
+		}
 	case <-hs.n.ctx.Done():
-		result = "stopped"
+		select {
+		case result = <-done:
+		default:
+			result = "stopped"
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
