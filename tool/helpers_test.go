@@ -34,7 +34,9 @@ func callErr(t *testing.T, ctx context.Context, name, ws string, args any, op st
 			t.Fatal(err)
 		}
 	}
-	return tl.Run(ctx, Call{Workspace: ws, Arguments: raw, OperationID: op})
+	// The test servers listen on loopback, which only an approved call
+	// reaches (TestHTTPRequestKeepsOffThisMachineUnlessApproved).
+	return tl.Run(ctx, Call{Workspace: ws, Arguments: raw, OperationID: op, Approved: true})
 }
 
 // workspace makes a workspace folder inside a parent folder that also

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -27,7 +30,54 @@ var httpParams = []param{
 	{name: "body", kind: "string", desc: "the request body (not for GET or HEAD)"},
 }
 
-var httpClient = &http.Client{Timeout: HTTPTimeout}
+var httpClient = &http.Client{Timeout: HTTPTimeout, Transport: &http.Transport{
+	DialContext:         guardedDial,
+	ForceAttemptHTTP2:   true,
+	TLSHandshakeTimeout: 10 * time.Second,
+	MaxIdleConns:        16,
+	IdleConnTimeout:     30 * time.Second,
+}}
+
+// approvedKey marks the context of a call a person approved.
+type approvedKey struct{}
+
+// cgnat is 100.64.0.0/10 (carrier-grade NAT, and Tailscale's addresses).
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// isLocal reports whether ip is this machine or its network: loopback,
+// private, link-local (the cloud metadata service 169.254.169.254),
+// unspecified, or shared address space.
+func isLocal(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() || cgnat.Contains(ip)
+}
+
+// guardedDial dials like net.Dialer, but refuses an address of this
+// machine or its network unless a person approved the call: checked on
+// the address actually dialed, so a name that resolves there (or a
+// redirect that leads there) is caught too.
+func guardedDial(ctx context.Context, network, addr string) (net.Conn, error) {
+	approved := ctx.Value(approvedKey{}) != nil
+	d := net.Dialer{Timeout: 30 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err == nil && !approved && isLocal(ap.Addr()) {
+			return fmt.Errorf("%s is an address of this machine or its network: such a request needs a person's approval (it was not asked for, so the model should name the address in the URL to be asked)", ap.Addr())
+		}
+		return nil
+	}}
+	return d.DialContext(ctx, network, addr)
+}
+
+// localHost reports whether a URL's host names this machine or its
+// network outright: localhost, or a local IP literal.
+func localHost(host string) bool {
+	if h := strings.ToLower(strings.TrimSuffix(host, ".")); h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && isLocal(ip)
+}
 
 func httpRequest() Tool {
 	return Tool{
@@ -50,14 +100,18 @@ func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead
 }
 
-// classifyHTTP: GET and HEAD are idempotent and not gated; any other
-// method (or arguments that name none) is at-most-once and needs approval.
+// classifyHTTP: GET and HEAD are idempotent and not gated, unless the URL
+// names this machine or its network (localhost, a private, loopback or
+// link-local address): then they need approval too. Any other method (or
+// arguments that name none) is at-most-once and needs approval.
 func classifyHTTP(args json.RawMessage) (string, bool) {
 	var a struct {
 		Method string `json:"method"`
+		URL    string `json:"url"`
 	}
 	if json.Unmarshal(args, &a) == nil && safeMethod(a.Method) {
-		return Idempotent, false
+		u, err := url.Parse(a.URL)
+		return Idempotent, err != nil || localHost(u.Hostname())
 	}
 	return AtMostOnce, true
 }
@@ -86,6 +140,9 @@ func runHTTP(ctx context.Context, call Call) (Result, error) {
 	}
 	if !safe && call.OperationID == "" {
 		return Result{}, errors.New("tool: http_request: no operation id: a " + method + " call runs only after its operation.intent")
+	}
+	if call.Approved {
+		ctx = context.WithValue(ctx, approvedKey{}, true)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, a.URL, strings.NewReader(a.Body))
 	if err != nil {

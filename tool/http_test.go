@@ -39,8 +39,8 @@ func TestHTTPGet(t *testing.T) {
 	})
 	args := map[string]any{"method": "GET", "url": srv.URL + "/page", "headers": map[string]string{"Accept": "text/plain", "X-Test": "1"}}
 	raw, _ := json.Marshal(args)
-	if effect, approval := EffectOf("http_request", raw); effect != Idempotent || approval {
-		t.Fatalf("GET is %s, approval %v", effect, approval)
+	if effect, approval := EffectOf("http_request", raw); effect != Idempotent || !approval {
+		t.Fatalf("a GET of this machine is %s, approval %v; want idempotent, gated", effect, approval)
 	}
 	// An idempotent GET runs with or without an operation id.
 	res := call(t, "http_request", "", args, "")
@@ -127,4 +127,37 @@ func TestHTTPErrors(t *testing.T) {
 	srv.Close()
 	res = call(t, "http_request", "", map[string]any{"method": "DELETE", "url": srv.URL + "/x"}, "op_9")
 	wantError(t, res, "DELETE "+srv.URL+"/x failed", "may or may not have acted on it; its Idempotency-Key was op_9")
+}
+
+// A GET is not gated, but it must not reach this machine or its network
+// (the cloud metadata service, a router, a local admin page) unless a
+// person approved the call: a literal local URL asks for approval, and a
+// name or a redirect that leads there is refused at the dial.
+func TestHTTPRequestKeepsOffThisMachineUnlessApproved(t *testing.T) {
+	srv, got := server(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "secret admin page") })
+	port := srv.URL[strings.LastIndex(srv.URL, ":"):]
+	tl, _ := Builtin("http_request")
+	for _, u := range []string{srv.URL, "http://localhost" + port, "http://169.254.169.254/latest/meta-data/", "http://[::1]" + port, "http://10.0.0.1/"} {
+		raw, _ := json.Marshal(map[string]any{"method": "GET", "url": u})
+		if _, approval := EffectOf("http_request", raw); !approval {
+			t.Errorf("GET %s is not gated", u)
+		}
+	}
+	// Unapproved anyway (a name that resolves to loopback looks public):
+	for _, u := range []string{srv.URL + "/a", "http://localhost" + port + "/b"} {
+		raw, _ := json.Marshal(map[string]any{"method": "GET", "url": u})
+		res, err := tl.Run(context.Background(), Call{Arguments: raw})
+		if err != nil || !res.IsError || !strings.Contains(res.Output, "needs a person's approval") {
+			t.Errorf("an unapproved GET %s: %+v %v; want an error result asking for approval", u, res, err)
+		}
+	}
+	select {
+	case s := <-got:
+		t.Fatalf("the local server was reached: %+v", s)
+	default:
+	}
+	raw, _ := json.Marshal(map[string]any{"method": "GET", "url": "http://example.com/"})
+	if effect, approval := EffectOf("http_request", raw); effect != Idempotent || approval {
+		t.Fatalf("a GET of a public name is %s, approval %v; want idempotent, not gated", effect, approval)
+	}
 }

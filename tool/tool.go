@@ -52,6 +52,9 @@ type Call struct {
 	// call: shell passes it as TERN_OPERATION_ID, http_request as its
 	// Idempotency-Key. Empty for a pure call.
 	OperationID string
+	// Approved says a person approved this call: http_request may then
+	// reach this machine and its network, which it otherwise refuses.
+	Approved bool
 	// Env is shell's environment; nil means this process's environment
 	// without the variables whose names look secret (capsule.LooksSecret).
 	// TERN_OPERATION_ID is always added.
