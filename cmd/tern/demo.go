@@ -15,6 +15,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/render"
 )
 
@@ -116,6 +117,38 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 		}
 		say("   %-16s request body of %d bytes, about %d tokens", t.Provider, len(res.Body), res.Tokens)
 	}
+
+	title("The built-in offline model takes a step: no network, no key, the same every run")
+	ask, err := d.Append(ctx, laptop, 0, demoDraft("message", "s1", "t2",
+		text("user", "!reason Two folders to measure.\n!call du {\"path\": \"notes\"}\n!call du {\"path\": \"drafts\"}")))
+	if err != nil {
+		return err
+	}
+	model := provider.Settings{Provider: provider.Offline, Model: capsule.OfflineModel}
+	req, err := render.Render(render.Request{Events: append(evs, ask...), Agent: agent,
+		Target: render.Target{Provider: model.Wire(), Model: model.Model, Host: model.Host(), Stream: true}})
+	if err != nil {
+		return err
+	}
+	m, err := provider.New(model)
+	if err != nil {
+		return err
+	}
+	deltas := 0
+	res, err := m.Step(ctx, req.Body, func(provider.Delta) { deltas++ })
+	if err != nil {
+		return err
+	}
+	var kinds []string
+	for i := range res.Drafts {
+		res.Drafts[i].Session, res.Drafts[i].Turn = "s1", "t2"
+		kinds = append(kinds, res.Drafts[i].Type)
+	}
+	if _, err := d.Append(ctx, laptop, 0, res.Drafts...); err != nil {
+		return err
+	}
+	say("   %d deltas streamed; the step appended whole: %s (stop: %s)", deltas, strings.Join(kinds, ", "), res.Stop)
+	say("   a hosted model is the same call: agent.json names provider, model and key_secret (tern model test)")
 
 	title("It snapshots a workspace into content-addressed blobs")
 	ws := path("workspace")

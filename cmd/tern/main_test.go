@@ -244,7 +244,7 @@ func TestSnapshotAndMaterializeRoundTrip(t *testing.T) {
 
 func TestTheDemoRuns(t *testing.T) {
 	out := mustTern(t, t.TempDir(), "", "demo")
-	for _, want := range []string{"verify caught it", "byte-identical", "Done."} {
+	for _, want := range []string{"the step appended whole: reasoning, tool_call, tool_call, turn.usage", "verify caught it", "byte-identical", "Done."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
