@@ -113,14 +113,47 @@ func (a Agent) checkModel() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("base_url %q is not an http:// or https:// URL", a.BaseURL)
 		}
+		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("base_url %q carries credentials or a query: give the API's base URL only; a key goes in a secret (key_secret)", redactURL(u))
+		}
 		if a.Provider == "offline" {
 			return fmt.Errorf("base_url: the offline provider runs in tern and has none")
 		}
 	}
-	if a.KeySecret != "" && !secretName.MatchString(a.KeySecret) {
-		return fmt.Errorf("key_secret %q is not a secret name (a letter, then letters, digits or _; at most 64): it names the secret that holds the key, never the key", a.KeySecret)
+	if a.KeySecret != "" && (!secretName.MatchString(a.KeySecret) || looksLikeKey(a.KeySecret)) {
+		return fmt.Errorf("key_secret is not a secret name (a letter, then letters, digits or _; at most 64; it looks like a key?): it names the secret that holds the key, such as OPENAI_KEY, never the key itself")
 	}
 	return nil
+}
+
+// looksLikeKey reports whether a would-be secret name looks like an API
+// key pasted in its place: a known key prefix, or a long run of mixed
+// case and digits no one would choose as a name.
+func looksLikeKey(s string) bool {
+	for _, p := range []string{"sk", "AIza", "gsk_", "xai-", "key-"} {
+		if strings.HasPrefix(s, p) && len(s) > 20 {
+			return true
+		}
+	}
+	lower, upper, digit := false, false, 0
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z':
+			lower = true
+		case r >= 'A' && r <= 'Z':
+			upper = true
+		case r >= '0' && r <= '9':
+			digit++
+		}
+	}
+	return len(s) >= 24 && lower && upper && digit >= 3
+}
+
+// redactURL is u without its user info and query.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User, c.RawQuery, c.Fragment = nil, "", ""
+	return c.String()
 }
 
 var agentIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)

@@ -11,7 +11,10 @@ func TestAgentJSONNamesAProviderAndModelTernKnows(t *testing.T) {
 		{`"provider":"anthropic","model":""`, "model is empty"},
 		{`"provider":"offline","model":"gpt-5"`, `the offline provider has one model, "tern-offline"`},
 		{`"provider":"ollama","model":"qwen3","base_url":"localhost:11434"}`, `base_url "localhost:11434" is not an http:// or https:// URL`},
-		{`"provider":"anthropic","model":"claude-sonnet-4-5","key_secret":"sk-ant-api03-abc"`, "key_secret \"sk-ant-api03-abc\" is not a secret name"},
+		{`"provider":"anthropic","model":"claude-sonnet-4-5","key_secret":"sk-ant-api03-abc"`, "key_secret is not a secret name"},
+		{`"provider":"gemini","model":"gemini-2.5-flash","key_secret":"AIzaSyA1234567890abcdefghijklmnopqrstu"`, "key_secret is not a secret name"},
+		{`"provider":"openai-chat","model":"m","base_url":"http://user:pass@127.0.0.1:8080/v1"`, "carries credentials or a query"},
+		{`"provider":"openai-chat","model":"m","base_url":"http://127.0.0.1:8080/v1?api_key=sk-xyz"`, "carries credentials or a query"},
 	} {
 		fields := strings.TrimSuffix(c.fields, "}")
 		_, err := ParseAgent([]byte(`{"name":"a","instructions":"","tools":[],` + fields + `}`))
