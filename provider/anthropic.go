@@ -186,10 +186,7 @@ func (anthropicWire) read(m *httpModel, body io.Reader, a *assembler) error {
 	})
 	switch {
 	case err != nil:
-		if e, ok := err.(*Error); ok {
-			return e
-		}
-		return m.cut(err.Error())
+		return m.streamErr(err)
 	case !done:
 		return m.cut("no message_stop")
 	}

@@ -106,6 +106,15 @@ func (m *httpModel) classify(status int, msg string) *Error {
 	return e
 }
 
+// streamErr is what a broken read of the stream comes to: the *Error an
+// adapter returned from inside it, or a cut.
+func (m *httpModel) streamErr(err error) error {
+	if e, ok := err.(*Error); ok {
+		return e
+	}
+	return m.cut(err.Error())
+}
+
 // cut is the error of a stream that ended or broke before the step did.
 func (m *httpModel) cut(why string) *Error {
 	return &Error{Kind: ErrStreamCut, Provider: m.s.Provider, Host: m.s.Host(), Model: m.s.Model, Secret: m.s.KeySecret, Message: m.redact(why)}

@@ -182,10 +182,7 @@ func (geminiWire) read(m *httpModel, body io.Reader, a *assembler) error {
 	})
 	switch {
 	case err != nil:
-		if e, ok := err.(*Error); ok {
-			return e
-		}
-		return m.cut(err.Error())
+		return m.streamErr(err)
 	case !finished:
 		return m.cut("no finishReason")
 	}

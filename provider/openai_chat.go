@@ -99,10 +99,7 @@ func (chatWire) read(m *httpModel, body io.Reader, a *assembler) error {
 	})
 	switch {
 	case err != nil:
-		if e, ok := err.(*Error); ok {
-			return e
-		}
-		return m.cut(err.Error())
+		return m.streamErr(err)
 	case !done && !finished:
 		return m.cut("no finish_reason and no [DONE]")
 	case !done:

@@ -138,10 +138,7 @@ func (responsesWire) read(m *httpModel, body io.Reader, a *assembler) error {
 	})
 	switch {
 	case err != nil:
-		if e, ok := err.(*Error); ok {
-			return e
-		}
-		return m.cut(err.Error())
+		return m.streamErr(err)
 	case !r.done:
 		return m.cut("no response.completed")
 	}
