@@ -58,6 +58,23 @@ func link(a, b *Node) error {
 	return err
 }
 
+// acceptEdit writes content to file of the capsule folder dir, as a
+// person editing it would, and accepts the edit as n's machine.
+func acceptEdit(t *testing.T, n *Node, dir, file, content string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := capsule.OpenDir(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.AcceptEdits(context.Background(), n.id); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // heldBy makes a capsule that n made (its manifest names n at epoch 0)
 // and imports it into n, which then holds the agent at epoch 1.
 func heldBy(t *testing.T, n *Node, edit func(dir string)) string {
@@ -198,18 +215,7 @@ func TestAMigrationTheTargetCannotPrepareAborts(t *testing.T) {
 	connectAll(t, a, b)
 	// The environment needs a secret the target does not have.
 	agent := heldBy(t, a, func(dir string) {
-		path := filepath.Join(dir, capsule.EnvironmentFile)
-		if err := os.WriteFile(path, []byte(`{"workdir":"workspace","packages":[],"env":{},"secrets":["DB_PASSWORD"]}`+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		d, err := capsule.OpenDir(context.Background(), dir, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer d.Close()
-		if _, err := d.AcceptEdits(context.Background(), a.id); err != nil {
-			t.Fatal(err)
-		}
+		acceptEdit(t, a, dir, capsule.EnvironmentFile, `{"workdir":"workspace","packages":[],"env":{},"secrets":["DB_PASSWORD"]}`+"\n")
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -718,19 +724,7 @@ func TestAMigrationToAMachineWithoutTheAgentsSecretAborts(t *testing.T) {
 	a, b := start(mapSecrets{"MODEL_KEY": "k"}), start(targetSecrets)
 	connectAll(t, a, b)
 	agent := heldBy(t, a, func(dir string) {
-		p := filepath.Join(dir, capsule.AgentFile)
-		raw, _ := os.ReadFile(p)
-		data := strings.Replace(string(raw), `"offline"`, `"anthropic"`, 1)
-		data = strings.Replace(data, `"tern-offline"`, `"claude-sonnet-4-5", "key_secret": "MODEL_KEY"`, 1)
-		os.WriteFile(p, []byte(data), 0o644)
-		c, err := capsule.OpenDir(context.Background(), dir, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := c.AcceptEdits(context.Background(), a.id); err != nil {
-			t.Fatal(err)
-		}
+		acceptEdit(t, a, dir, capsule.AgentFile, `{"name":"mover","instructions":"","provider":"anthropic","model":"claude-sonnet-4-5","key_secret":"MODEL_KEY","tools":[]}`+"\n")
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -80,19 +80,8 @@ func TestTheNodeProbesTheModelAndTheKeyLeavesNoTrace(t *testing.T) {
 	}
 	defer n.Close()
 	agent := heldBy(t, n, func(dir string) {
-		p := filepath.Join(dir, capsule.AgentFile)
-		b, _ := os.ReadFile(p)
-		b = bytes.Replace(b, []byte(`"offline"`), []byte(`"openai-chat"`), 1)
-		b = bytes.Replace(b, []byte(`"tern-offline"`), []byte(`"local-model", "base_url": "`+srv.URL+`/v1", "key_secret": "LOCAL_KEY"`), 1)
-		os.WriteFile(p, b, 0o644)
-		c, err := capsule.OpenDir(context.Background(), dir, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := c.AcceptEdits(context.Background(), n.id); err != nil {
-			t.Fatal(err)
-		}
+		acceptEdit(t, n, dir, capsule.AgentFile, `{"name":"prober","instructions":"","provider":"openai-chat","model":"local-model",`+
+			`"base_url":"`+srv.URL+`/v1","key_secret":"LOCAL_KEY","tools":[]}`+"\n")
 	})
 	cl, err := Dial(home)
 	if err != nil {
