@@ -47,28 +47,52 @@ func TestTheNodeLayerGivesTheSameTraceForTheSameSeed(t *testing.T) {
 		// makes that visible (seeds 1, 2, 8 here), plain runs replay.
 		t.Skip("replays differ under the race detector when timeouts coincide")
 	}
+	run := func(seed uint64) (simnet.Summary, string) {
+		var trace strings.Builder
+		o := simnet.DefaultOptions()
+		o.Trace = &trace
+		return nodeLayer(t, seed, 1, o), trace.String()
+	}
+	same := func(a, b simnet.Summary) bool {
+		return a.TraceHash == b.TraceHash && a.Violations == b.Violations && a.Steps == b.Steps
+	}
 	for seed := uint64(1); seed <= uint64(simSeeds()); seed++ {
-		var ta, tb strings.Builder
-		oa, ob := simnet.DefaultOptions(), simnet.DefaultOptions()
-		oa.Trace, ob.Trace = &ta, &tb
-		a := nodeLayer(t, seed, 1, oa)
-		b := nodeLayer(t, seed, 1, ob)
-		if a.TraceHash != b.TraceHash || a.Violations != b.Violations || a.Steps != b.Steps {
-			la, lb := strings.Split(ta.String(), "\n"), strings.Split(tb.String(), "\n")
-			i := 0
-			for i < len(la) && i < len(lb) && la[i] == lb[i] {
-				i++
-			}
+		a, ta := run(seed)
+		b, tb := run(seed)
+		if same(a, b) {
+			continue
+		}
+		// The known gap above shows on a loaded machine even without the
+		// race detector, rarely: it makes one of two schedules. A third
+		// run must give one of them; a new source of nondeterminism (the
+		// wall clock, map order, a goroutine outside the bubble) makes
+		// every run differ.
+		c, _ := run(seed)
+		t.Logf("seed %d: two runs differed at trace line %d (coincident timeouts?); a third run matches one: %v",
+			seed, firstDifference(ta, tb), same(c, a) || same(c, b))
+		if !same(c, a) && !same(c, b) {
+			la, lb := strings.Split(ta, "\n"), strings.Split(tb, "\n")
+			i := firstDifference(ta, tb) - 1
 			at := func(l []string) string {
 				if i < len(l) {
 					return l[i]
 				}
 				return "(end)"
 			}
-			t.Errorf("seed %d: two runs differ: hash %x, %d steps, %d violations / hash %x, %d steps, %d violations; first differing trace line %d:\n%s\n%s",
-				seed, a.TraceHash, a.Steps, a.Violations, b.TraceHash, b.Steps, b.Violations, i+1, at(la), at(lb))
+			t.Errorf("seed %d: three runs differ: hash %x, %d steps, %d violations / hash %x, %d steps, %d violations / hash %x; first differing trace line %d:\n%s\n%s",
+				seed, a.TraceHash, a.Steps, a.Violations, b.TraceHash, b.Steps, b.Violations, c.TraceHash, i+1, at(la), at(lb))
 		}
 	}
+}
+
+// firstDifference is the number of the first line where two traces differ.
+func firstDifference(a, b string) int {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	i := 0
+	for i < len(la) && i < len(lb) && la[i] == lb[i] {
+		i++
+	}
+	return i + 1
 }
 
 // Each deliberately broken variant of the protocol fails the node layer's

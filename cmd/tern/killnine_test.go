@@ -155,6 +155,20 @@ func TestMigrationsWithKillNineNeverShowTwoActiveHolders(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	// One clean move first, timed: the kills land between a fifth of it
+	// and a little past its end, whatever the load on this machine (on a
+	// busy one, a fixed 20-80 ms killed every move before it began).
+	from, ok := single(30 * time.Second)
+	if !ok {
+		t.Fatal("no single holder before the first move")
+	}
+	time.Sleep(500 * time.Millisecond) // its startup check asks the other node
+	began := time.Now()
+	if code, _, errs := ternQuiet(ds[from].home, "migrate", agent, "--to", fmt.Sprint("n", 1-from), "--timeout", "10s"); code != 0 {
+		t.Fatalf("a clean move: exit %d: %s", code, errs)
+	}
+	clean := time.Since(began)
+	t.Logf("a clean move took %v", clean)
 	committed := 0
 	for round := 0; round < 8; round++ {
 		from, ok := single(30 * time.Second)
@@ -165,7 +179,7 @@ func TestMigrationsWithKillNineNeverShowTwoActiveHolders(t *testing.T) {
 		mig := ternProcess(ds[from].home, "", "migrate", agent, "--to", fmt.Sprint("n", 1-from), "--timeout", "5s")
 		mig.Start()
 		victim := ds[rng.IntN(2)]
-		time.Sleep(time.Duration(20+rng.IntN(60)) * time.Millisecond) // about when the move runs
+		time.Sleep(clean/5 + time.Duration(rng.Int64N(int64(clean)))) // about when the move runs
 		victim.kill()
 		check()
 		mig.Wait()
