@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -74,7 +77,7 @@ func ParseAgent(data []byte) (Agent, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&a); err != nil {
-		return a, fmt.Errorf("agent.json: %v", err)
+		return a, fmt.Errorf("agent.json: %s", describeJSONError(data, err))
 	}
 	if a.Name == "" {
 		return a, fmt.Errorf("agent.json: name is empty")
@@ -119,11 +122,117 @@ func (a Agent) checkModel() error {
 		if a.Provider == "offline" {
 			return fmt.Errorf("base_url: the offline provider runs in tern and has none")
 		}
+		if err := checkBaseURLPath(a.Provider, a.BaseURL); err != nil {
+			return err
+		}
 	}
 	if a.KeySecret != "" && (!secretName.MatchString(a.KeySecret) || looksLikeKey(a.KeySecret)) {
 		return fmt.Errorf("key_secret is not a secret name (a letter, then letters, digits or _; at most 64; it looks like a key?): it names the secret that holds the key, such as OPENAI_KEY, never the key itself")
 	}
 	return nil
+}
+
+// endpointPaths are the paths each provider's client adds to base_url
+// itself, lower-cased: a base_url ending in one would be posted to twice
+// the path (…/chat/completions/chat/completions) and fail with a 404 far
+// from its cause.
+var endpointPaths = map[string][]string{
+	"openai-chat":      {"/chat/completions", "/completions", "/chat"},
+	"openai-responses": {"/responses"},
+	"anthropic":        {"/v1/messages", "/messages", "/v1"},
+	"gemini":           {"/v1beta", "/v1", "/models", ":streamgeneratecontent", ":generatecontent"},
+	"ollama":           {"/api/chat", "/api"},
+}
+
+// checkBaseURLPath refuses a base_url that ends in a path the provider's
+// client adds itself, saying what to write instead.
+func checkBaseURLPath(provider, base string) error {
+	trimmed := strings.TrimRight(base, "/")
+	lower := strings.ToLower(trimmed)
+	if provider == "gemini" {
+		if i := strings.Index(lower, "/v1beta/"); i >= 0 { // …/v1beta/models/gemini-x:streamGenerateContent
+			lower, trimmed = lower[:i+len("/v1beta")], trimmed[:i+len("/v1beta")]
+		}
+	}
+	for _, p := range endpointPaths[provider] {
+		if strings.HasSuffix(lower, p) {
+			return fmt.Errorf("base_url %q ends in %q, which tern adds itself: write %q (the official SDK's convention)",
+				base, trimmed[len(trimmed)-len(p):], trimmed[:len(trimmed)-len(p)])
+		}
+	}
+	if provider == "ollama" && strings.HasSuffix(lower, "/v1") {
+		return fmt.Errorf("base_url %q is Ollama's OpenAI-compatible API: use provider \"openai-chat\" with it, or provider \"ollama\" with %q",
+			base, trimmed[:len(trimmed)-len("/v1")])
+	}
+	return nil
+}
+
+// describeJSONError says in a person's words what is wrong with a JSON
+// file and where (line and column), instead of naming Go types.
+func describeJSONError(data []byte, err error) string {
+	var typ *json.UnmarshalTypeError
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			return fmt.Sprintf("%s: the file must hold a JSON object, not %s", lineCol(data, typ.Offset), article(typ.Value))
+		}
+		return fmt.Sprintf("%s: %q must be %s, not %s", lineCol(data, typ.Offset), field, jsonKind(typ.Type), article(typ.Value))
+	case errors.As(err, &syn):
+		return fmt.Sprintf("%s: not valid JSON: %s", lineCol(data, syn.Offset), strings.TrimPrefix(syn.Error(), "invalid character "))
+	case errors.Is(err, io.EOF):
+		return "the file is empty: it must hold a JSON object"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the file ends in the middle of its JSON"
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return "unknown field " + f + " (a newer tern's field, or a typo?)"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// lineCol turns a byte offset into "line L, column C".
+func lineCol(data []byte, off int64) string {
+	off = min(max(off, 0), int64(len(data)))
+	before := data[:off]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := int(off) - bytes.LastIndexByte(before, '\n')
+	return fmt.Sprintf("line %d, column %d", line, col)
+}
+
+// jsonKind names what a Go type is in JSON.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another kind of value"
+}
+
+// article names the JSON value a decoder found ("number 5", "object").
+func article(value string) string {
+	kind, _, _ := strings.Cut(value, " ")
+	switch kind {
+	case "bool":
+		return "true or false"
+	case "array":
+		return "a list"
+	case "object":
+		return "an object"
+	}
+	return "a " + kind
 }
 
 // looksLikeKey reports whether a would-be secret name looks like an API

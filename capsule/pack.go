@@ -134,6 +134,9 @@ func copyChecked(tw *tar.Writer, c *Capsule, name string, want FileEntry) error 
 	)
 	if name == AgentFile || name == EnvironmentFile || name == SnapshotFile || name == NotesFile || name == IndexFile {
 		data, rerr := c.ReadFile(name) // picks up a committed update not yet installed
+		if rerr == nil && isEditable(name) && entryOf(data) != want {
+			return fmt.Errorf("%s was edited by hand and the edit not accepted: run tern capsule accept %s first (or undo the edit); nothing was packed", name, c.Path)
+		}
 		rc, err = io.NopCloser(bytes.NewReader(data)), rerr
 	} else {
 		rc, _, err = c.src.open(name)

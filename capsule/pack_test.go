@@ -84,8 +84,8 @@ func TestPackRefusesADamagedCapsuleAndLeavesNoTar(t *testing.T) {
 	c := mustOpen(t, dir)
 	out := filepath.Join(t.TempDir(), "a.tar")
 	err := PackFile(c, out, PackOptions{})
-	if err == nil || !strings.Contains(err.Error(), AgentFile) {
-		t.Fatalf("pack of a damaged capsule: %v", err)
+	if err == nil || !strings.Contains(err.Error(), AgentFile+" was edited by hand and the edit not accepted: run tern capsule accept") {
+		t.Fatalf("pack of a capsule with an edit not accepted: %v; want it to say to accept it", err)
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Fatal("a partial tar was left behind")

@@ -326,6 +326,9 @@ func checkContent(c *Capsule, r *Report) {
 			return // reported by checkFile
 		}
 		if err := fn(data); err != nil {
+			if msg, ok := strings.CutPrefix(err.Error(), name+": "); ok {
+				err = errors.New(msg) // the report names the file already
+			}
 			r.problem(name, err)
 		}
 	}

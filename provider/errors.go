@@ -81,6 +81,9 @@ func (e *Error) Error() string {
 	case ErrStreamCut:
 		return fmt.Sprintf("%s: the stream ended before the step did (%s); nothing of the step was kept", where, msg)
 	}
+	if e.Status == 0 {
+		return fmt.Sprintf("%s: could not send the request: %s", where, msg)
+	}
 	return fmt.Sprintf("%s refused the request%s: %s", where, status, msg)
 }
 
@@ -122,7 +125,9 @@ func (m *httpModel) cut(why string) *Error {
 
 // keyLike matches what APIs quote back of a key they refused (OpenAI's
 // "sk-proj-****…abcd", a Google "AIza…" key).
-var keyLike = regexp.MustCompile(`\bsk-[A-Za-z0-9_*.\-]{4,}|\bAIza[A-Za-z0-9_\-]{8,}`)
+// A match ends in a key's character, never in the period that ends a
+// sentence.
+var keyLike = regexp.MustCompile(`\bsk-[A-Za-z0-9_*.\-]{3,}[A-Za-z0-9_*\-]|\bAIza[A-Za-z0-9_\-]{8,}`)
 
 // redact removes the key, and anything that looks like part of one, from
 // a message.

@@ -3,8 +3,10 @@ package provider
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tern-dev/tern/render"
 )
@@ -106,6 +108,69 @@ func TestEveryWireSaysWhatWentWrongInWordsAPersonCanActOn(t *testing.T) {
 			if !errors.Is(err, ErrStreamCut) {
 				t.Errorf("a stream cut short: %v; want ErrStreamCut", err)
 			}
+			if strings.Contains(err.Error(), "another API") {
+				t.Errorf("a stream cut short after deltas: %v; it blames the settings", err)
+			}
+
+			// A server that speaks another API: a 404 for the path, or
+			// an answer of another shape.
+			_, err = step(newStub(t, "/somewhere/else", reply{}))
+			if !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "check model and base_url in agent.json") {
+				t.Errorf("a 404 for the path: %v; want it to say to check base_url", err)
+			}
+			_, err = step(newStub(t, c.path, reply{header: json, body: `{"object":"list","data":[{"id":"m"}]}` + "\n"}))
+			if !errors.Is(err, ErrStreamCut) || !strings.Contains(err.Error(), "speaks another API, fix provider or base_url") {
+				t.Errorf("an answer of another API's shape: %v; want it to say to check provider and base_url", err)
+			}
 		})
+	}
+}
+
+func TestARequestNoAttemptCanSendFailsAtOnceSayingWhy(t *testing.T) {
+	s := newStub(t, "/v1/chat/completions", reply{})
+	sent := 0
+	client := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		sent++
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	settings := s.settings("openai-chat", "m", "/v1")
+	settings.BaseURL = strings.Replace(settings.BaseURL, "http://", "https://", 1) // TLS to a plain HTTP server
+	m, err := NewWith(settings, Options{Client: client, Backoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Step(context.Background(), body(t, render.OpenAIChat, "m"), nil)
+	if !errors.Is(err, ErrBadRequest) || sent != 1 || !strings.Contains(err.Error(), "could not send the request") {
+		t.Fatalf("https to an http server: %v after %d attempts; want ErrBadRequest at once", err, sent)
+	}
+
+	// A key with a line break (a file piped into TERN_SECRET_X) is
+	// refused before anything is sent, naming its secret, not showing it.
+	settings = s.settings("openai-chat", "m", "/v1")
+	settings.Key = testKey + "\n"
+	_, err = NewWith(settings, fast)
+	if err == nil || !strings.Contains(err.Error(), "secret TEST_KEY holds a line break") || strings.Contains(err.Error(), testKey) {
+		t.Fatalf("a key with a line break: %v", err)
+	}
+	if s.requests() != 0 {
+		t.Fatalf("%d requests reached the server", s.requests())
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestRedactRemovesKeysAndKeepsTheSentence(t *testing.T) {
+	m := &httpModel{s: Settings{Key: testKey}}
+	for msg, want := range map[string]string{
+		"Incorrect API key provided: " + testKey + ".":                  "Incorrect API key provided: [key].",
+		"Incorrect API key provided: sk-proj-****************abcd.":     "Incorrect API key provided: [key].",
+		"API key not valid: AIzaSyA1234567890abcdefghij. Please renew.": "API key not valid: [key]. Please renew.",
+		"no key here.": "no key here.",
+	} {
+		if got := m.redact(msg); got != want {
+			t.Errorf("redact(%q) = %q, want %q", msg, got, want)
+		}
 	}
 }

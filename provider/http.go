@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -154,12 +157,19 @@ func (m *httpModel) try(ctx context.Context, body []byte, deltas func(Delta)) (*
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &Error{Kind: ErrUnavailable, Provider: m.s.Provider, Host: m.s.Host(), Model: m.s.Model, Secret: m.s.KeySecret, Message: m.redact(err.Error())}
+		kind := ErrUnavailable // no connection: trying again may work
+		if !isNetwork(err) {
+			kind = ErrBadRequest // a request no attempt can send (a header it cannot carry, a certificate it does not trust)
+		}
+		return nil, &Error{Kind: kind, Provider: m.s.Provider, Host: m.s.Host(), Model: m.s.Model, Secret: m.s.KeySecret, Message: m.redact(err.Error())}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		e := m.classify(resp.StatusCode, m.w.message(raw))
+		if resp.StatusCode == http.StatusNotFound {
+			e.Message += fmt.Sprintf(" (tern posted to %s: check model and base_url in agent.json)", req.URL.EscapedPath())
+		}
 		e.header = resp.Header
 		if r, ok := m.w.(refiner); ok {
 			r.refine(e, raw)
@@ -173,16 +183,45 @@ func (m *httpModel) try(ctx context.Context, body []byte, deltas func(Delta)) (*
 			deltas(d)
 		}
 	})
-	if err := m.w.read(m, resp.Body, a); err != nil {
+	got := &countingReader{r: resp.Body}
+	if err := m.w.read(m, got, a); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		if e, ok := err.(*Error); ok {
 			e.streamed = streamed // deltas went out: sending again would repeat them
+			if e.Kind == ErrStreamCut && !streamed && got.n > 0 {
+				e.Message += fmt.Sprintf("; nothing in the %d bytes received (Content-Type %q) was part of a %s answer: if the server at %s speaks another API, fix provider or base_url in agent.json",
+					got.n, resp.Header.Get("Content-Type"), m.s.Provider, m.s.Host())
+			}
 		}
 		return nil, err
 	}
 	return a.result()
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// isNetwork reports whether a failed request failed on the network (no
+// connection, a name that did not resolve, a reset), which a later
+// attempt may not meet, rather than in building or securing it.
+func isNetwork(err error) bool {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // *url.Error is a net.Error itself, whatever it wraps
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // retryAfter is the wait the answer's Retry-After or retry-after-ms

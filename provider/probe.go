@@ -33,6 +33,9 @@ func SettingsFor(a capsule.Agent, secrets Secrets) (Settings, error) {
 			return s, err
 		}
 		s.Key = key
+		if err := s.Check(); err != nil {
+			return s, err
+		}
 	}
 	return s, nil
 }

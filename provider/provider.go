@@ -125,6 +125,9 @@ func (s Settings) Check() error {
 			return fmt.Errorf("base_url %q is not an http or https URL", s.BaseURL)
 		}
 	}
+	if strings.IndexFunc(s.Key, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return fmt.Errorf("the key from secret %s holds a line break or control character, so no HTTP header can carry it: store the key's one line again (tern secret set %s), or fix TERN_SECRET_%s", s.KeySecret, s.KeySecret, s.KeySecret)
+	}
 	return nil
 }
 

@@ -67,6 +67,8 @@ type inspection struct {
 	Name        string          `json:"name"`
 	Provider    string          `json:"provider"`
 	Model       string          `json:"model"`
+	BaseURL     string          `json:"base_url,omitempty"`
+	KeySecret   string          `json:"key_secret,omitempty"` // the secret's name; no value is ever read here
 	Holder      capsule.Holder  `json:"holder"`
 	Signer      string          `json:"signer,omitempty"`
 	Files       int             `json:"files"`
@@ -104,6 +106,12 @@ func capsuleInspectCmd(e *env) *cobra.Command {
 			w := e.stdout
 			fmt.Fprintf(w, "agent     %s (%s)\n", in.ID, in.Name)
 			fmt.Fprintf(w, "model     %s / %s\n", in.Provider, in.Model)
+			if in.BaseURL != "" {
+				fmt.Fprintf(w, "base url  %s\n", in.BaseURL)
+			}
+			if in.KeySecret != "" {
+				fmt.Fprintf(w, "key       from secret %s\n", in.KeySecret)
+			}
 			fmt.Fprintf(w, "holder    %s at epoch %d\n", in.Holder.Peer, in.Holder.Epoch)
 			if in.Signer != "" {
 				fmt.Fprintf(w, "signed by %s (checked)\n", in.Signer)
@@ -146,7 +154,7 @@ func inspect(c *capsule.Capsule) (*inspection, error) {
 		return nil, err
 	}
 	in := &inspection{
-		ID: c.ID(), Name: agent.Name, Provider: agent.Provider, Model: agent.Model,
+		ID: c.ID(), Name: agent.Name, Provider: agent.Provider, Model: agent.Model, BaseURL: agent.BaseURL, KeySecret: agent.KeySecret,
 		Holder: c.Manifest.Holder, Signer: signer, Files: len(c.Manifest.Files) + 1,
 		Events: len(events), Workspace: len(snap.Entries), Vector: journal.VectorOf(events),
 		Forks: journal.Forks(events), Types: map[string]int{}, Environment: spec, Sessions: []string{},

@@ -26,9 +26,13 @@ func modelCmd(e *env) *cobra.Command {
 		Long: "Sends one tiny request (\"" + provider.ProbeMessage + "\", no instructions, no tools) with the agent's\n" +
 			"settings (agent.json: provider, model, base_url, and the key from the secret key_secret\n" +
 			"names). Given an agent id, the node that holds the agent sends it, with the node's\n" +
-			"secrets; given a capsule folder, this process does, with this user's secrets.\n" +
+			"secrets; given a capsule folder or tar, this process does, with this user's secrets,\n" +
+			"and with agent.json as it stands, so an edit can be tried before 'tern capsule accept'.\n" +
 			"Prints the reply, the time to the first delta and the token usage; --json prints\n" +
-			"{\"reply\", \"first_delta_ms\", \"usage\"}. A model that fails is one line on stderr, exit 1.",
+			"{\"reply\", \"first_delta_ms\", \"usage\"}. When the model cannot answer (a refused key, a\n" +
+			"secret that is missing or locked, no connection, a rate limit, a server error, even\n" +
+			"after retries) it prints one line on stderr and exits 1; a bad argument or agent.json\n" +
+			"exits 2.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := probe(cmd.Context(), e, args[0])
@@ -51,11 +55,12 @@ func modelCmd(e *env) *cobra.Command {
 // probe runs the model test of a capsule folder here, or of an agent id
 // through the node.
 func probe(ctx context.Context, e *env, arg string) (provider.Probe, error) {
-	if st, err := os.Stat(arg); err == nil && st.IsDir() {
+	if _, err := os.Stat(arg); err == nil {
 		c, err := capsule.Open(arg)
 		if err != nil {
 			return provider.Probe{}, err
 		}
+		defer c.Close()
 		agent, err := c.Agent()
 		if err != nil {
 			return provider.Probe{}, err
@@ -77,7 +82,7 @@ func probe(ctx context.Context, e *env, arg string) (provider.Probe, error) {
 		return p, nil
 	}
 	if !capsule.ValidAgentID(arg) {
-		return provider.Probe{}, fmt.Errorf("model test: %q is neither a capsule folder nor an agent id", arg)
+		return provider.Probe{}, fmt.Errorf("model test: %q is neither a capsule folder or tar nor an agent id", arg)
 	}
 	cl, err := e.client()
 	if err != nil {

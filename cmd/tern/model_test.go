@@ -30,9 +30,62 @@ func TestModelTestOfTheOfflineModel(t *testing.T) {
 	if p.Reply != `OK. You said: "Say OK."` || p.FirstDeltaMS <= 0 || p.Usage.OutputTokens == 0 {
 		t.Fatalf("%+v", p)
 	}
-	if code, _, errs := tern(t, home, "", "model", "test", "not-a-folder-nor-an-id"); code != 2 || !strings.Contains(errs, "neither a capsule folder nor an agent id") {
+	if code, _, errs := tern(t, home, "", "model", "test", "not-a-folder-nor-an-id"); code != 2 || !strings.Contains(errs, "neither a capsule folder or tar nor an agent id") {
 		t.Fatalf("a bad argument: exit %d %q", code, errs)
 	}
+
+	// Like every command that reads a capsule, it takes a tar.
+	tarPath := filepath.Join(t.TempDir(), "agent.tar")
+	mustTern(t, home, "", "capsule", "pack", dir, "-o", tarPath)
+	if out := mustTern(t, home, "", "model", "test", tarPath); !strings.Contains(out, `reply        OK. You said: "Say OK."`) {
+		t.Fatalf("model test of a tar printed %q", out)
+	}
+}
+
+// What a user meets when the server is not there or speaks another API:
+// one line, exit 1, saying what to check.
+func TestModelTestOfAServerThatIsNotThereOrSpeaksAnotherAPI(t *testing.T) {
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[]}`)
+	}))
+	defer other.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	for _, c := range []struct{ base, want string }{
+		{other.URL + "/v1", "fix provider or base_url in agent.json"},
+		{gone.URL + "/v1", "connection refused"},
+	} {
+		setModel(t, home, dir, map[string]any{"provider": "openai-chat", "model": "m", "base_url": c.base})
+		code, _, errs := tern(t, home, "", "model", "test", dir)
+		if code != 1 || !strings.Contains(errs, c.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("%s: exit %d, stderr %q; want exit 1 and one line saying %q", c.base, code, errs, c.want)
+		}
+	}
+}
+
+// setModel edits agent.json's fields and accepts the edit.
+func setModel(t *testing.T, home, dir string, fields map[string]any) {
+	t.Helper()
+	p := filepath.Join(dir, "agent.json")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a map[string]any
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range fields {
+		a[k] = v
+	}
+	b, _ = json.MarshalIndent(a, "", "  ")
+	if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustTern(t, home, "", "capsule", "accept", dir)
 }
 
 // A capsule whose agent talks to an OpenAI-compatible server, with its key
@@ -63,14 +116,7 @@ func TestModelTestOfAnOpenAICompatibleServer(t *testing.T) {
 	defer srv.Close()
 	home := t.TempDir()
 	dir := newAgent(t, home)
-	p := filepath.Join(dir, "agent.json")
-	b, _ := os.ReadFile(p)
-	var a map[string]any
-	json.Unmarshal(b, &a)
-	a["provider"], a["model"], a["base_url"], a["key_secret"] = "openai-chat", "qwen2.5-7b", srv.URL+"/v1", "LOCAL_KEY"
-	b, _ = json.MarshalIndent(a, "", "  ")
-	os.WriteFile(p, append(b, '\n'), 0o644)
-	mustTern(t, home, "", "capsule", "accept", dir)
+	setModel(t, home, dir, map[string]any{"provider": "openai-chat", "model": "qwen2.5-7b", "base_url": srv.URL + "/v1", "key_secret": "LOCAL_KEY"})
 	t.Setenv("TERN_SECRETS_BACKEND", "file")
 	t.Setenv("TERN_SECRET_LOCAL_KEY", key)
 

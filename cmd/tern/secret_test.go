@@ -116,6 +116,7 @@ func TestSecretExitCodes(t *testing.T) {
 		{"a name starting with a digit", secretValue, []string{"secret", "set", "1KEY"}, 2, "starting with a letter"},
 		{"an empty value", "", []string{"secret", "set", "KEY"}, 2, "no value for KEY on standard input"},
 		{"a value of one newline", "\n", []string{"secret", "set", "KEY"}, 2, "no value for KEY"},
+		{"a value of two lines", secretValue + "\n" + secretValue + "\n", []string{"secret", "set", "KEY"}, 2, "a key or token is one line"},
 		{"a value too large", strings.Repeat("x", 64<<10+1), []string{"secret", "set", "KEY"}, 2, "over 64 KiB"},
 		{"rm of a bad name", "", []string{"secret", "rm", "a b"}, 2, "invalid secret name"},
 		{"rm of a missing secret", "", []string{"secret", "rm", "NOPE"}, 2, "secret NOPE not found in"},

@@ -64,8 +64,8 @@ func (b *files) get(name string) (string, error) {
 		return "", fmt.Errorf("could not read secret %s: %w", name, err)
 	}
 	if !b.hasPassword() {
-		return "", unavailablef("secret %s is stored encrypted in %s, but %s is not set: set it to the password the secret was stored with, or give the value in %s",
-			name, b.dir, PasswordEnv, EnvVar(name))
+		return "", unavailablef("secret %s is stored encrypted in %s, but %s: set it, in the environment of the process that needs the key (the 'tern node' that runs the agent, or this command), to the password the secret was stored with, or give the value in %s there",
+			name, b.dir, passwordState(), EnvVar(name))
 	}
 	f, err := parseSealed(data)
 	if err != nil {
@@ -228,6 +228,14 @@ func (b *files) key(f *sealedFile, pw string) []byte {
 	return k
 }
 
+// passwordState says why TERN_SECRETS_PASSWORD gave no password.
+func passwordState() string {
+	if _, set := os.LookupEnv(PasswordEnv); set {
+		return PasswordEnv + " is set but empty"
+	}
+	return PasswordEnv + " is not set"
+}
+
 func (b *files) hasPassword() bool {
 	return b.password != "" || os.Getenv(PasswordEnv) != "" || b.prompt != nil
 }
@@ -243,7 +251,7 @@ func (b *files) ask(isNew bool) (string, error) {
 		return b.password, nil
 	}
 	if b.prompt == nil {
-		return "", unavailablef("%s is not set", PasswordEnv)
+		return "", unavailablef("%s", passwordState())
 	}
 	if !isNew {
 		p, err := b.prompt(fmt.Sprintf("Password of the secrets in %s (%s skips this question): ", b.dir, PasswordEnv))
@@ -281,11 +289,11 @@ func (b *files) wrongPassword() error {
 // unavailable is the refusal to store name when there is nowhere to.
 func (b *files) unavailable(name string) error {
 	if b.why == BackendEnv+"=file" {
-		return unavailablef("nowhere to store secret %s: %s is set and %s is not. Set %s to the password of %s (a long random one), or give the value in the environment variable %s instead of storing it",
-			name, b.why, PasswordEnv, PasswordEnv, b.dir, EnvVar(name))
+		return unavailablef("nowhere to store secret %s: %s is set and %s. Set %s to the password of %s (a long random one), or give the value in the environment variable %s instead of storing it",
+			name, b.why, passwordState(), PasswordEnv, b.dir, EnvVar(name))
 	}
-	return unavailablef("nowhere to store secret %s: %s, and %s is not set. Do one of these: install or start a keyring and unlock it; "+
+	return unavailablef("nowhere to store secret %s: %s, and %s. Do one of these: install or start a keyring and unlock it; "+
 		"or set %s to a long random password, to keep secrets encrypted in %s (tern needs it again to read them); "+
 		"or, in a container or CI, give the value in the environment variable %s instead of storing it",
-		name, b.why, PasswordEnv, PasswordEnv, b.dir, EnvVar(name))
+		name, b.why, passwordState(), PasswordEnv, b.dir, EnvVar(name))
 }

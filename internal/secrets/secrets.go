@@ -142,7 +142,11 @@ func Open(home string, prompt Prompt) (*Store, error) {
 	if home == "" {
 		return nil, errors.New("no folder for tern's secrets: set TERN_HOME")
 	}
-	s := &Store{dir: filepath.Join(home, Dir), prompt: prompt}
+	dir, err := filepath.Abs(filepath.Join(home, Dir)) // errors name the full path, whoever reads them
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: dir, prompt: prompt}
 	switch b {
 	case "keyring":
 		where, err := probeKeyring()
@@ -198,7 +202,10 @@ func (s *Store) Backend() string {
 }
 
 // Set stores value under name, replacing any value it had. An empty (or
-// only white space) value is refused with ErrInvalid.
+// only white space) value, or one holding a line break or another control
+// character, is refused with ErrInvalid: a key or a token is one line, and
+// a value that cannot go into an HTTP header would only fail later, at the
+// first model call, far from its cause.
 func (s *Store) Set(name, value string) error {
 	name, err := CanonicalName(name)
 	if err != nil {
@@ -206,6 +213,10 @@ func (s *Store) Set(name, value string) error {
 	}
 	if strings.TrimSpace(value) == "" {
 		return fmt.Errorf("%w value for secret %s: it is empty", ErrInvalid, name)
+	}
+	if i := strings.IndexFunc(value, isControl); i >= 0 {
+		return fmt.Errorf("%w value for secret %s: it holds a line break or control character (byte %d of %d); a key or token is one line, so give only that line",
+			ErrInvalid, name, i+1, len(value))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -297,3 +308,7 @@ func (m *memory) names() ([]string, error) {
 	slices.Sort(names)
 	return names, nil
 }
+
+// isControl reports an ASCII control character: a value holding one
+// cannot be sent in an HTTP header.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }

@@ -215,10 +215,16 @@ func TestFileStoredSecretWithoutPasswordIsUnavailable(t *testing.T) {
 	}
 	s := fileStore(t, home, "")
 	_, err := s.Get("KEY")
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "TERN_SECRETS_PASSWORD") {
-		t.Fatalf("Get without password: %v", err)
+	for _, want := range []string{"TERN_SECRETS_PASSWORD is set but empty", "tern node", filepath.Join(home, Dir)} {
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Get with an empty password: %v, want it to say %q", err, want)
+		}
 	}
 	noValue(t, err)
+	os.Unsetenv(PasswordEnv)
+	if _, err := s.Get("KEY"); err == nil || !strings.Contains(err.Error(), "TERN_SECRETS_PASSWORD is not set") {
+		t.Fatalf("Get without password: %v", err)
+	}
 	if err := s.Remove("KEY"); err != nil {
 		t.Fatalf("Remove needs no password: %v", err)
 	}
@@ -338,6 +344,13 @@ func TestNamesAndValues(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "empty") {
 			t.Errorf("Set of %q = %v, want ErrInvalid", empty, err)
 		}
+	}
+	for _, multi := range []string{value + "\n" + value, "sk-abc\r\nx", "sk\x00abc", "line one\nline two\n"} {
+		err := s.Set("KEY", multi)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "one line") {
+			t.Errorf("Set of a value with a line break or control character = %v, want ErrInvalid saying a key is one line", err)
+		}
+		noValue(t, err)
 	}
 	if got := EnvVar("openai_key"); got != "TERN_SECRET_OPENAI_KEY" {
 		t.Errorf("EnvVar = %q", got)
