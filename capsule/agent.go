@@ -48,6 +48,10 @@ type Tool struct {
 	Description string          `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	Effect      string          `json:"effect,omitempty"`
+	// Approval says whether a call needs a person's approval before it
+	// runs; absent means the tool's default (the built-in tools': their
+	// own; any other tool's: yes unless its effect is pure).
+	Approval *bool `json:"approval,omitempty"`
 }
 
 // DefaultAgent is the agent.json of a new capsule: the built-in offline

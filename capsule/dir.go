@@ -54,10 +54,20 @@ func New(dir, name, holder string) (*Capsule, error) {
 // NewWithID is New for the agent id given instead of a fresh one: the
 // simulator makes the same capsule in every run of a seed.
 func NewWithID(dir, id, name, holder string) (*Capsule, error) {
+	return newCapsule(dir, id, DefaultAgent(name), holder)
+}
+
+// NewWithAgent is New with agent.json's content given: tern capsule new
+// lists the built-in tools, which this package does not know.
+func NewWithAgent(dir string, a Agent, holder string) (*Capsule, error) {
+	return newCapsule(dir, NewAgentID(), a, holder)
+}
+
+func newCapsule(dir, id string, a Agent, holder string) (*Capsule, error) {
 	if !ValidAgentID(id) {
 		return nil, fmt.Errorf("new capsule: %q is not an agent id (a UUID)", id)
 	}
-	if name == "" {
+	if a.Name == "" {
 		return nil, fmt.Errorf("new capsule: the agent needs a name")
 	}
 	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
@@ -65,9 +75,12 @@ func NewWithID(dir, id, name, holder string) (*Capsule, error) {
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("new capsule: %w", err)
 	}
-	agent, err := DefaultAgent(name).Encode()
+	agent, err := a.Encode()
 	if err != nil {
 		return nil, err
+	}
+	if _, err := ParseAgent(agent); err != nil {
+		return nil, fmt.Errorf("new capsule: %w", err)
 	}
 	spec, err := DefaultEnvSpec().Encode()
 	if err != nil {
@@ -444,6 +457,12 @@ func (d *Dir) SetHolder(h Holder) error {
 // capsule's current snapshot and records a workspace.snapshot event signed
 // by s. It returns the event's body.
 func (d *Dir) Snapshot(ctx context.Context, s journal.Signer, workspace string) (SnapshotEventBody, error) {
+	return d.SnapshotAt(ctx, s, 0, workspace)
+}
+
+// SnapshotAt is Snapshot with the event at a holder epoch: the runtime of
+// the node that runs the agent snapshots what its tools changed.
+func (d *Dir) SnapshotAt(ctx context.Context, s journal.Signer, epoch uint64, workspace string) (SnapshotEventBody, error) {
 	st, err := os.Stat(workspace)
 	if err != nil {
 		return SnapshotEventBody{}, fmt.Errorf("snapshot: %w", err)
@@ -482,7 +501,7 @@ func (d *Dir) Snapshot(ctx context.Context, s journal.Signer, workspace string) 
 	if err != nil {
 		return body, err
 	}
-	if _, err := jl.Append(ctx, s, 0, journal.Draft{Type: SnapshotEventType, Body: raw}); err != nil {
+	if _, err := jl.Append(ctx, s, epoch, journal.Draft{Type: SnapshotEventType, Body: raw}); err != nil {
 		return body, err
 	}
 	return body, d.commit(map[string][]byte{SnapshotFile: data}, blobs)

@@ -69,6 +69,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/capsules/{id}/model/test", n.handleModelTest)
 	mux.HandleFunc("POST /v1/peers/reload", n.handleReloadPeers)
 	mux.HandleFunc("POST /v1/shares/reload", n.handleReloadShares)
+	n.sessionRoutes(mux)
 	root := http.NewServeMux()
 	metrics := n.stats.handler()
 	if !n.cfg.MetricsPublic {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,9 +9,12 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // ErrNotRunning means no node is running for this $TERN_HOME.
@@ -89,3 +93,108 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string { return e.Message }
+
+// TurnItem is one server-sent event of a turn's stream: an event of the
+// turn (Seq its sequence number) or, with Seq 0, a delta of the model step
+// in flight or the "moved" notice.
+type TurnItem struct {
+	Seq   int
+	Event string // the journal event's type, "delta" or "moved"
+	Data  json.RawMessage
+}
+
+// FollowTurn reads the turn's events after sequence number after, calling
+// each for every item, until the turn ends (its turn.ended item) or the
+// agent moves (a "moved" item: it returns the new holder's peer ID). A
+// stream that breaks before either is resumed from the last item it gave,
+// up to five times in a row without progress, so each item arrives once.
+func (c *Client) FollowTurn(ctx context.Context, sessionID, turnID string, after int, each func(TurnItem) error) (movedTo string, err error) {
+	failures := 0
+	for {
+		progressed, moved, ended, err := c.followOnce(ctx, sessionID, turnID, &after, each)
+		switch {
+		case moved != "":
+			return moved, nil
+		case ended:
+			return "", nil
+		case ctx.Err() != nil:
+			return "", ctx.Err()
+		}
+		var api *APIError
+		var stop stopError
+		if errors.As(err, &stop) {
+			return "", stop.err
+		}
+		if errors.As(err, &api) {
+			return "", err
+		}
+		if progressed {
+			failures = 0
+		} else if failures++; failures >= 5 {
+			if err == nil {
+				err = errors.New("the stream ended before the turn did")
+			}
+			return "", fmt.Errorf("following turn %s: %w", turnID, err)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(time.Duration(failures) * 200 * time.Millisecond):
+		}
+	}
+}
+
+// stopError carries an error of the caller's each: following stops with it.
+type stopError struct{ err error }
+
+func (e stopError) Error() string { return e.err.Error() }
+
+func (c *Client) followOnce(ctx context.Context, sessionID, turnID string, after *int, each func(TurnItem) error) (progressed bool, moved string, ended bool, err error) {
+	path := fmt.Sprintf("/v1/sessions/%s/turns/%s/events?after=%d", url.PathEscape(sessionID), url.PathEscape(turnID), *after)
+	resp, err := c.Raw(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return false, "", false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var it TurnItem
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if it.Event == "" {
+				continue
+			}
+			if it.Seq > 0 {
+				if it.Seq <= *after {
+					it = TurnItem{}
+					continue // already given
+				}
+				*after = it.Seq
+				progressed = true
+			}
+			if it.Event == "moved" {
+				var m struct {
+					Peer string `json:"peer"`
+				}
+				json.Unmarshal(it.Data, &m)
+				return progressed, orNone(m.Peer), false, nil
+			}
+			if err := each(it); err != nil {
+				return progressed, "", false, stopError{err}
+			}
+			if it.Event == "turn.ended" {
+				return progressed, "", true, nil
+			}
+			it = TurnItem{}
+		case strings.HasPrefix(line, "id: "):
+			it.Seq, _ = strconv.Atoi(line[4:])
+		case strings.HasPrefix(line, "event: "):
+			it.Event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			it.Data = json.RawMessage(line[6:])
+		}
+	}
+	return progressed, "", false, sc.Err()
+}

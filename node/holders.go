@@ -401,6 +401,9 @@ func (hs *holders) apply(h *holder) {
 		}
 		if rd.Run {
 			h.running = true
+			if agent := h.agent; hs.n.cfg.sim == nil {
+				hs.n.spawn(func() { hs.n.turns.resume(agent) }) // the turns it left running continue here
+			}
 			if sim := hs.n.cfg.sim; sim != nil && sim.runs != nil {
 				saved, _, _ := hs.reg.Load(h.agent)
 				sim.runs(h.agent, saved)

@@ -105,6 +105,7 @@ type Node struct {
 	gossip    *gossip
 	holders   *holders
 	transfers *transfers
+	turns     *agentRuntime
 	// synced holds, per peer and agent, a vector of events both sides held
 	// when their last exchange ended: while ours still equals it, the peer
 	// holds everything we hold and an exchange is skipped.
@@ -206,6 +207,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 			return nil, err
 		}
 	}
+	n.turns = newRuntime(n)
 	if n.holders, err = startHolders(n); err != nil {
 		n.Close()
 		return nil, err

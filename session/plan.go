@@ -178,8 +178,8 @@ func (s *Session) check(rs []Response, pending []Action) error {
 			return fmt.Errorf("responses[%d] names no action_id: %w", i, ErrUnknownAction)
 		case seen[r.ActionID]:
 			return fmt.Errorf("responses[%d]: action %s: %w", i, r.ActionID, ErrDuplicateAnswer)
-		case !ok && s.answered[r.ActionID] != "":
-			return fmt.Errorf("responses[%d]: action %s was answered by turn %s: %w", i, r.ActionID, s.answered[r.ActionID], ErrStaleAnswer)
+		case !ok && s.answered[r.ActionID].Turn != "":
+			return fmt.Errorf("responses[%d]: action %s was answered by turn %s: %w", i, r.ActionID, s.answered[r.ActionID].Turn, ErrStaleAnswer)
 		case !ok:
 			return fmt.Errorf("responses[%d]: action %s: %w (pending: %s)", i, r.ActionID, ErrUnknownAction, ids(pending))
 		}

@@ -93,14 +93,23 @@ type Turn struct {
 	Events []string
 	// CancelledBy is the turn that cancelled this one (cancel_active).
 	CancelledBy string
+	// Model is the provider and model turn.started asked for, if any:
+	// this turn talks to it instead of agent.json's.
+	Model *Model
+}
+
+// Answer is what a continuing turn answered to one action.
+type Answer struct {
+	Turn string // the turn that answered
+	Response
 }
 
 // Session is one conversation: its turns in order.
 type Session struct {
 	ID    string
 	Turns []*Turn
-	// answered holds the action ids already answered, by the turn that did.
-	answered map[string]string
+	// answered holds the actions already answered: the first answer each.
+	answered map[string]Answer
 	calls    []*Call            // tool calls in journal order
 	byCall   map[string]*Call   // by call id: the latest call with that id
 	intents  []*Intent          // operation intents in journal order
@@ -160,6 +169,32 @@ func (s *Session) Pending() []Action {
 	return out
 }
 
+// Answered returns the answer given to the action id, if one was.
+func (s *Session) Answered(actionID string) (Answer, bool) {
+	a, ok := s.answered[actionID]
+	return a, ok
+}
+
+// Call returns the latest tool call with the call id, or nil.
+func (s *Session) Call(callID string) *Call { return s.byCall[callID] }
+
+// Open returns the tool calls that have neither a result nor an intent, in
+// journal order: calls not yet run (or never to run). Calls whose id a
+// later call reuses count once, as the later.
+func (s *Session) Open() []Call {
+	intended := map[string]bool{}
+	for _, in := range s.intents {
+		intended[in.CallID] = true
+	}
+	var out []Call
+	for _, c := range s.calls {
+		if !c.Result && !intended[c.CallID] && s.byCall[c.CallID] == c {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
 // Turn returns the session's turn id, or nil.
 func (s *Session) Turn(id string) *Turn {
 	for _, t := range s.Turns {
@@ -195,7 +230,7 @@ func (st *State) Session(id string) *Session { return st.Sessions[id] }
 func (st *State) session(id string) *Session {
 	s := st.Sessions[id]
 	if s == nil {
-		s = &Session{ID: id, answered: map[string]string{}, byCall: map[string]*Call{}, byOp: map[string]*Intent{}}
+		s = &Session{ID: id, answered: map[string]Answer{}, byCall: map[string]*Call{}, byOp: map[string]*Intent{}}
 		st.Sessions[id] = s
 	}
 	return s
@@ -214,6 +249,7 @@ func (st *State) Apply(e *journal.Event) {
 	case TurnStarted:
 		var b struct {
 			Continues string `json:"continues"`
+			Model     *Model `json:"model"`
 		}
 		if err := json.Unmarshal(e.Body, &b); err != nil || e.Turn == "" {
 			st.notef(e, "a turn.started needs a turn id and an object body")
@@ -229,7 +265,7 @@ func (st *State) Apply(e *journal.Event) {
 			// apart; the newer wins, the older is recorded as cancelled.
 			a.Status, a.CancelledBy = Cancelled, e.Turn
 		}
-		s.Turns = append(s.Turns, &Turn{ID: e.Turn, Session: e.Session, Status: Running, Continues: b.Continues, Events: []string{e.ID}})
+		s.Turns = append(s.Turns, &Turn{ID: e.Turn, Session: e.Session, Status: Running, Continues: b.Continues, Model: b.Model, Events: []string{e.ID}})
 		return
 	}
 	if e.Type == SessionCreated {
@@ -266,15 +302,13 @@ func (st *State) Apply(e *journal.Event) {
 		}
 		t.Status, t.Error, t.CancelledBy, t.Actions = b.Status, b.Error, b.CancelledBy, b.Actions
 	case ActionAnswered:
-		var b struct {
-			ActionID string `json:"action_id"`
-		}
+		var b Response
 		if json.Unmarshal(e.Body, &b) != nil || b.ActionID == "" || s == nil {
 			st.notef(e, "an action.answered needs an action_id in a known session")
 			return
 		}
 		if _, done := s.answered[b.ActionID]; !done {
-			s.answered[b.ActionID] = e.Turn
+			s.answered[b.ActionID] = Answer{Turn: e.Turn, Response: b}
 		}
 	case "tool_call", "tool_result", OperationIntent, OperationOutcome:
 		if s == nil {

@@ -87,9 +87,16 @@ type Tool struct {
 	Status func(ctx context.Context, call Call) (session.Check, error)
 }
 
-// Definition returns the tool as agent.json lists it.
+// Definition returns the tool as agent.json lists it: with its approval
+// default written out, so a person sees it and can change it, unless it
+// depends on the call (http_request: by method), where absent means that.
 func (t Tool) Definition() capsule.Tool {
-	return capsule.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Effect: t.Effect}
+	d := capsule.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Effect: t.Effect}
+	if t.Classify == nil {
+		approval := t.Approval
+		d.Approval = &approval
+	}
+	return d
 }
 
 // EffectOf returns the effect class of a call with these arguments and

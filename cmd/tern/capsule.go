@@ -19,6 +19,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/tool"
 )
 
 func capsuleCmd(e *env) *cobra.Command {
@@ -48,7 +49,9 @@ func capsuleNewCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := capsule.New(args[0], name, id.Machine())
+			agent := capsule.DefaultAgent(name)
+			agent.Tools = tool.Defaults() // with their approval defaults, for a person to change
+			c, err := capsule.NewWithAgent(args[0], agent, id.Machine())
 			if err != nil {
 				return err
 			}

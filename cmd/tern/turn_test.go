@@ -1,0 +1,195 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tern-dev/tern/node"
+)
+
+// importAgent makes a capsule with tern capsule new (the built-in tools
+// with their defaults), lets edit change its agent.json, and imports it
+// into the node of home, returning the agent id once the node runs it.
+func importAgent(t *testing.T, home string, edit func(agent map[string]any)) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "agent")
+	id := strings.TrimSpace(mustTern(t, home, "", "capsule", "new", dir, "--name", "helper"))
+	if edit != nil {
+		p := filepath.Join(dir, "agent.json")
+		b, _ := os.ReadFile(p)
+		var a map[string]any
+		json.Unmarshal(b, &a)
+		edit(a)
+		b, _ = json.MarshalIndent(a, "", "  ")
+		os.WriteFile(p, append(b, '\n'), 0o644)
+		mustTern(t, home, "", "capsule", "accept", dir)
+	}
+	mustTern(t, home, "", "capsule", "import", dir)
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(mustTern(t, home, "", "holder", id), "active") {
+		if time.Now().After(deadline) {
+			t.Fatal("the node does not run the agent")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return id
+}
+
+func pendingIDs(t *testing.T, home string) []string {
+	t.Helper()
+	var pending []node.PendingAction
+	if err := json.Unmarshal([]byte(mustTern(t, home, "", "actions", "--json")), &pending); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, a := range pending {
+		ids = append(ids, a.ID)
+	}
+	return ids
+}
+
+func TestATurnThroughTheCLIStreamsPausesAndIsAnswered(t *testing.T) {
+	home := t.TempDir()
+	runNode(t, home)
+	id := importAgent(t, home, func(a map[string]any) {
+		a["tools"] = append(a["tools"].([]any), map[string]any{"name": "lookup", "description": "Looks a word up; the client runs it.",
+			"parameters": map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}}})
+	})
+
+	code, out, errs := tern(t, home, "", "turn", id, "hello")
+	if code != 0 || out != "OK. You said: \"hello\"\n" || !strings.HasPrefix(errs, "session ses_") {
+		t.Fatalf("turn: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+
+	// Two calls: one needs approval, one is the client's; the turn pauses
+	// with both, and is continued only by answering both.
+	code, _, errs = tern(t, home, "", "turn", id, "!call write_file {\"path\": \"notes.md\", \"content\": \"hi\"}\n!call lookup {\"q\": \"tern\"}")
+	if code != 0 || !strings.Contains(errs, "paused: it waits for 2 actions") {
+		t.Fatalf("a pausing turn: exit %d, stderr %q", code, errs)
+	}
+	ids := pendingIDs(t, home)
+	if len(ids) != 2 {
+		t.Fatalf("pending %v", ids)
+	}
+	var approval, output string
+	for _, a := range ids {
+		if strings.HasPrefix(a, "act_approval_") {
+			approval = a
+		} else {
+			output = a
+		}
+	}
+	if code, _, errs := tern(t, home, "", "approve", approval); code != 2 || !strings.Contains(errs, "unanswered") || !strings.Contains(errs, output) {
+		t.Fatalf("a partial answer: exit %d, stderr %q; want exit 2 naming the action left out", code, errs)
+	}
+	if code, _, errs := tern(t, home, "", "respond", output, "--output", "not json"); code != 2 || !strings.Contains(errs, "is not JSON") {
+		t.Fatalf("respond with bad JSON: exit %d %q", code, errs)
+	}
+	code, out, errs = tern(t, home, "", "turn", id, "never sent", "--session", "ses_nope")
+	if code != 2 || !strings.Contains(errs, "ses_nope") {
+		t.Fatalf("an unknown session: exit %d %q %q", code, out, errs)
+	}
+	code, _, errs = tern(t, home, "", "approve", approval, "--deny", "act_approval_nope")
+	if code != 2 || !strings.Contains(errs, "no turn waits for action act_approval_nope") {
+		t.Fatalf("an unknown action: exit %d %q", code, errs)
+	}
+	if got := pendingIDs(t, home); len(got) != 2 {
+		t.Fatalf("refused answers changed the pending set: %v", got)
+	}
+	code, out, errs = tern(t, home, "", "respond", output, "--output", `{"meaning": 42}`, "--approve", approval)
+	if code != 0 || !strings.Contains(out, "write_file returned created notes.md") || !strings.Contains(out, `lookup returned {"meaning":42}`) {
+		t.Fatalf("the complete answer: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if len(pendingIDs(t, home)) != 0 {
+		t.Fatal("actions still pending")
+	}
+	var status node.Status
+	json.Unmarshal([]byte(mustTern(t, home, "", "status", "--json")), &status)
+	ws := filepath.Join(home, node.WorkspacesDir, id, "notes.md")
+	if b, err := os.ReadFile(ws); err != nil || string(b) != "hi" {
+		t.Fatalf("the approved write: %q %v", b, err)
+	}
+}
+
+// A kill -9 of the node between the intent and the outcome of an
+// at-most-once http_request ends in a reconcile action after the restart,
+// never a second call; answering it finishes the turn, still with one call.
+func TestAKillBetweenIntentAndOutcomeEndsInAReconcileActionNotASecondCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs and kills a daemon")
+	}
+	var mu sync.Mutex
+	calls := 0
+	keys := map[string]bool{}
+	arrived := make(chan struct{}, 10)
+	release := make(chan struct{})
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		calls++
+		keys[r.Header.Get("Idempotency-Key")] = true
+		mu.Unlock()
+		arrived <- struct{}{}
+		<-release // the payment takes its time; the node dies meanwhile
+		fmt.Fprintln(w, `{"paid": true}`)
+	}))
+	defer svc.Close()
+	defer close(release)
+
+	d := &daemon{t: t, home: t.TempDir(), port: freePort(t)}
+	d.start()
+	defer d.kill()
+	id := importAgent(t, d.home, nil)
+	code, _, errs := ternQuiet(d.home, "turn", id, fmt.Sprintf("!call http_request {\"method\": \"POST\", \"url\": %q, \"body\": \"pay 10\"}", svc.URL))
+	if code != 0 || !strings.Contains(errs, "paused") {
+		t.Fatalf("turn: exit %d %q", code, errs)
+	}
+	ids := pendingIDs(t, d.home)
+	if len(ids) != 1 {
+		t.Fatalf("pending %v", ids)
+	}
+	approve := ternProcess(d.home, "", "approve", ids[0])
+	approve.Start()
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the approved call never reached the service")
+	}
+	d.kill() // between the intent and the outcome
+	approve.Wait()
+	d.start()
+
+	deadline := time.Now().Add(20 * time.Second)
+	var pending []node.PendingAction
+	for {
+		json.Unmarshal([]byte(mustTern(t, d.home, "", "actions", "--json")), &pending)
+		if len(pending) == 1 && pending[0].Kind == "reconcile" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no reconcile action after the restart: %+v", pending)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if pending[0].Tool != "http_request" || pending[0].Operation == "" {
+		t.Fatalf("reconcile action %+v", pending[0])
+	}
+	code, out, errs := ternQuiet(d.home, "approve", pending[0].ID) // yes, the payment went through
+	if code != 0 || !strings.Contains(out, "took effect") {
+		t.Fatalf("answering the reconcile action: exit %d %q %q", code, out, errs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 1 || len(keys) != 1 || keys[""] {
+		t.Fatalf("the service got %d calls with idempotency keys %v; want exactly one, with a key", calls, keys)
+	}
+}

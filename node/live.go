@@ -1,0 +1,142 @@
+package node
+
+import (
+	"sync"
+
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/session"
+)
+
+// liveTurn is a turn running on this node, as its SSE subscribers follow
+// it: its events so far (an event's sequence number is its position, from
+// 1, as session.Turn.Events numbers them from the journal) and the deltas
+// of the model step in flight. Every change closes changed and makes a new
+// one, so any number of subscribers wait on one channel and copy what is
+// new under the lock.
+type liveTurn struct {
+	agent, session, turn string
+
+	mu      sync.Mutex
+	items   []*journal.Event
+	deltas  []provider.Delta // of the step in flight; emptied when a step begins
+	step    int              // counts the steps begun, so a subscriber knows its delta index is stale
+	ended   bool             // the turn ended (its turn.ended is the last item)
+	movedTo string           // the peer that runs the agent now, once it moved
+	changed chan struct{}
+}
+
+// liveOf returns the turn's live stream, made from the journal the first
+// time.
+func (rt *agentRuntime) liveOf(agent, sessionID, turnID string) *liveTurn {
+	rt.mu.Lock()
+	lt := rt.live[turnID]
+	if lt == nil {
+		lt = &liveTurn{agent: agent, session: sessionID, turn: turnID, changed: make(chan struct{})}
+		rt.live[turnID] = lt
+	}
+	rt.mu.Unlock()
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if lt.items == nil {
+		if v, err := rt.load(agent, sessionID, turnID); err == nil {
+			byID := map[string]*journal.Event{}
+			for _, e := range v.events {
+				byID[e.ID] = e
+			}
+			for _, id := range v.turn.Events {
+				lt.items = append(lt.items, byID[id])
+			}
+			lt.ended = v.turn.Status != session.Running
+		}
+	}
+	return lt
+}
+
+// dropLive forgets the turn's live stream once its runner stops; the
+// subscribers that hold it still see its end or its move.
+func (rt *agentRuntime) dropLive(turnID string, lt *liveTurn) {
+	rt.mu.Lock()
+	if rt.live[turnID] == lt {
+		delete(rt.live, turnID)
+	}
+	rt.mu.Unlock()
+}
+
+// notify wakes every subscriber. lt.mu held.
+func (lt *liveTurn) notify() {
+	close(lt.changed)
+	lt.changed = make(chan struct{})
+}
+
+// add appends an event of the turn.
+func (lt *liveTurn) add(e *journal.Event) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	for _, have := range lt.items {
+		if have.ID == e.ID {
+			return
+		}
+	}
+	lt.items = append(lt.items, e)
+	if e.Type == session.TurnEnded {
+		lt.ended = true
+	}
+	if e.Type != session.TurnEnded && len(lt.deltas) > 0 {
+		lt.deltas = nil // the step's events replace its deltas
+	}
+	lt.notify()
+}
+
+// beginStep starts a model step: the deltas of an earlier attempt go.
+func (lt *liveTurn) beginStep() {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	lt.deltas = nil
+	lt.step++
+	lt.notify()
+}
+
+// delta adds a delta of the step in flight.
+func (lt *liveTurn) delta(d provider.Delta) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	lt.deltas = append(lt.deltas, d)
+	lt.notify()
+}
+
+// move says the agent, and the turn with it, runs on peer now.
+func (lt *liveTurn) move(peer string) {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	lt.movedTo = peer
+	lt.notify()
+}
+
+// liveSnapshot is what a subscriber reads at once.
+type liveSnapshot struct {
+	items   []*journal.Event // after the subscriber's last
+	deltas  []provider.Delta // of the step in flight, after the subscriber's last
+	step    int
+	ended   bool
+	movedTo string
+	changed <-chan struct{}
+}
+
+// since returns what is new after item number after and delta number
+// deltaAfter of step step.
+func (lt *liveTurn) since(after, step, deltaAfter int) liveSnapshot {
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	s := liveSnapshot{step: lt.step, ended: lt.ended, movedTo: lt.movedTo, changed: lt.changed}
+	if after < len(lt.items) {
+		s.items = lt.items[after:len(lt.items):len(lt.items)]
+	}
+	if step != lt.step {
+		deltaAfter = 0
+	}
+	if deltaAfter < len(lt.deltas) {
+		s.deltas = lt.deltas[deltaAfter:len(lt.deltas):len(lt.deltas)]
+	}
+	return s
+}

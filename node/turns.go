@@ -1,0 +1,680 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/render"
+	"github.com/tern-dev/tern/session"
+	"github.com/tern-dev/tern/tool"
+)
+
+// The runtime runs the turns of the agents this node runs (holds active),
+// and only those (docs/SESSIONS.md, "The runtime"). Each running turn has
+// one goroutine, its runner, which loops:
+//
+//  1. reload the session from the journal (the journal is the state: a
+//     runner that stops anywhere, by a crash, a freeze or a cancel, is
+//     resumed by reloading, here or on another node);
+//  2. reconcile every operation intent without an outcome;
+//  3. settle every tool call without a result: run it (non-pure calls
+//     between an operation.intent and an operation.outcome), answer it
+//     from the continuing turn's answers, give a dangling call its error
+//     result, or ask for an action;
+//  4. pause the turn if actions are asked; complete it if the model
+//     answered without calls; else take one model step, appended whole.
+//
+// A safe point is the top of the loop and the moment before each tool
+// call: there the runner stops if the agent no longer runs here. Appends
+// hold the holder's gate for reading, so a freeze waits for an operation
+// between its intent and its outcome to finish, never splits it.
+
+// maxSteps bounds the model steps of one turn.
+const maxSteps = 24
+
+// agentRuntime is the node's turn runners and live streams.
+type agentRuntime struct {
+	n *Node
+
+	mu           sync.Mutex
+	runners      map[string]*runner       // by session: its one running turn's runner
+	live         map[string]*liveTurn     // by turn, while it runs here
+	sessions     map[string]string        // session → agent, as learnt
+	sessionLocks map[string]chan struct{} // by session: one request that starts or cancels a turn at a time
+	models       func(provider.Settings) (provider.Model, error)
+}
+
+// runner is the goroutine of one running turn.
+type runner struct {
+	agent, session, turn string
+	cancel               context.CancelFunc
+	done                 chan struct{}
+}
+
+func newRuntime(n *Node) *agentRuntime {
+	return &agentRuntime{n: n, runners: map[string]*runner{}, live: map[string]*liveTurn{}, sessions: map[string]string{},
+		models: func(s provider.Settings) (provider.Model, error) { return provider.New(s) }}
+}
+
+// errNotHere is a runner's reason to stop: the agent does not run on this
+// node (it moved, or a migration froze it). The turn stays running in the
+// journal, for the node that runs the agent to continue.
+var errNotHere = errors.New("the agent does not run on this node")
+
+// newID returns prefix followed by 16 random hex digits.
+func newID(prefix string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// start runs the turn's runner unless one runs it already.
+func (rt *agentRuntime) start(agent, sessionID, turnID string) {
+	if rt.n.cfg.sim != nil {
+		return // the simulator's workload has no sessions
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if r := rt.runners[sessionID]; r != nil && r.turn == turnID {
+		return
+	}
+	ctx, cancel := context.WithCancel(rt.n.ctx)
+	r := &runner{agent: agent, session: sessionID, turn: turnID, cancel: cancel, done: make(chan struct{})}
+	rt.runners[sessionID] = r
+	rt.sessions[sessionID] = agent
+	rt.n.spawn(func() {
+		defer close(r.done)
+		defer cancel()
+		lt := rt.liveOf(agent, sessionID, turnID)
+		err := rt.run(ctx, r, lt)
+		rt.mu.Lock()
+		if rt.runners[sessionID] == r {
+			delete(rt.runners, sessionID)
+		}
+		rt.mu.Unlock()
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case errors.Is(err, errNotHere), errors.Is(err, ErrFrozen):
+			rt.n.log.Info("a turn stopped at a safe point: the agent does not run here now", "agent", agent, "turn", turnID)
+			rt.handOver(agent, lt)
+		default:
+			rt.n.log.Warn("a turn's runner stopped", "agent", agent, "turn", turnID, "err", err)
+		}
+		rt.dropLive(turnID, lt)
+	})
+}
+
+// stop stops the runner of the session, if any, and waits for it.
+func (rt *agentRuntime) stop(sessionID string) {
+	rt.mu.Lock()
+	r := rt.runners[sessionID]
+	rt.mu.Unlock()
+	if r != nil {
+		r.cancel()
+		<-r.done
+	}
+}
+
+// resume starts a runner for every running turn of the agent: after the
+// node starts running it (its start-up, a migration's commit).
+func (rt *agentRuntime) resume(agent string) {
+	if rt.n.cfg.sim != nil {
+		return
+	}
+	st, err := rt.state(agent)
+	if err != nil {
+		rt.n.log.Warn("could not read the agent's sessions to resume its turns", "agent", agent, "err", err)
+		return
+	}
+	for id, s := range st.Sessions {
+		if t := s.Active(); t != nil {
+			rt.n.log.Info("resuming a running turn", "agent", agent, "session", id, "turn", t.ID)
+			rt.start(agent, id, t.ID)
+		}
+	}
+}
+
+// state derives every session of the agent from its journal.
+func (rt *agentRuntime) state(agent string) (*session.State, error) {
+	var st *session.State
+	err := rt.n.store.With(agent, func(d *capsule.Dir) error {
+		evs, err := d.Events()
+		if err != nil {
+			return err
+		}
+		view, _ := journal.Readable(evs)
+		st = session.Derive(view)
+		return nil
+	})
+	if err == nil {
+		rt.mu.Lock()
+		for id := range st.Sessions {
+			rt.sessions[id] = agent
+		}
+		rt.mu.Unlock()
+	}
+	return st, err
+}
+
+// agentOf returns the agent a session belongs to, looking through every
+// capsule the node holds the first time a session is asked for.
+func (rt *agentRuntime) agentOf(sessionID string) (string, error) {
+	rt.mu.Lock()
+	agent, ok := rt.sessions[sessionID]
+	rt.mu.Unlock()
+	if ok {
+		return agent, nil
+	}
+	agents, err := rt.n.store.List()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range agents {
+		st, err := rt.state(a)
+		if err == nil && st.Session(sessionID) != nil {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("session %q: %w on this node", sessionID, session.ErrNoSession)
+}
+
+// view is what one pass of a runner reads: the agent's definition and the
+// session's events and state.
+type view struct {
+	agent  capsule.Agent
+	events []*journal.Event // the session's readable events, in order
+	sess   *session.Session
+	turn   *session.Turn
+}
+
+func (rt *agentRuntime) load(agent, sessionID, turnID string) (*view, error) {
+	v := &view{}
+	err := rt.n.store.With(agent, func(d *capsule.Dir) error {
+		a, err := d.Agent()
+		if err != nil {
+			return err
+		}
+		evs, err := d.Events()
+		if err != nil {
+			return err
+		}
+		all, _ := journal.Readable(evs)
+		v.agent = a
+		for _, e := range all {
+			if e.Session == sessionID {
+				v.events = append(v.events, e)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st := session.Derive(v.events)
+	v.sess = st.Session(sessionID)
+	if v.sess == nil {
+		return nil, fmt.Errorf("session %s: %w", sessionID, session.ErrNoSession)
+	}
+	v.turn = v.sess.Turn(turnID)
+	if v.turn == nil {
+		return nil, fmt.Errorf("turn %s is not in session %s", turnID, sessionID)
+	}
+	return v, nil
+}
+
+// hold runs f while the agent runs here, with appends held in: a freeze
+// for a migration waits until f returns. f's appends go through
+// rt.appendHeld with the epoch it is given.
+func (rt *agentRuntime) hold(agent string, f func(epoch uint64) error) error {
+	epoch, release, err := rt.n.holders.appendEpoch(agent)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if epoch == 0 {
+		return errNotHere
+	}
+	return f(epoch)
+}
+
+// appendHeld appends drafts at epoch (inside hold), gossips them and hands
+// each event of a turn to that turn's live stream.
+func (rt *agentRuntime) appendHeld(ctx context.Context, agent string, epoch uint64, drafts []journal.Draft) ([]*journal.Event, error) {
+	evs, err := rt.n.store.AppendReserved(ctx, agent, rt.n.id, epoch, drafts)
+	if err != nil {
+		return nil, err
+	}
+	rt.n.gossip.publish(ctx, agent, evs)
+	rt.mu.Lock()
+	for _, e := range evs {
+		if lt := rt.live[e.Turn]; lt != nil {
+			lt.add(e)
+		}
+	}
+	rt.mu.Unlock()
+	return evs, nil
+}
+
+// appendTurn appends drafts while the agent runs here.
+func (rt *agentRuntime) appendTurn(ctx context.Context, agent string, drafts ...journal.Draft) ([]*journal.Event, error) {
+	var evs []*journal.Event
+	err := rt.hold(agent, func(epoch uint64) error {
+		var err error
+		evs, err = rt.appendHeld(ctx, agent, epoch, drafts)
+		return err
+	})
+	return evs, err
+}
+
+// draft makes a draft of the turn with body marshalled.
+func draft(sessionID, turnID, typ string, body any) journal.Draft {
+	b, err := json.Marshal(body)
+	if err != nil {
+		panic(err) // maps, strings and raw JSON only
+	}
+	return journal.Draft{Type: typ, Session: sessionID, Turn: turnID, Body: b}
+}
+
+// run is a runner's loop (see the top of this file).
+func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error {
+	ws, err := rt.workspace(r.agent)
+	if err != nil {
+		return rt.fail(ctx, r, fmt.Sprintf("the agent's workspace could not be prepared: %v", err))
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !rt.n.runs(r.agent) {
+			return errNotHere
+		}
+		v, err := rt.load(r.agent, r.session, r.turn)
+		if err != nil {
+			return err
+		}
+		if v.turn.Status != session.Running {
+			return nil
+		}
+		var actions []session.Action
+		changed, wrote, err := rt.reconcile(ctx, r, v, ws, &actions)
+		if err != nil {
+			return err
+		}
+		if !changed {
+			changed, wrote, err = rt.settleCalls(ctx, r, v, ws, &actions)
+			if err != nil {
+				return err
+			}
+		}
+		if wrote {
+			if err := rt.snapshot(ctx, r.agent, ws); err != nil {
+				rt.n.log.Warn("could not snapshot the workspace after a tool call", "agent", r.agent, "err", err)
+			}
+		}
+		if len(actions) > 0 {
+			_, err := rt.appendTurn(ctx, r.agent, draft(r.session, r.turn, session.TurnEnded,
+				map[string]any{"status": session.Paused, "required_actions": actions}))
+			return err
+		}
+		if changed {
+			continue // reload: a result may have been the model's cue
+		}
+		if modelAnswered(v.events) {
+			_, err := rt.appendTurn(ctx, r.agent, draft(r.session, r.turn, session.TurnEnded, map[string]any{"status": session.Completed}))
+			return err
+		}
+		if steps(v) >= maxSteps {
+			return rt.fail(ctx, r, fmt.Sprintf("the model took %d steps without finishing the turn", maxSteps))
+		}
+		if err := rt.step(ctx, r, v, lt); err != nil {
+			return err
+		}
+	}
+}
+
+// fail ends the turn as failed, saying why.
+func (rt *agentRuntime) fail(ctx context.Context, r *runner, why string) error {
+	_, err := rt.appendTurn(ctx, r.agent, draft(r.session, r.turn, session.TurnEnded, map[string]any{"status": session.Failed, "error": why}))
+	return err
+}
+
+// modelAnswered reports whether the session's last conversation event is
+// the model's message: the model answered without calling a tool.
+func modelAnswered(events []*journal.Event) bool {
+	for i := len(events) - 1; i >= 0; i-- {
+		e := events[i]
+		switch e.Type {
+		case "message":
+			var b struct {
+				Role string `json:"role"`
+			}
+			json.Unmarshal(e.Body, &b)
+			return b.Role == "assistant"
+		case "tool_call", "tool_result":
+			return false
+		}
+	}
+	return false
+}
+
+// steps counts the model steps of the turn (one turn.usage each).
+func steps(v *view) int {
+	in := map[string]bool{}
+	for _, id := range v.turn.Events {
+		in[id] = true
+	}
+	n := 0
+	for _, e := range v.events {
+		if in[e.ID] && e.Type == provider.UsageType {
+			n++
+		}
+	}
+	return n
+}
+
+// toolOf says how the runtime treats a call of name in agent a: the
+// built-in tool if it is one, whether agent.json declares it, its effect
+// and whether it needs approval.
+type callPolicy struct {
+	builtin  tool.Tool
+	isBuilt  bool
+	declared bool
+	effect   string
+	approval bool
+}
+
+func policyOf(a capsule.Agent, name string, args json.RawMessage) callPolicy {
+	var p callPolicy
+	i := slices.IndexFunc(a.Tools, func(t capsule.Tool) bool { return t.Name == name })
+	p.declared = i >= 0
+	p.builtin, p.isBuilt = tool.Builtin(name)
+	if p.isBuilt {
+		p.effect, p.approval = p.builtin.EffectOf(args)
+	} else {
+		p.effect, p.approval = tool.AtMostOnce, true
+		if p.declared && a.Tools[i].Effect != "" {
+			p.effect = a.Tools[i].Effect
+			p.approval = p.effect != tool.Pure
+		}
+	}
+	if p.declared && a.Tools[i].Approval != nil {
+		p.approval = *a.Tools[i].Approval
+	}
+	return p
+}
+
+// operationID is the operation id of the call in event callEvent: the same
+// on every node and every retry, so it works as an idempotency key.
+func operationID(callEvent string) string { return "op_" + callEvent }
+
+// reconcile deals with the session's operations that have an intent and
+// no outcome (docs/SESSIONS.md, "Effects"). changed reports that it
+// appended something; wrote, that a tool with an effect ran.
+func (rt *agentRuntime) reconcile(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed, wrote bool, err error) {
+	for _, in := range v.sess.Unfinished() {
+		call := v.sess.Call(in.CallID)
+		var args json.RawMessage
+		if call != nil {
+			args = call.Arguments
+		}
+		act := v.sess.ReconcileAction(in)
+		if ans, ok := v.sess.Answered(act.ID); ok {
+			happened := ans.Approve != nil && *ans.Approve
+			status, text := "not_committed", "A person said this call did not take effect; it was not run again. Call it again if it is still needed."
+			if happened {
+				status, text = "committed", "A person said this call took effect; its output was lost in an interruption."
+			}
+			_, err := rt.appendTurn(ctx, r.agent,
+				draft(r.session, r.turn, session.OperationOutcome, map[string]any{"operation_id": in.OperationID, "status": status, "by": "person"}),
+				toolResult(r.session, r.turn, in.CallID, text, !happened))
+			return true, false, err
+		}
+		p := policyOf(v.agent, in.Tool, args)
+		check := session.CheckUnknown
+		c := tool.Call{Workspace: ws, Arguments: args, OperationID: in.OperationID}
+		if p.isBuilt {
+			if ch, err := p.builtin.Check(ctx, c); err == nil {
+				check = ch
+			}
+		}
+		switch session.Reconcile(in, check) {
+		case session.Record:
+			_, err := rt.appendTurn(ctx, r.agent,
+				draft(r.session, r.turn, session.OperationOutcome, map[string]any{"operation_id": in.OperationID, "status": "committed", "by": "status check"}),
+				toolResult(r.session, r.turn, in.CallID, "The call took effect before an interruption (its status check says so); its output was not kept.", false))
+			return true, false, err
+		case session.Retry:
+			if !p.isBuilt {
+				*actions = append(*actions, act)
+				continue
+			}
+			err := rt.callTool(ctx, r, in.CallID, in.OperationID, p, c, true)
+			return true, true, err
+		default:
+			*actions = append(*actions, act)
+		}
+	}
+	return false, false, nil
+}
+
+// settleCalls settles the session's tool calls without a result or an
+// intent, in order. It stops after the first call it runs or answers, so
+// the loop reloads before the next.
+func (rt *agentRuntime) settleCalls(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed, wrote bool, err error) {
+	for _, c := range v.sess.Open() {
+		p := policyOf(v.agent, c.Tool, c.Arguments)
+		approvalID := session.ActionID(session.KindApproval, c.Event)
+		outputID := session.ActionID(session.KindToolOutput, c.Event)
+		if ans, ok := v.sess.Answered(outputID); ok {
+			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID, string(ans.Output), false))
+			return true, false, err
+		}
+		ans, answered := v.sess.Answered(approvalID)
+		switch {
+		case answered && (ans.Approve == nil || !*ans.Approve):
+			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID, "A person denied this call; it did not run.", true))
+			return true, false, err
+		case answered:
+			call := tool.Call{Workspace: ws, Arguments: c.Arguments, Approved: true}
+			return true, p.effect != tool.Pure, rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
+		case c.Turn != r.turn:
+			// A call of an earlier turn that ended before it ran.
+			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID,
+				"This call never ran: its turn ended before it did. Call it again if it is still needed.", true))
+			return true, false, err
+		case !p.declared:
+			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID,
+				fmt.Sprintf("There is no tool %q: agent.json declares %s.", c.Tool, toolNames(v.agent)), true))
+			return true, false, err
+		case !p.isBuilt:
+			*actions = append(*actions, action(session.KindToolOutput, c))
+		case p.approval:
+			*actions = append(*actions, action(session.KindApproval, c))
+		default:
+			call := tool.Call{Workspace: ws, Arguments: c.Arguments}
+			return true, p.effect != tool.Pure, rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
+		}
+	}
+	return false, false, nil
+}
+
+func action(kind session.Kind, c session.Call) session.Action {
+	return session.Action{ID: session.ActionID(kind, c.Event), Kind: kind, Tool: c.Tool, CallID: c.CallID, Arguments: c.Arguments, Message: c.Event}
+}
+
+func toolNames(a capsule.Agent) string {
+	if len(a.Tools) == 0 {
+		return "no tools"
+	}
+	names := make([]string, len(a.Tools))
+	for i, t := range a.Tools {
+		names[i] = t.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// toolResult is a tool_result draft with one text part.
+func toolResult(sessionID, turnID, callID, text string, isError bool) journal.Draft {
+	return draft(sessionID, turnID, "tool_result", map[string]any{
+		"call_id": callID, "content": []any{map[string]string{"type": "text", "text": text}}, "is_error": isError})
+}
+
+// callTool runs one call of a built-in tool. A non-pure call runs between
+// its operation.intent (unless retrying one: then the intent is there) and
+// its operation.outcome, all under one hold, so a freeze never splits it.
+func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID string, p callPolicy, c tool.Call, retry bool) error {
+	return rt.hold(r.agent, func(epoch uint64) error {
+		pure := p.effect == tool.Pure
+		if !pure {
+			c.OperationID = opID
+			if !retry {
+				if _, err := rt.appendHeld(ctx, r.agent, epoch, []journal.Draft{draft(r.session, r.turn, session.OperationIntent,
+					map[string]any{"operation_id": opID, "call_id": callID, "tool": p.builtin.Name, "effect": p.effect})}); err != nil {
+					return err
+				}
+			}
+		}
+		res, err := p.builtin.Run(ctx, c)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err() // cancelled: the intent stays without outcome, to reconcile
+			}
+			res = tool.Result{Output: fmt.Sprintf("The tool could not run: %v", err), IsError: true}
+		}
+		drafts := []journal.Draft{}
+		if !pure {
+			status := "done"
+			if res.IsError {
+				status = "error"
+			}
+			drafts = append(drafts, draft(r.session, r.turn, session.OperationOutcome, map[string]any{"operation_id": opID, "status": status}))
+		}
+		drafts = append(drafts, toolResult(r.session, r.turn, callID, res.Output, res.IsError))
+		_, err = rt.appendHeld(ctx, r.agent, epoch, drafts)
+		return err
+	})
+}
+
+// step takes one model step: it renders the session for the turn's
+// model, streams the answer to the turn's subscribers and appends the
+// step whole. A provider's error fails the turn with its words; a request
+// over the context window is fitted to three quarters of its estimate and
+// sent once more.
+func (rt *agentRuntime) step(ctx context.Context, r *runner, v *view, lt *liveTurn) error {
+	s, err := rt.settings(r.agent, v)
+	if err != nil {
+		return rt.fail(ctx, r, err.Error())
+	}
+	m, err := rt.models(s)
+	if err != nil {
+		return rt.fail(ctx, r, err.Error())
+	}
+	target := render.Target{Provider: s.Wire(), Model: s.Model, Host: s.Host(), Stream: true}
+	var res *provider.Result
+	for attempt := 0; ; attempt++ {
+		req, err := render.Render(render.Request{Events: v.events, Agent: v.agent, Target: target})
+		if err != nil {
+			return rt.fail(ctx, r, fmt.Sprintf("the request could not be rendered: %v", err))
+		}
+		lt.beginStep()
+		res, err = m.Step(ctx, req.Body, lt.delta)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, provider.ErrContextLength) && attempt == 0 && req.Tokens > 0 {
+			target.Window = req.Tokens * 3 / 4
+			continue
+		}
+		return rt.fail(ctx, r, err.Error())
+	}
+	for i := range res.Drafts {
+		res.Drafts[i].Session, res.Drafts[i].Turn = r.session, r.turn
+	}
+	_, err = rt.appendTurn(ctx, r.agent, res.Drafts...)
+	return err
+}
+
+// defaultKeySecrets names the secret a turn's key comes from when the turn
+// asks for another provider than agent.json's (whose key_secret is for its
+// own provider).
+var defaultKeySecrets = map[string]string{
+	"openai-chat": "OPENAI_KEY", "openai-responses": "OPENAI_KEY", "anthropic": "ANTHROPIC_KEY", "gemini": "GEMINI_KEY",
+}
+
+// settings are the model settings of the turn: agent.json's, or those the
+// turn asked for.
+func (rt *agentRuntime) settings(agent string, v *view) (provider.Settings, error) {
+	a := v.agent
+	if m := v.turn.Model; m != nil && (m.Provider != a.Provider || m.Name != a.Model) {
+		if m.Provider != a.Provider {
+			a.BaseURL, a.KeySecret = "", defaultKeySecrets[m.Provider]
+		}
+		a.Provider, a.Model = m.Provider, m.Name
+	}
+	return provider.SettingsFor(a, rt.n.cfg.Secrets)
+}
+
+// workspace returns the agent's workspace folder on this node,
+// materializing it from the capsule's snapshot if it is not there.
+func (rt *agentRuntime) workspace(agent string) (string, error) {
+	ws := filepath.Join(rt.n.home, WorkspacesDir, agent)
+	if _, err := os.Stat(ws); err == nil {
+		return ws, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(ws), 0o700); err != nil {
+		return "", err
+	}
+	err := rt.n.store.With(agent, func(d *capsule.Dir) error { return d.Materialize(ws) })
+	return ws, err
+}
+
+// snapshot records the workspace in the capsule after tools changed it,
+// so the change syncs and migrates.
+func (rt *agentRuntime) snapshot(ctx context.Context, agent, ws string) error {
+	return rt.hold(agent, func(epoch uint64) error {
+		return rt.n.store.sign(ctx, agent, rt.n.id.Machine(), false, func(d *capsule.Dir) error {
+			_, err := d.SnapshotAt(ctx, rt.n.id, epoch, ws)
+			return err
+		})
+	})
+}
+
+// handOver waits for the migration that stopped a runner to end: if the
+// agent runs here again (the migration aborted), its turns resume; if it
+// runs elsewhere, the turn's live stream says where.
+func (rt *agentRuntime) handOver(agent string, lt *liveTurn) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if rt.n.runs(agent) {
+			rt.dropLive(lt.turn, lt)
+			rt.resume(agent)
+			return
+		}
+		st, err := rt.n.holders.state(agent)
+		if err == nil && st.State != "frozen" && st.Holder.Peer != "" && st.Holder.Peer != rt.n.host.ID().String() {
+			lt.move(st.Holder.Peer)
+			return
+		}
+		select {
+		case <-rt.n.ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,557 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/session"
+)
+
+// The sessions API (docs/API.md, "Sessions and turns").
+
+// heartbeat is how often an SSE stream with nothing to say sends a comment.
+var heartbeat = 15 * time.Second
+
+// TurnInfo is a turn as the API shows it.
+type TurnInfo struct {
+	ID              string           `json:"id"`
+	Session         string           `json:"session"`
+	Agent           string           `json:"agent"`
+	Status          session.Status   `json:"status"`
+	Continues       string           `json:"continues,omitempty"`
+	Error           string           `json:"error,omitempty"`
+	CancelledBy     string           `json:"cancelled_by,omitempty"`
+	RequiredActions []session.Action `json:"required_actions"`
+	Events          int              `json:"events"` // the sequence number of its last event
+	// MovedTo is the peer that runs the agent now, when the turn runs and
+	// this node does not run the agent.
+	MovedTo string `json:"moved_to,omitempty"`
+}
+
+// PendingAction is a required action waiting for an answer, with where it
+// waits.
+type PendingAction struct {
+	session.Action
+	Agent   string `json:"agent"`
+	Session string `json:"session"`
+	Turn    string `json:"turn"`
+}
+
+func (n *Node) sessionRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/agents/{agent}/sessions", n.handleNewSession)
+	mux.HandleFunc("GET /v1/agents/{agent}/sessions", n.handleSessions)
+	mux.HandleFunc("GET /v1/agents/{agent}/actions", n.handleActions)
+	mux.HandleFunc("GET /v1/actions", n.handleActions)
+	mux.HandleFunc("POST /v1/sessions/{session}/turns", n.handleNewTurn)
+	mux.HandleFunc("GET /v1/sessions/{session}/turns", n.handleTurns)
+	mux.HandleFunc("GET /v1/sessions/{session}/turns/{turn}", n.handleTurn)
+	mux.HandleFunc("GET /v1/sessions/{session}/turns/{turn}/events", n.handleTurnEvents)
+	mux.HandleFunc("POST /v1/sessions/{session}/turns/{turn}/cancel", n.handleCancelTurn)
+}
+
+// pathAgent is the {agent} of the path, answered 400/404 if it is not an
+// agent the node holds.
+func (n *Node) pathAgent(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("agent")
+	if !capsule.ValidAgentID(id) {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("%q is not an agent id", id))
+		return "", false
+	}
+	if !n.store.Holds(id) {
+		n.httpError(w, http.StatusNotFound, fmt.Errorf("agent %s: %w", id, ErrUnknownAgent))
+		return "", false
+	}
+	return id, true
+}
+
+// runsHere answers 409 naming the node that runs the agent when this one
+// does not: turns run only where the agent runs.
+func (n *Node) runsHere(w http.ResponseWriter, agent string) bool {
+	if n.runs(agent) {
+		return true
+	}
+	st, _ := n.holders.state(agent)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusConflict)
+	json.NewEncoder(w).Encode(map[string]any{
+		"error": fmt.Sprintf("agent %s does not run on this node (it is %s here; the holder is %s): send the request to that node", agent, st.State, orNone(st.Holder.Peer)),
+		"peer":  st.Holder.Peer,
+	})
+	return false
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// handleNewSession is POST /v1/agents/{agent}/sessions → 201 {"id"}.
+func (n *Node) handleNewSession(w http.ResponseWriter, r *http.Request) {
+	agent, ok := n.pathAgent(w, r)
+	if !ok || !n.runsHere(w, agent) {
+		return
+	}
+	id := newID("ses_")
+	if _, err := n.turns.appendTurn(r.Context(), agent, journal.Draft{Type: session.SessionCreated, Session: id, Body: json.RawMessage(`{}`)}); err != nil {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	n.turns.mu.Lock()
+	n.turns.sessions[id] = agent
+	n.turns.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(map[string]string{"id": id, "agent": agent})
+}
+
+// handleSessions is GET /v1/agents/{agent}/sessions: each session with its
+// turns' count and its last turn's id and status.
+func (n *Node) handleSessions(w http.ResponseWriter, r *http.Request) {
+	agent, ok := n.pathAgent(w, r)
+	if !ok {
+		return
+	}
+	st, err := n.turns.state(agent)
+	if err != nil {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	type sessionInfo struct {
+		ID       string         `json:"id"`
+		Turns    int            `json:"turns"`
+		LastTurn string         `json:"last_turn,omitempty"`
+		Status   session.Status `json:"status,omitempty"`
+	}
+	out := []sessionInfo{}
+	for id, s := range st.Sessions {
+		si := sessionInfo{ID: id, Turns: len(s.Turns)}
+		if t := s.Last(); t != nil {
+			si.LastTurn, si.Status = t.ID, t.Status
+		}
+		out = append(out, si)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	writeJSON(w, out)
+}
+
+// handleActions is GET /v1/actions (every agent this node runs) and GET
+// /v1/agents/{agent}/actions: the pending required actions.
+func (n *Node) handleActions(w http.ResponseWriter, r *http.Request) {
+	var agents []string
+	if r.PathValue("agent") != "" {
+		agent, ok := n.pathAgent(w, r)
+		if !ok {
+			return
+		}
+		agents = []string{agent}
+	} else {
+		all, err := n.store.List()
+		if err != nil {
+			n.httpError(w, statusOf(err), err)
+			return
+		}
+		agents = all
+	}
+	out := []PendingAction{}
+	for _, agent := range agents {
+		st, err := n.turns.state(agent)
+		if err != nil {
+			continue
+		}
+		for id, s := range st.Sessions {
+			last := s.Last()
+			for _, a := range s.Pending() {
+				out = append(out, PendingAction{Action: a, Agent: agent, Session: id, Turn: last.ID})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Session != out[j].Session {
+			return out[i].Session < out[j].Session
+		}
+		return out[i].ID < out[j].ID
+	})
+	writeJSON(w, out)
+}
+
+// turnRequest is the body of POST /v1/sessions/{session}/turns.
+type turnRequest struct {
+	Text         string             `json:"text"`
+	Responses    []session.Response `json:"responses"`
+	CancelActive bool               `json:"cancel_active"`
+	Model        *session.Model     `json:"model"`
+}
+
+// sessionOf finds the session's agent, answering 404 if no agent this
+// node holds has it.
+func (n *Node) sessionOf(w http.ResponseWriter, r *http.Request) (agent, sessionID string, ok bool) {
+	sessionID = r.PathValue("session")
+	agent, err := n.turns.agentOf(sessionID)
+	if err != nil {
+		n.httpError(w, http.StatusNotFound, err)
+		return "", "", false
+	}
+	return agent, sessionID, true
+}
+
+// handleNewTurn is POST /v1/sessions/{session}/turns → 201 {"id", "status"}.
+func (n *Node) handleNewTurn(w http.ResponseWriter, r *http.Request) {
+	agent, sessionID, ok := n.sessionOf(w, r)
+	if !ok {
+		return
+	}
+	var req turnRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxDraftLine))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("the request body: %v (want {\"text\": …} and/or {\"responses\": […]})", err))
+		return
+	}
+	if m := req.Model; m != nil {
+		s := provider.Settings{Provider: m.Provider, Model: m.Name}
+		if err := s.Check(); err != nil {
+			n.httpError(w, http.StatusUnprocessableEntity, fmt.Errorf("model: %w", err))
+			return
+		}
+		if m.Provider == provider.Offline && m.Name != capsule.OfflineModel {
+			n.httpError(w, http.StatusUnprocessableEntity, fmt.Errorf("model: the offline provider has one model, %q", capsule.OfflineModel))
+			return
+		}
+	}
+	if !n.runsHere(w, agent) {
+		return
+	}
+	rt := n.turns
+	// One request at a time per session: Plan reads the state the append
+	// extends.
+	unlock := rt.lockSession(sessionID)
+	defer unlock()
+	st, err := rt.state(agent)
+	if err != nil {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	turnID := newID("turn_")
+	plan := session.Request{Turn: turnID, Text: req.Text, Responses: req.Responses, CancelActive: req.CancelActive, Model: req.Model}
+	drafts, err := st.Plan(sessionID, plan)
+	if err != nil {
+		code := planStatus(err)
+		body := map[string]any{"error": err.Error()}
+		if errors.Is(err, session.ErrTurnRunning) {
+			body["active_turn"] = st.Session(sessionID).Active().ID
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(body)
+		return
+	}
+	if active := st.Session(sessionID).Active(); active != nil {
+		rt.stop(sessionID) // cancel_active: its runner stops before its end is written
+	}
+	if _, err := rt.appendTurn(r.Context(), agent, drafts...); err != nil {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	rt.start(agent, sessionID, turnID)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(map[string]any{"id": turnID, "session": sessionID, "status": session.Running})
+}
+
+// planStatus is the HTTP status of a refused turn request.
+func planStatus(err error) int {
+	switch {
+	case errors.Is(err, session.ErrNoSession):
+		return http.StatusNotFound
+	case errors.Is(err, session.ErrTurnRunning), errors.Is(err, session.ErrTurnExists), errors.Is(err, session.ErrStaleAnswer):
+		return http.StatusConflict
+	case errors.Is(err, session.ErrEmptyRequest), errors.Is(err, session.ErrDuplicateAnswer):
+		return http.StatusBadRequest
+	case errors.Is(err, session.ErrUnknownAction), errors.Is(err, session.ErrPartialAnswers), errors.Is(err, session.ErrMismatchedAnswer):
+		return http.StatusUnprocessableEntity
+	}
+	return http.StatusInternalServerError
+}
+
+// lockSession serializes the requests that start or cancel turns of one
+// session on this node.
+func (rt *agentRuntime) lockSession(sessionID string) func() {
+	rt.mu.Lock()
+	if rt.sessionLocks == nil {
+		rt.sessionLocks = map[string]chan struct{}{}
+	}
+	ch := rt.sessionLocks[sessionID]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		rt.sessionLocks[sessionID] = ch
+	}
+	rt.mu.Unlock()
+	ch <- struct{}{}
+	return func() { <-ch }
+}
+
+// turnInfo is the API's view of turn t of the agent.
+func (n *Node) turnInfo(agent string, t *session.Turn) TurnInfo {
+	ti := TurnInfo{ID: t.ID, Session: t.Session, Agent: agent, Status: t.Status, Continues: t.Continues, Error: t.Error,
+		CancelledBy: t.CancelledBy, RequiredActions: t.Actions, Events: len(t.Events)}
+	if ti.RequiredActions == nil {
+		ti.RequiredActions = []session.Action{}
+	}
+	if t.Status == session.Running && !n.runs(agent) {
+		if st, err := n.holders.state(agent); err == nil && st.Holder.Peer != n.host.ID().String() {
+			ti.MovedTo = st.Holder.Peer
+		}
+	}
+	return ti
+}
+
+// handleTurns is GET /v1/sessions/{session}/turns: its turns, newest last.
+func (n *Node) handleTurns(w http.ResponseWriter, r *http.Request) {
+	agent, sessionID, ok := n.sessionOf(w, r)
+	if !ok {
+		return
+	}
+	st, err := n.turns.state(agent)
+	if err != nil {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	out := []TurnInfo{}
+	for _, t := range st.Session(sessionID).Turns {
+		out = append(out, n.turnInfo(agent, t))
+	}
+	writeJSON(w, out)
+}
+
+// handleTurn is GET /v1/sessions/{session}/turns/{turn}.
+func (n *Node) handleTurn(w http.ResponseWriter, r *http.Request) {
+	agent, t, ok := n.pathTurn(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, n.turnInfo(agent, t))
+}
+
+func (n *Node) pathTurn(w http.ResponseWriter, r *http.Request) (string, *session.Turn, bool) {
+	agent, sessionID, ok := n.sessionOf(w, r)
+	if !ok {
+		return "", nil, false
+	}
+	st, err := n.turns.state(agent)
+	if err != nil {
+		n.httpError(w, statusOf(err), err)
+		return "", nil, false
+	}
+	t := st.Session(sessionID).Turn(r.PathValue("turn"))
+	if t == nil {
+		n.httpError(w, http.StatusNotFound, fmt.Errorf("session %s has no turn %q", sessionID, r.PathValue("turn")))
+		return "", nil, false
+	}
+	return agent, t, true
+}
+
+// handleCancelTurn is POST /v1/sessions/{session}/turns/{turn}/cancel: a
+// running turn's runner stops and its end is written, cancelled; a turn
+// already ended is answered as it is.
+func (n *Node) handleCancelTurn(w http.ResponseWriter, r *http.Request) {
+	agent, t, ok := n.pathTurn(w, r)
+	if !ok {
+		return
+	}
+	if t.Status != session.Running {
+		writeJSON(w, n.turnInfo(agent, t))
+		return
+	}
+	if !n.runsHere(w, agent) {
+		return
+	}
+	rt := n.turns
+	unlock := rt.lockSession(t.Session)
+	defer unlock()
+	rt.stop(t.Session)
+	st, err := rt.state(agent)
+	if err != nil {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	if cur := st.Session(t.Session).Turn(t.ID); cur.Status == session.Running {
+		if _, err := rt.appendTurn(r.Context(), agent, draft(t.Session, t.ID, session.TurnEnded, map[string]any{"status": session.Cancelled})); err != nil {
+			n.httpError(w, statusOf(err), err)
+			return
+		}
+		st, _ = rt.state(agent)
+	}
+	writeJSON(w, n.turnInfo(agent, st.Session(t.Session).Turn(t.ID)))
+}
+
+// handleTurnEvents is GET /v1/sessions/{session}/turns/{turn}/events: the
+// turn's events as server-sent events, from after Last-Event-ID (or
+// ?after=N), then live while the turn runs here, with the model's deltas
+// as "delta" events (no id: they are previews, replaced by the step's
+// events). It ends after turn.ended, or with a "moved" event naming the
+// peer that runs the agent now.
+func (n *Node) handleTurnEvents(w http.ResponseWriter, r *http.Request) {
+	agent, t, ok := n.pathTurn(w, r)
+	if !ok {
+		return
+	}
+	after := 0
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		after, ok = parseAfter(w, n, "Last-Event-ID", v)
+		if !ok {
+			return
+		}
+	} else if v := r.URL.Query().Get("after"); v != "" {
+		after, ok = parseAfter(w, n, "after", v)
+		if !ok {
+			return
+		}
+	}
+	flusher, _ := w.(http.Flusher)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var buf bytes.Buffer
+	flush := func() bool {
+		if buf.Len() == 0 {
+			return true
+		}
+		_, err := w.Write(buf.Bytes())
+		buf.Reset()
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return err == nil
+	}
+
+	rt := n.turns
+	if t.Status != session.Running || !n.runs(agent) {
+		// A replay of what the journal holds: a finished turn, or one that
+		// runs elsewhere.
+		evs := rt.turnEvents(agent, t)
+		for i := after; i < len(evs); i++ {
+			writeItem(&buf, i+1, evs[i])
+		}
+		if t.Status == session.Running {
+			st, _ := n.holders.state(agent)
+			writeSSE(&buf, "", "moved", map[string]string{"peer": st.Holder.Peer})
+		}
+		flush()
+		return
+	}
+	lt := rt.liveOf(agent, t.Session, t.ID)
+	sent, step, deltas := after, -1, 0
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	for {
+		s := lt.since(sent, step, deltas)
+		for _, e := range s.items {
+			sent++
+			writeItem(&buf, sent, e)
+		}
+		if s.step != step {
+			step, deltas = s.step, 0
+		}
+		for _, d := range s.deltas {
+			deltas++
+			writeSSE(&buf, "", "delta", deltaJSON(d))
+		}
+		if s.ended { // the snapshot holds every item, turn.ended the last
+			flush()
+			return
+		}
+		if s.movedTo != "" {
+			writeSSE(&buf, "", "moved", map[string]string{"peer": s.movedTo})
+			flush()
+			return
+		}
+		if !flush() {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.changed:
+		case <-tick.C:
+			buf.WriteString(": heartbeat\n\n")
+		}
+	}
+}
+
+func parseAfter(w http.ResponseWriter, n *Node, name, v string) (int, bool) {
+	after, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || after < 0 {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("%s %q is not a sequence number (0, 1, 2, …)", name, v))
+		return 0, false
+	}
+	return after, true
+}
+
+// turnEvents returns the turn's events in order, from the journal.
+func (rt *agentRuntime) turnEvents(agent string, t *session.Turn) []*journal.Event {
+	v, err := rt.load(agent, t.Session, t.ID)
+	if err != nil {
+		return nil
+	}
+	byID := map[string]*journal.Event{}
+	for _, e := range v.events {
+		byID[e.ID] = e
+	}
+	out := make([]*journal.Event, 0, len(v.turn.Events))
+	for _, id := range v.turn.Events {
+		out = append(out, byID[id])
+	}
+	return out
+}
+
+// writeItem writes one event of the turn: id its sequence number, event
+// its type, data the event as the journal holds it.
+func writeItem(buf *bytes.Buffer, seq int, e *journal.Event) {
+	writeSSE(buf, strconv.Itoa(seq), e.Type, json.RawMessage(e.Line()))
+}
+
+// writeSSE writes one server-sent event; data is JSON on one line.
+func writeSSE(buf *bytes.Buffer, id, event string, data any) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		b = []byte(`{}`)
+	}
+	if id != "" {
+		fmt.Fprintf(buf, "id: %s\n", id)
+	}
+	fmt.Fprintf(buf, "event: %s\ndata: %s\n\n", event, b)
+}
+
+// deltaJSON is a delta as the stream carries it.
+func deltaJSON(d provider.Delta) map[string]any {
+	kinds := map[provider.DeltaKind]string{provider.DeltaText: "text", provider.DeltaReasoning: "reasoning",
+		provider.DeltaCall: "call", provider.DeltaCallArgs: "call_arguments"}
+	m := map[string]any{"kind": kinds[d.Kind]}
+	if d.Text != "" {
+		m["text"] = d.Text
+	}
+	if d.Kind == provider.DeltaCall || d.Kind == provider.DeltaCallArgs {
+		m["index"] = d.Index
+	}
+	if d.ID != "" {
+		m["call_id"] = d.ID
+	}
+	if d.Name != "" {
+		m["name"] = d.Name
+	}
+	return m
+}

@@ -1,0 +1,346 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/tool"
+)
+
+// withTools gives the capsule in dir the built-in tools, with their
+// defaults, as a new capsule from tern capsule new has them.
+func withTools(t *testing.T, n *Node) func(dir string) {
+	return func(dir string) {
+		a := capsule.DefaultAgent("mover")
+		a.Tools = tool.Defaults()
+		b, err := a.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		acceptEdit(t, n, dir, capsule.AgentFile, string(b))
+	}
+}
+
+// api sends a JSON request to n's API and decodes the answer into out
+// (unless nil), returning the status.
+func api(t *testing.T, n *Node, method, path string, in, out any) int {
+	t.Helper()
+	var body *strings.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = strings.NewReader(string(b))
+	} else {
+		body = strings.NewReader("")
+	}
+	code, data := call(t, n, method, path, body)
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, path, code, data, err)
+		}
+	}
+	return code
+}
+
+// sseItem is one server-sent event.
+type sseItem struct {
+	id, event, data string
+}
+
+// follow reads the turn's events from after (a Last-Event-ID; -1 for
+// none) until the stream ends or stop says to cut it.
+func follow(t *testing.T, n *Node, sessionID, turnID string, after int, stop func([]sseItem) bool) []sseItem {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, n.info.API+"/v1/sessions/"+sessionID+"/turns/"+turnID+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+n.info.Token)
+	if after >= 0 {
+		req.Header.Set("Last-Event-ID", strconv.Itoa(after))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var items []sseItem
+	var cur sseItem
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.event != "" {
+				items = append(items, cur)
+				if stop != nil && stop(items) {
+					return items
+				}
+			}
+			cur = sseItem{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			cur.event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			cur.data = line[6:]
+		}
+	}
+	return items
+}
+
+// durable returns the items with an id: the turn's events.
+func durable(items []sseItem) []sseItem {
+	var out []sseItem
+	for _, it := range items {
+		if it.id != "" {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func newSession(t *testing.T, n *Node, agent string) string {
+	t.Helper()
+	var s struct{ ID string }
+	if code := api(t, n, "POST", "/v1/agents/"+agent+"/sessions", nil, &s); code != 201 || s.ID == "" {
+		t.Fatalf("new session: %d %+v", code, s)
+	}
+	return s.ID
+}
+
+func startTurn(t *testing.T, n *Node, sessionID string, req map[string]any) (int, map[string]any) {
+	t.Helper()
+	var out map[string]any
+	code := api(t, n, "POST", "/v1/sessions/"+sessionID+"/turns", req, &out)
+	return code, out
+}
+
+func getTurn(t *testing.T, n *Node, sessionID, turnID string) TurnInfo {
+	t.Helper()
+	var ti TurnInfo
+	if code := api(t, n, "GET", "/v1/sessions/"+sessionID+"/turns/"+turnID, nil, &ti); code != 200 {
+		t.Fatalf("get turn: %d", code)
+	}
+	return ti
+}
+
+func TestATurnStreamsTheModelsAnswerAndEndsCompleted(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	agent := heldBy(t, n, withTools(t, n))
+	sessionID := newSession(t, n, agent)
+	code, turn := startTurn(t, n, sessionID, map[string]any{"text": "hello there"})
+	if code != 201 || turn["status"] != "running" {
+		t.Fatalf("new turn: %d %v", code, turn)
+	}
+	turnID := turn["id"].(string)
+	items := follow(t, n, sessionID, turnID, -1, nil)
+	var kinds []string
+	for i, it := range durable(items) {
+		if it.id != strconv.Itoa(i+1) {
+			t.Fatalf("item %d has id %s", i+1, it.id)
+		}
+		kinds = append(kinds, it.event)
+	}
+	want := "turn.started message message turn.usage turn.ended"
+	if strings.Join(kinds, " ") != want {
+		t.Fatalf("items %v, want %s", kinds, want)
+	}
+	deltas := 0
+	for _, it := range items {
+		if it.event == "delta" {
+			deltas++
+		}
+	}
+	if ti := getTurn(t, n, sessionID, turnID); ti.Status != "completed" || ti.Events != 5 {
+		t.Fatalf("turn %+v (%d deltas)", ti, deltas)
+	}
+	// A finished turn replays from the journal: the same items.
+	again := durable(follow(t, n, sessionID, turnID, -1, nil))
+	if len(again) != 5 || again[4].event != "turn.ended" || again[2].data != durable(items)[2].data {
+		t.Fatalf("replay %v", again)
+	}
+}
+
+// A stream cut after N items and resumed with Last-Event-ID gives each
+// item exactly once, for every N, live and replayed.
+func TestAStreamResumedAfterAnyItemGivesEachItemOnce(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	agent := heldBy(t, n, withTools(t, n))
+	gate := gatedModels(n)
+	sessionID := newSession(t, n, agent)
+	_, turn := startTurn(t, n, sessionID, map[string]any{"text": "!call read_file {\"path\": \"missing.txt\"}"})
+	turnID := turn["id"].(string)
+	// Live: cut after two items while the model is held, resume.
+	first := durable(follow(t, n, sessionID, turnID, -1, func(items []sseItem) bool { return len(durable(items)) == 2 }))
+	gate.release()
+	rest := durable(follow(t, n, sessionID, turnID, 2, nil))
+	all := append(first, rest...)
+	for i, it := range all {
+		if it.id != strconv.Itoa(i+1) {
+			t.Fatalf("live resume: item %d has id %s (%v)", i+1, it.id, all)
+		}
+	}
+	if all[len(all)-1].event != "turn.ended" {
+		t.Fatalf("the stream did not end with the turn: %v", all)
+	}
+	for cut := 0; cut <= len(all); cut++ {
+		got := durable(follow(t, n, sessionID, turnID, cut, nil))
+		if len(got) != len(all)-cut {
+			t.Fatalf("resumed after %d: %d items, want %d", cut, len(got), len(all)-cut)
+		}
+		for i, it := range got {
+			if it.id != all[cut+i].id || it.data != all[cut+i].data {
+				t.Fatalf("resumed after %d: item %d differs", cut, i)
+			}
+		}
+	}
+}
+
+// gatedModel holds each model step until released, then answers as the
+// offline model does.
+type gatedModel struct {
+	mu      sync.Mutex
+	open    chan struct{}
+	started chan struct{}
+}
+
+func gatedModels(n *Node) *gatedModel {
+	g := &gatedModel{open: make(chan struct{}), started: make(chan struct{}, 100)}
+	n.turns.models = func(s provider.Settings) (provider.Model, error) {
+		m, err := provider.New(s)
+		if err != nil {
+			return nil, err
+		}
+		return stepFunc(func(ctx context.Context, body []byte, deltas func(provider.Delta)) (*provider.Result, error) {
+			g.started <- struct{}{}
+			g.mu.Lock()
+			open := g.open
+			g.mu.Unlock()
+			select {
+			case <-open:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return m.Step(ctx, body, deltas)
+		}), nil
+	}
+	return g
+}
+
+func (g *gatedModel) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.open)
+}
+
+type stepFunc func(ctx context.Context, body []byte, deltas func(provider.Delta)) (*provider.Result, error)
+
+func (f stepFunc) Step(ctx context.Context, body []byte, deltas func(provider.Delta)) (*provider.Result, error) {
+	return f(ctx, body, deltas)
+}
+
+func TestASecondTurnWhileOneRunsIsRefusedUnlessItCancelsIt(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	agent := heldBy(t, n, withTools(t, n))
+	gatedModels(n)
+	sessionID := newSession(t, n, agent)
+	_, first := startTurn(t, n, sessionID, map[string]any{"text": "one"})
+	code, refused := startTurn(t, n, sessionID, map[string]any{"text": "two"})
+	if code != 409 || refused["active_turn"] != first["id"] || !strings.Contains(refused["error"].(string), first["id"].(string)) {
+		t.Fatalf("a second turn: %d %v", code, refused)
+	}
+	code, second := startTurn(t, n, sessionID, map[string]any{"text": "two", "cancel_active": true})
+	if code != 201 {
+		t.Fatalf("cancel_active: %d %v", code, second)
+	}
+	if ti := getTurn(t, n, sessionID, first["id"].(string)); ti.Status != "cancelled" || ti.CancelledBy != second["id"] {
+		t.Fatalf("the first turn: %+v", ti)
+	}
+	var ti TurnInfo
+	if code := api(t, n, "POST", "/v1/sessions/"+sessionID+"/turns/"+second["id"].(string)+"/cancel", nil, &ti); code != 200 || ti.Status != "cancelled" {
+		t.Fatalf("cancel: %d %+v", code, ti)
+	}
+}
+
+// Three parallel calls that need approval pause the turn with three
+// actions; only the complete, matching set of answers continues it.
+func TestAPausedTurnIsContinuedOnlyByTheCompleteMatchingAnswers(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	agent := heldBy(t, n, withTools(t, n))
+	sessionID := newSession(t, n, agent)
+	script := "!call write_file {\"path\": \"a.txt\", \"content\": \"A\"}\n" +
+		"!call write_file {\"path\": \"b.txt\", \"content\": \"B\"}\n" +
+		"!call write_file {\"path\": \"c.txt\", \"content\": \"C\"}"
+	_, turn := startTurn(t, n, sessionID, map[string]any{"text": script})
+	turnID := turn["id"].(string)
+	follow(t, n, sessionID, turnID, -1, nil)
+	ti := getTurn(t, n, sessionID, turnID)
+	if ti.Status != "paused" || len(ti.RequiredActions) != 3 {
+		t.Fatalf("turn %+v", ti)
+	}
+	var ids []string
+	for _, a := range ti.RequiredActions {
+		if a.Kind != "approval" || a.Tool != "write_file" || len(a.Arguments) == 0 || a.Message == "" {
+			t.Fatalf("action %+v", a)
+		}
+		ids = append(ids, a.ID)
+	}
+	var pending []PendingAction
+	if api(t, n, "GET", "/v1/actions", nil, &pending); len(pending) != 3 || pending[0].Session != sessionID || pending[0].Agent != agent {
+		t.Fatalf("pending %+v", pending)
+	}
+	yes := func(id string) map[string]any { return map[string]any{"action_id": id, "approve": true} }
+	for _, c := range []struct {
+		name      string
+		responses []any
+		code      int
+		says      string
+	}{
+		{"partial", []any{yes(ids[0]), yes(ids[1])}, 422, ids[2]},
+		{"unknown", []any{yes(ids[0]), yes(ids[1]), yes("act_approval_nope")}, 422, "unknown action"},
+		{"duplicate", []any{yes(ids[0]), yes(ids[0]), yes(ids[1]), yes(ids[2])}, 400, "answered twice"},
+		{"mismatched", []any{yes(ids[0]), yes(ids[1]), map[string]any{"action_id": ids[2], "output": "x"}}, 422, "takes \"approve\""},
+	} {
+		code, out := startTurn(t, n, sessionID, map[string]any{"responses": c.responses})
+		if code != c.code || !strings.Contains(fmt.Sprint(out["error"]), c.says) {
+			t.Errorf("%s: %d %v, want %d saying %q", c.name, code, out, c.code, c.says)
+		}
+	}
+	if ti := getTurn(t, n, sessionID, turnID); ti.Status != "paused" {
+		t.Fatalf("a refused answer changed the turn: %+v", ti)
+	}
+	code, next := startTurn(t, n, sessionID, map[string]any{"responses": []any{yes(ids[0]), map[string]any{"action_id": ids[1], "approve": false}, yes(ids[2])}})
+	if code != 201 {
+		t.Fatalf("the complete set: %d %v", code, next)
+	}
+	follow(t, n, sessionID, next["id"].(string), -1, nil)
+	if ti := getTurn(t, n, sessionID, next["id"].(string)); ti.Status != "completed" || ti.Continues != turnID {
+		t.Fatalf("the continuing turn: %+v", ti)
+	}
+	ws := filepath.Join(n.home, WorkspacesDir, agent)
+	for name, want := range map[string]bool{"a.txt": true, "b.txt": false, "c.txt": true} {
+		_, err := os.Stat(filepath.Join(ws, name))
+		if (err == nil) != want {
+			t.Errorf("%s written: %v, want %v", name, err == nil, want)
+		}
+	}
+	code, stale := startTurn(t, n, sessionID, map[string]any{"responses": []any{yes(ids[0])}})
+	if code != 409 || !strings.Contains(fmt.Sprint(stale["error"]), "answered already") {
+		t.Fatalf("a stale answer: %d %v", code, stale)
+	}
+}
