@@ -366,6 +366,9 @@ func (hs *holders) apply(h *holder) {
 		rd := h.m.Ready()
 		if rd.Stop {
 			h.running = false
+			if agent := h.agent; hs.n.cfg.sim == nil {
+				hs.n.spawn(func() { hs.n.turns.stopAgent(agent) }) // its turns continue where it runs next
+			}
 		}
 		staging := filepath.Join(hs.n.home, StagingDir, h.agent)
 		if rd.ClearStaging {

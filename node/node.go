@@ -213,6 +213,9 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		return nil, err
 	}
 	protocol.HandleMigrate(h, migrateNode{n.holders}, log)
+	if cfg.sim == nil {
+		h.SetStreamHandler(TurnRelayID, n.serveTurnRelay)
+	}
 	protocol.HandleSync(h, offerAware{store, n}, log)
 	protocol.HandleBlob(h, servedBlobs{store, n.transfers}, log)
 	protocol.HandleCapsules(h, store, log)

@@ -60,7 +60,7 @@ type agentRuntime struct {
 // runner is the goroutine of one running turn.
 type runner struct {
 	agent, session, turn string
-	cancel               context.CancelFunc
+	cancel               context.CancelCauseFunc // errNotHere: the agent stopped running here
 	done                 chan struct{}
 }
 
@@ -91,13 +91,13 @@ func (rt *agentRuntime) start(agent, sessionID, turnID string) {
 	if r := rt.runners[sessionID]; r != nil && r.turn == turnID {
 		return
 	}
-	ctx, cancel := context.WithCancel(rt.n.ctx)
+	ctx, cancel := context.WithCancelCause(rt.n.ctx)
 	r := &runner{agent: agent, session: sessionID, turn: turnID, cancel: cancel, done: make(chan struct{})}
 	rt.runners[sessionID] = r
 	rt.sessions[sessionID] = agent
 	rt.n.spawn(func() {
 		defer close(r.done)
-		defer cancel()
+		defer cancel(nil)
 		lt := rt.liveOf(agent, sessionID, turnID)
 		err := rt.run(ctx, r, lt)
 		rt.mu.Lock()
@@ -105,8 +105,11 @@ func (rt *agentRuntime) start(agent, sessionID, turnID string) {
 			delete(rt.runners, sessionID)
 		}
 		rt.mu.Unlock()
+		if errors.Is(context.Cause(ctx), errNotHere) {
+			err = errNotHere
+		}
 		switch {
-		case err == nil, ctx.Err() != nil:
+		case err == nil, ctx.Err() != nil && !errors.Is(err, errNotHere):
 		case errors.Is(err, errNotHere), errors.Is(err, ErrFrozen):
 			rt.n.log.Info("a turn stopped at a safe point: the agent does not run here now", "agent", agent, "turn", turnID)
 			rt.handOver(agent, lt)
@@ -123,8 +126,21 @@ func (rt *agentRuntime) stop(sessionID string) {
 	r := rt.runners[sessionID]
 	rt.mu.Unlock()
 	if r != nil {
-		r.cancel()
+		r.cancel(nil)
 		<-r.done
+	}
+}
+
+// stopAgent stops the runners of the agent's turns, which stay running in
+// the journal: the agent stopped running here (a migration committed).
+// A model step in flight is dropped; its node takes it again.
+func (rt *agentRuntime) stopAgent(agent string) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, r := range rt.runners {
+		if r.agent == agent {
+			r.cancel(errNotHere)
+		}
 	}
 }
 

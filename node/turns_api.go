@@ -2,9 +2,11 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -400,8 +402,10 @@ func (n *Node) handleCancelTurn(w http.ResponseWriter, r *http.Request) {
 // turn's events as server-sent events, from after Last-Event-ID (or
 // ?after=N), then live while the turn runs here, with the model's deltas
 // as "delta" events (no id: they are previews, replaced by the step's
-// events). It ends after turn.ended, or with a "moved" event naming the
-// peer that runs the agent now.
+// events). It ends after turn.ended. When the agent moves while the turn
+// runs, the stream goes on, relayed from the node that runs it now over
+// libp2p (relay.go); with ?relay=0, or when that node cannot be reached,
+// it ends with a "moved" event naming that node's peer ID instead.
 func (n *Node) handleTurnEvents(w http.ResponseWriter, r *http.Request) {
 	agent, t, ok := n.pathTurn(w, r)
 	if !ok {
@@ -419,39 +423,73 @@ func (n *Node) handleTurnEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	flusher, _ := w.(http.Flusher)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	var buf bytes.Buffer
-	flush := func() bool {
-		if buf.Len() == 0 {
-			return true
+	out := &sseOut{w: w}
+	out.flusher, _ = w.(http.Flusher)
+	moved, sent := n.streamTurn(r.Context(), out, agent, t, after)
+	for hops := 0; moved != "" && r.URL.Query().Get("relay") != "0" && hops < 3; hops++ {
+		next, n2, err := n.relayTurn(r.Context(), out, moved, agent, t, sent)
+		sent = n2
+		if err != nil {
+			n.log.Info("could not relay a moved turn's stream; the client is told where it went", "turn", t.ID, "peer", moved, "err", err)
+			break
 		}
-		_, err := w.Write(buf.Bytes())
-		buf.Reset()
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return err == nil
+		moved = next
 	}
+	if moved != "" {
+		writeSSE(&out.buf, "", "moved", map[string]string{"peer": moved})
+	}
+	out.flush()
+}
 
+// sseOut buffers server-sent events and writes them out on flush.
+type sseOut struct {
+	w       io.Writer
+	flusher http.Flusher
+	buf     bytes.Buffer
+}
+
+// flush writes what is buffered; false when the client is gone.
+func (o *sseOut) flush() bool {
+	if o.buf.Len() == 0 {
+		return true
+	}
+	_, err := o.w.Write(o.buf.Bytes())
+	o.buf.Reset()
+	if o.flusher != nil {
+		o.flusher.Flush()
+	}
+	return err == nil
+}
+
+// streamTurn writes the turn's events after sequence number after to out:
+// replayed from the journal when the turn has ended or runs elsewhere,
+// live while it runs here. It returns the peer that runs the agent now if
+// the turn runs there (else ""), and the sequence number of the last event
+// written.
+func (n *Node) streamTurn(ctx context.Context, out *sseOut, agent string, t *session.Turn, after int) (movedTo string, sent int) {
 	rt := n.turns
-	if t.Status != session.Running || !n.runs(agent) {
-		// A replay of what the journal holds: a finished turn, or one that
-		// runs elsewhere.
+	replay := func() int {
 		evs := rt.turnEvents(agent, t)
-		for i := after; i < len(evs); i++ {
-			writeItem(&buf, i+1, evs[i])
+		sent := after
+		for ; sent < len(evs); sent++ {
+			writeItem(&out.buf, sent+1, evs[sent])
 		}
-		if t.Status == session.Running {
-			st, _ := n.holders.state(agent)
-			writeSSE(&buf, "", "moved", map[string]string{"peer": st.Holder.Peer})
+		out.flush()
+		return sent
+	}
+	if t.Status != session.Running {
+		return "", replay()
+	}
+	if !n.runs(agent) {
+		if peer := n.holderElsewhere(ctx, agent); peer != "" {
+			return peer, replay()
 		}
-		flush()
-		return
+		// The migration that froze it here aborted: it runs here again.
 	}
 	lt := rt.liveOf(agent, t.Session, t.ID)
 	sent, step, deltas := after, -1, 0
@@ -461,33 +499,54 @@ func (n *Node) handleTurnEvents(w http.ResponseWriter, r *http.Request) {
 		s := lt.since(sent, step, deltas)
 		for _, e := range s.items {
 			sent++
-			writeItem(&buf, sent, e)
+			writeItem(&out.buf, sent, e)
 		}
 		if s.step != step {
 			step, deltas = s.step, 0
 		}
 		for _, d := range s.deltas {
 			deltas++
-			writeSSE(&buf, "", "delta", deltaJSON(d))
+			writeSSE(&out.buf, "", "delta", deltaJSON(d))
 		}
 		if s.ended { // the snapshot holds every item, turn.ended the last
-			flush()
-			return
+			out.flush()
+			return "", sent
 		}
 		if s.movedTo != "" {
-			writeSSE(&buf, "", "moved", map[string]string{"peer": s.movedTo})
-			flush()
-			return
+			out.flush()
+			return s.movedTo, sent
 		}
-		if !flush() {
-			return
+		if !out.flush() {
+			return "", sent
 		}
 		select {
-		case <-r.Context().Done():
-			return
+		case <-ctx.Done():
+			return "", sent
 		case <-s.changed:
 		case <-tick.C:
-			buf.WriteString(": heartbeat\n\n")
+			out.buf.WriteString(": heartbeat\n\n")
+		}
+	}
+}
+
+// holderElsewhere returns the peer that runs the agent, which this node
+// does not. While a migration has it frozen here, it waits (up to 30 s)
+// for the migration to end, and returns "" if the agent runs here again.
+func (n *Node) holderElsewhere(ctx context.Context, agent string) string {
+	self := n.host.ID().String()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if n.runs(agent) {
+			return ""
+		}
+		st, err := n.holders.state(agent)
+		if err == nil && st.State != "frozen" && st.Holder.Peer != self || time.Now().After(deadline) {
+			return orNone(st.Holder.Peer)
+		}
+		select {
+		case <-ctx.Done():
+			return orNone(st.Holder.Peer)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }

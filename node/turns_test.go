@@ -62,7 +62,13 @@ type sseItem struct {
 // none) until the stream ends or stop says to cut it.
 func follow(t *testing.T, n *Node, sessionID, turnID string, after int, stop func([]sseItem) bool) []sseItem {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, n.info.API+"/v1/sessions/"+sessionID+"/turns/"+turnID+"/events", nil)
+	return followQuery(t, n, sessionID, turnID, "", after, stop)
+}
+
+// followQuery is follow with a query string ("?relay=0").
+func followQuery(t *testing.T, n *Node, sessionID, turnID, query string, after int, stop func([]sseItem) bool) []sseItem {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, n.info.API+"/v1/sessions/"+sessionID+"/turns/"+turnID+"/events"+query, nil)
 	req.Header.Set("Authorization", "Bearer "+n.info.Token)
 	if after >= 0 {
 		req.Header.Set("Last-Event-ID", strconv.Itoa(after))

@@ -1,0 +1,144 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/session"
+)
+
+// TurnRelayID is the protocol by which a node follows a turn that runs on
+// a peer: a client that followed the turn on the node the agent left gets
+// the rest of it through that node, without noticing the move.
+//
+// The asking node sends one frame, {"agent", "session", "turn", "after"};
+// the peer answers with the turn's server-sent events after that sequence
+// number, exactly as its HTTP API streams them, and closes the stream
+// after turn.ended, or after a "moved" event when the agent moved on.
+const TurnRelayID = "/tern/turn/1.0.0"
+
+// relayRequest is the frame that asks a peer for a turn's events.
+type relayRequest struct {
+	Agent   string `json:"agent"`
+	Session string `json:"session"`
+	Turn    string `json:"turn"`
+	After   int    `json:"after"`
+}
+
+// serveTurnRelay answers TurnRelayID streams from paired peers (the gater
+// lets no one else connect).
+func (n *Node) serveTurnRelay(s network.Stream) {
+	defer s.Close()
+	p, err := protocol.ReadFrame(bufio.NewReader(s), 4<<10)
+	if err != nil {
+		s.Reset()
+		return
+	}
+	var req relayRequest
+	if err := json.Unmarshal(p, &req); err != nil || !capsule.ValidAgentID(req.Agent) || req.After < 0 || !n.store.Holds(req.Agent) {
+		s.Reset()
+		return
+	}
+	st, err := n.turns.state(req.Agent)
+	if err != nil {
+		s.Reset()
+		return
+	}
+	sess := st.Session(req.Session)
+	if sess == nil || sess.Turn(req.Turn) == nil {
+		s.Reset()
+		return
+	}
+	out := &sseOut{w: s}
+	ctx, cancel := context.WithCancel(n.ctx)
+	defer cancel()
+	moved, _ := n.streamTurn(ctx, out, req.Agent, sess.Turn(req.Turn), req.After)
+	if moved != "" {
+		writeSSE(&out.buf, "", "moved", map[string]string{"peer": moved})
+		out.flush()
+	}
+}
+
+// relayTurn copies the turn's events after sequence number after from
+// the peer that runs the agent now to out, and returns the peer it moved
+// on to, if it did, and the last sequence number written. An error means
+// the peer could not be followed to the turn's end.
+func (n *Node) relayTurn(ctx context.Context, out *sseOut, to, agent string, t *session.Turn, after int) (movedTo string, sent int, err error) {
+	sent = after
+	id, err := peer.Decode(to)
+	if err != nil {
+		return "", sent, fmt.Errorf("%q is not a peer ID", to)
+	}
+	if id == n.host.ID() {
+		return "", sent, errors.New("the agent's holder is this node, which does not run it")
+	}
+	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "turn relay"), id, TurnRelayID)
+	if err != nil {
+		return "", sent, err
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { s.Reset() })
+	defer stop()
+	req, _ := json.Marshal(relayRequest{Agent: agent, Session: t.Session, Turn: t.ID, After: after})
+	if err := protocol.WriteFrame(s, req); err != nil {
+		return "", sent, err
+	}
+	sc := bufio.NewScanner(s)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	var block bytes.Buffer
+	var event, data string
+	seq := 0
+	for sc.Scan() {
+		line := sc.Text()
+		if line != "" {
+			block.WriteString(line)
+			block.WriteByte('\n')
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				seq, _ = strconv.Atoi(line[4:])
+			case strings.HasPrefix(line, "event: "):
+				event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				data = line[6:]
+			}
+			continue
+		}
+		if event == "moved" {
+			var m struct {
+				Peer string `json:"peer"`
+			}
+			json.Unmarshal([]byte(data), &m)
+			return m.Peer, sent, nil
+		}
+		if seq == 0 || seq > sent { // a delta, a heartbeat, or an event not written yet
+			block.WriteByte('\n')
+			out.buf.Write(block.Bytes())
+			if seq > 0 {
+				sent = seq
+			}
+			if !out.flush() {
+				return "", sent, ctx.Err()
+			}
+		}
+		if event == "turn.ended" {
+			return "", sent, nil
+		}
+		block.Reset()
+		event, data, seq = "", "", 0
+	}
+	if err := sc.Err(); err != nil {
+		return "", sent, err
+	}
+	return "", sent, errors.New("the peer's stream ended before the turn did")
+}
