@@ -124,7 +124,7 @@ func TestARunningNodeRefusesAForeignHostOrOriginOnEveryRoute(t *testing.T) {
 
 // call sends an authorized request to n's API and returns the status and
 // the body.
-func call(t *testing.T, n *Node, method, path string, body io.Reader) (int, []byte) {
+func call(t testing.TB, n *Node, method, path string, body io.Reader) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, n.info.API+path, body)
 	if err != nil {

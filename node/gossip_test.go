@@ -27,13 +27,13 @@ func startQuietNode(t *testing.T) *Node {
 }
 
 // eventually fails the test unless cond holds within 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	within(t, 10*time.Second, what, cond)
 }
 
 // within is eventually with its own deadline.
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+func within(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

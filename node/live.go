@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"sync"
 
 	"github.com/tern-dev/tern/journal"
@@ -20,6 +21,9 @@ type liveTurn struct {
 	mu      sync.Mutex
 	items   []*journal.Event
 	deltas  []provider.Delta // of the step in flight; emptied when a step begins
+	// The server-sent event of each item and delta, encoded once for every
+	// subscriber.
+	itemFrames, deltaFrames [][]byte
 	step    int              // counts the steps begun, so a subscriber knows its delta index is stale
 	ended   bool             // the turn ended (its turn.ended is the last item)
 	movedTo string           // the peer that runs the agent now, once it moved
@@ -46,6 +50,7 @@ func (rt *agentRuntime) liveOf(agent, sessionID, turnID string) *liveTurn {
 			}
 			for _, id := range v.turn.Events {
 				lt.items = append(lt.items, byID[id])
+				lt.itemFrames = append(lt.itemFrames, itemFrame(len(lt.items), byID[id]))
 			}
 			lt.ended = v.turn.Status != session.Running
 		}
@@ -79,11 +84,12 @@ func (lt *liveTurn) add(e *journal.Event) {
 		}
 	}
 	lt.items = append(lt.items, e)
+	lt.itemFrames = append(lt.itemFrames, itemFrame(len(lt.items), e))
 	if e.Type == session.TurnEnded {
 		lt.ended = true
 	}
 	if e.Type != session.TurnEnded && len(lt.deltas) > 0 {
-		lt.deltas = nil // the step's events replace its deltas
+		lt.deltas, lt.deltaFrames = nil, nil // the step's events replace its deltas
 	}
 	lt.notify()
 }
@@ -92,7 +98,7 @@ func (lt *liveTurn) add(e *journal.Event) {
 func (lt *liveTurn) beginStep() {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	lt.deltas = nil
+	lt.deltas, lt.deltaFrames = nil, nil
 	lt.step++
 	lt.notify()
 }
@@ -102,6 +108,9 @@ func (lt *liveTurn) delta(d provider.Delta) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	lt.deltas = append(lt.deltas, d)
+	var buf bytes.Buffer
+	writeSSE(&buf, "", "delta", deltaJSON(d))
+	lt.deltaFrames = append(lt.deltaFrames, buf.Bytes())
 	lt.notify()
 }
 
@@ -113,10 +122,17 @@ func (lt *liveTurn) move(peer string) {
 	lt.notify()
 }
 
-// liveSnapshot is what a subscriber reads at once.
+// itemFrame is the server-sent event of the turn's event number seq.
+func itemFrame(seq int, e *journal.Event) []byte {
+	var buf bytes.Buffer
+	writeItem(&buf, seq, e)
+	return buf.Bytes()
+}
+
+// liveSnapshot is what a subscriber reads at once: encoded events.
 type liveSnapshot struct {
-	items   []*journal.Event // after the subscriber's last
-	deltas  []provider.Delta // of the step in flight, after the subscriber's last
+	items   [][]byte // after the subscriber's last
+	deltas  [][]byte // of the step in flight, after the subscriber's last
 	step    int
 	ended   bool
 	movedTo string
@@ -129,14 +145,14 @@ func (lt *liveTurn) since(after, step, deltaAfter int) liveSnapshot {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	s := liveSnapshot{step: lt.step, ended: lt.ended, movedTo: lt.movedTo, changed: lt.changed}
-	if after < len(lt.items) {
-		s.items = lt.items[after:len(lt.items):len(lt.items)]
+	if n := len(lt.itemFrames); after < n {
+		s.items = lt.itemFrames[after:n:n]
 	}
 	if step != lt.step {
 		deltaAfter = 0
 	}
-	if deltaAfter < len(lt.deltas) {
-		s.deltas = lt.deltas[deltaAfter:len(lt.deltas):len(lt.deltas)]
+	if n := len(lt.deltaFrames); deltaAfter < n {
+		s.deltas = lt.deltaFrames[deltaAfter:n:n]
 	}
 	return s
 }

@@ -60,7 +60,7 @@ func link(a, b *Node) error {
 
 // acceptEdit writes content to file of the capsule folder dir, as a
 // person editing it would, and accepts the edit as n's machine.
-func acceptEdit(t *testing.T, n *Node, dir, file, content string) {
+func acceptEdit(t testing.TB, n *Node, dir, file, content string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o644); err != nil {
 		t.Fatal(err)
@@ -77,7 +77,7 @@ func acceptEdit(t *testing.T, n *Node, dir, file, content string) {
 
 // heldBy makes a capsule that n made (its manifest names n at epoch 0)
 // and imports it into n, which then holds the agent at epoch 1.
-func heldBy(t *testing.T, n *Node, edit func(dir string)) string {
+func heldBy(t testing.TB, n *Node, edit func(dir string)) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "agent")
 	c, err := capsule.New(dir, "mover", n.info.PeerID)

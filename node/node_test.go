@@ -24,14 +24,14 @@ import (
 )
 
 // startNode runs a node on 127.0.0.1 with a fresh home.
-func startNode(t *testing.T, home string) *Node {
+func startNode(t testing.TB, home string) *Node {
 	t.Helper()
 	return startNodeEvery(t, home, 100*time.Millisecond)
 }
 
 // startNodeEvery starts a node on 127.0.0.1 whose anti-entropy runs every
 // interval.
-func startNodeEvery(t *testing.T, home string, interval time.Duration) *Node {
+func startNodeEvery(t testing.TB, home string, interval time.Duration) *Node {
 	t.Helper()
 	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: interval}, testLog(home))
 	if err != nil {

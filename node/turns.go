@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
@@ -55,6 +56,11 @@ type agentRuntime struct {
 	sessions     map[string]string        // session → agent, as learnt
 	sessionLocks map[string]chan struct{} // by session: one request that starts or cancels a turn at a time
 	models       func(provider.Settings) (provider.Model, error)
+
+	// What the runtime wrote, for the benchmarks: durable appends (each
+	// one group commit: one write and one fsync of the journal) and
+	// workspace snapshots.
+	appends, snapshots atomic.Int64
 }
 
 // runner is the goroutine of one running turn.
@@ -273,6 +279,7 @@ func (rt *agentRuntime) appendHeld(ctx context.Context, agent string, epoch uint
 	if err != nil {
 		return nil, err
 	}
+	rt.appends.Add(1)
 	rt.n.gossip.publish(ctx, agent, evs)
 	rt.mu.Lock()
 	for _, e := range evs {
@@ -664,6 +671,7 @@ func (rt *agentRuntime) workspace(agent string) (string, error) {
 // so the change syncs and migrates.
 func (rt *agentRuntime) snapshot(ctx context.Context, agent, ws string) error {
 	return rt.hold(agent, func(epoch uint64) error {
+		rt.snapshots.Add(1)
 		return rt.n.store.sign(ctx, agent, rt.n.id.Machine(), false, func(d *capsule.Dir) error {
 			_, err := d.SnapshotAt(ctx, rt.n.id, epoch, ws)
 			return err

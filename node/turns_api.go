@@ -497,16 +497,16 @@ func (n *Node) streamTurn(ctx context.Context, out *sseOut, agent string, t *ses
 	defer tick.Stop()
 	for {
 		s := lt.since(sent, step, deltas)
-		for _, e := range s.items {
+		for _, f := range s.items {
 			sent++
-			writeItem(&out.buf, sent, e)
+			out.buf.Write(f)
 		}
 		if s.step != step {
 			step, deltas = s.step, 0
 		}
-		for _, d := range s.deltas {
+		for _, f := range s.deltas {
 			deltas++
-			writeSSE(&out.buf, "", "delta", deltaJSON(d))
+			out.buf.Write(f)
 		}
 		if s.ended { // the snapshot holds every item, turn.ended the last
 			out.flush()
@@ -578,9 +578,9 @@ func (rt *agentRuntime) turnEvents(agent string, t *session.Turn) []*journal.Eve
 }
 
 // writeItem writes one event of the turn: id its sequence number, event
-// its type, data the event as the journal holds it.
+// its type, data the event as the journal holds it (one line of JSON).
 func writeItem(buf *bytes.Buffer, seq int, e *journal.Event) {
-	writeSSE(buf, strconv.Itoa(seq), e.Type, json.RawMessage(e.Line()))
+	fmt.Fprintf(buf, "id: %d\nevent: %s\ndata: %s\n\n", seq, e.Type, e.Line())
 }
 
 // writeSSE writes one server-sent event; data is JSON on one line.

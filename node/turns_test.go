@@ -21,7 +21,7 @@ import (
 
 // withTools gives the capsule in dir the built-in tools, with their
 // defaults, as a new capsule from tern capsule new has them.
-func withTools(t *testing.T, n *Node) func(dir string) {
+func withTools(t testing.TB, n *Node) func(dir string) {
 	return func(dir string) {
 		a := capsule.DefaultAgent("mover")
 		a.Tools = tool.Defaults()
