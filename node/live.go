@@ -18,16 +18,16 @@ import (
 type liveTurn struct {
 	agent, session, turn string
 
-	mu      sync.Mutex
-	items   []*journal.Event
-	deltas  []provider.Delta // of the step in flight; emptied when a step begins
+	mu     sync.Mutex
+	items  []*journal.Event
+	deltas []provider.Delta // of the step in flight; emptied when a step begins
 	// The server-sent event of each item and delta, encoded once for every
 	// subscriber.
 	itemFrames, deltaFrames [][]byte
-	step    int              // counts the steps begun, so a subscriber knows its delta index is stale
-	ended   bool             // the turn ended (its turn.ended is the last item)
-	movedTo string           // the peer that runs the agent now, once it moved
-	changed chan struct{}
+	step                    int    // counts the steps begun, so a subscriber knows its delta index is stale
+	ended                   bool   // the turn ended (its turn.ended is the last item)
+	movedTo                 string // the peer that runs the agent now, once it moved
+	changed                 chan struct{}
 }
 
 // liveOf returns the turn's live stream, made from the journal the first

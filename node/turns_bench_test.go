@@ -24,8 +24,8 @@ import (
 // it arrived and when its first byte went out.
 type chatStub struct {
 	*httptest.Server
-	deltas int
-	hold   chan struct{}
+	deltas   int
+	hold     chan struct{}
 	pause    time.Duration // after the first delta
 	interval time.Duration // after each delta
 
