@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/tern-dev/tern/journal"
 )
@@ -24,9 +25,20 @@ const maxJournal = 8 << 30
 // not by Open. Close releases the tar, if any.
 type Capsule struct {
 	Path     string
-	Manifest *Manifest
+	manifest atomic.Pointer[Manifest] // replaced whole by a Dir's updates, read by anyone
 	src      source
 }
+
+// openedCapsule is the capsule at path with manifest m, read from src.
+func openedCapsule(path string, m *Manifest, src source) *Capsule {
+	c := &Capsule{Path: path, src: src}
+	c.manifest.Store(m)
+	return c
+}
+
+// Manifest returns the capsule's manifest. A Dir's update replaces it
+// whole, never in place: keep the pointer for a consistent view.
+func (c *Capsule) Manifest() *Manifest { return c.manifest.Load() }
 
 // Open opens the capsule folder or tar at path for reading. It fails if
 // path is not a capsule or its manifest does not parse; use Verify to find
@@ -54,14 +66,14 @@ func OpenWithLimits(path string, lim Limits) (*Capsule, error) {
 		src.close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &Capsule{Path: path, Manifest: m, src: src}, nil
+	return openedCapsule(path, m, src), nil
 }
 
 // Close releases the capsule's tar, if it was opened from one.
 func (c *Capsule) Close() error { return c.src.close() }
 
 // ID is the agent id.
-func (c *Capsule) ID() string { return c.Manifest.ID }
+func (c *Capsule) ID() string { return c.Manifest().ID }
 
 // ReadFile returns the content of one of the capsule's files. In a folder
 // where an update was committed but not yet installed (see commit), it
@@ -75,7 +87,7 @@ func (c *Capsule) ReadFile(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	want, listed := c.Manifest.Files[name]
+	want, listed := c.Manifest().Files[name]
 	if d, ok := c.src.(dirSource); ok && listed && name != JournalFile && entryOf(data) != want {
 		if next, err := os.ReadFile(filepath.Join(d.dir, filepath.FromSlash(name)) + nextSuffix); err == nil && entryOf(next) == want {
 			return next, nil

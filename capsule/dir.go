@@ -231,7 +231,7 @@ func (d *Dir) recover() error {
 			}
 		case strings.HasSuffix(name, nextSuffix):
 			target := strings.TrimSuffix(name, nextSuffix)
-			want, listed := d.Manifest.Files[target]
+			want, listed := d.Manifest().Files[target]
 			e, err := hashFile(d.path(name), -1)
 			if err != nil {
 				return err
@@ -251,7 +251,7 @@ func (d *Dir) recover() error {
 				return err
 			}
 		case blobName(name) != "":
-			if _, listed := d.Manifest.Files[name]; !listed {
+			if _, listed := d.Manifest().Files[name]; !listed {
 				blobs = append(blobs, blobName(name))
 			}
 		}
@@ -292,7 +292,7 @@ func (d *Dir) recoverBlobs(blobs []string) error {
 		}
 	}
 	for _, h := range blobs {
-		if _, listed := d.Manifest.Files[BlobPath(h)]; listed {
+		if _, listed := d.Manifest().Files[BlobPath(h)]; listed {
 			continue
 		}
 		d.log.Warn("removing a blob an interrupted write left unlisted", "capsule", d.dir, "blob", h)
@@ -333,7 +333,7 @@ func (d *Dir) journalLog() (*journal.Log, error) {
 
 // openLog opens the journal file, protecting the part the manifest seals.
 func (d *Dir) openLog() (*journal.Log, error) {
-	return journal.OpenLog(d.path(JournalFile), journal.LogOptions{Logger: d.log, Protected: d.Manifest.Files[JournalFile].Size})
+	return journal.OpenLog(d.path(JournalFile), journal.LogOptions{Logger: d.log, Protected: d.Manifest().Files[JournalFile].Size})
 }
 
 // JournalLoaded reports whether the journal has been read into memory,
@@ -445,7 +445,7 @@ func (d *Dir) Seal() error { return d.commit(nil, nil) }
 // the manifest's is refused.
 func (d *Dir) SetHolder(h Holder) error {
 	d.commitMu.Lock()
-	cur := d.Manifest.Holder
+	cur := d.Manifest().Holder
 	d.commitMu.Unlock()
 	if h.Epoch < cur.Epoch {
 		return fmt.Errorf("set holder of %s: epoch %d is older than the manifest's %d", d.dir, h.Epoch, cur.Epoch)
@@ -522,13 +522,13 @@ func (d *Dir) commit(files map[string][]byte, blobs map[string]FileEntry) error 
 func (d *Dir) update(files map[string][]byte, blobs map[string]FileEntry, h *Holder) error {
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
-	m := *d.Manifest
+	m := *d.Manifest()
 	m.Signature = nil // a signature attests an exported state, not this new one
 	if h != nil {
 		m.Holder = *h
 	}
-	m.Files = make(map[string]FileEntry, len(d.Manifest.Files)+len(blobs))
-	for k, v := range d.Manifest.Files {
+	m.Files = make(map[string]FileEntry, len(d.Manifest().Files)+len(blobs))
+	for k, v := range d.Manifest().Files {
 		m.Files[k] = v
 	}
 	for name, data := range files {
@@ -552,7 +552,7 @@ func (d *Dir) update(files map[string][]byte, blobs map[string]FileEntry, h *Hol
 	if err := WriteFileAtomic(d.path(ManifestFile), data, 0o644); err != nil {
 		return err
 	}
-	d.Manifest = &m
+	d.manifest.Store(&m)
 	for name := range files {
 		if err := os.Rename(d.path(name)+nextSuffix, d.path(name)); err != nil {
 			return err

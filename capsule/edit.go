@@ -40,11 +40,11 @@ func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, erro
 		blobs    = map[string]FileEntry{}
 		drafts   []journal.Draft
 	)
-	for _, name := range d.Manifest.Names() {
+	for _, name := range d.Manifest().Names() {
 		if name == JournalFile {
 			continue
 		}
-		want := d.Manifest.Files[name]
+		want := d.Manifest().Files[name]
 		got, err := hashFile(d.path(name), -1)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -144,7 +144,7 @@ func blobContent(cidStr string, ev *journal.Event, from ...*Capsule) ([]byte, er
 		return nil, fmt.Errorf("event %s: %w", ev.ID, err)
 	}
 	for _, c := range from {
-		want, ok := c.Manifest.Files[BlobPath(h)]
+		want, ok := c.Manifest().Files[BlobPath(h)]
 		if !ok {
 			continue
 		}

@@ -222,7 +222,7 @@ func writeGolden(t *testing.T, out string) goldenExpected {
 		t.Fatal(err)
 	}
 	exp := goldenExpected{
-		Tar: filepath.Base(out), SHA256: sha256Hex(data), AgentID: g.ID(), Holder: g.Manifest.Holder,
+		Tar: filepath.Base(out), SHA256: sha256Hex(data), AgentID: g.ID(), Holder: g.Manifest().Holder,
 		Checks: problemChecks(rep), Events: rep.Events, Quarantined: rep.Quarantined,
 		Agent: agent, Snapshot: snap.Entries,
 		Lines: map[string]string{"newer envelope field": string(later.Line())},
@@ -307,8 +307,8 @@ func checkGolden(t *testing.T, path string, exp goldenExpected) {
 		t.Fatalf("%s has sha256 %s, expected.json says %s: the golden capsule changed", path, sha256Hex(data), exp.SHA256)
 	}
 	g := openCapsule(t, path)
-	if g.ID() != exp.AgentID || g.Manifest.Holder != exp.Holder {
-		t.Errorf("agent %s held by %+v, want %s held by %+v", g.ID(), g.Manifest.Holder, exp.AgentID, exp.Holder)
+	if g.ID() != exp.AgentID || g.Manifest().Holder != exp.Holder {
+		t.Errorf("agent %s held by %+v, want %s held by %+v", g.ID(), g.Manifest().Holder, exp.AgentID, exp.Holder)
 	}
 
 	t.Run("it verifies with the fork as its only problem", func(t *testing.T) {

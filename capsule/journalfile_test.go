@@ -61,7 +61,7 @@ func copyCapsuleWithJournal(t *testing.T, dir string, journal []byte) string {
 	if err := os.WriteFile(filepath.Join(out, filepath.FromSlash(JournalFile)), journal, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := *mustOpen(t, dir).Manifest
+	m := *mustOpen(t, dir).Manifest()
 	m.Files = maps.Clone(m.Files)
 	m.Files[JournalFile] = entryOf(journal)
 	data, err := m.Encode()

@@ -39,7 +39,7 @@ func otherSpelling(t *testing.T, id string, base multibase.Encoding) string {
 
 func TestParseManifestAcceptsOnlyCanonicalMachinePeerIDs(t *testing.T) {
 	s := newSigner(t)
-	base := *mustOpen(t, emptyCapsule(t, s, "helper")).Manifest
+	base := *mustOpen(t, emptyCapsule(t, s, "helper")).Manifest()
 	secp, _, err := crypto.GenerateSecp256k1Key(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestParseManifestAcceptsOnlyCanonicalMachinePeerIDs(t *testing.T) {
 
 func TestCheckSignatureAcceptsOnlyTheStandardSpellingOfASignature(t *testing.T) {
 	s := newSigner(t)
-	m := *mustOpen(t, emptyCapsule(t, s, "helper")).Manifest
+	m := *mustOpen(t, emptyCapsule(t, s, "helper")).Manifest()
 	if err := m.Sign(s); err != nil {
 		t.Fatal(err)
 	}

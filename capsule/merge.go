@@ -75,11 +75,11 @@ func Merge(a, b *Capsule, out string) (*MergeResult, error) {
 	}
 	files[JournalFile] = jbuf.Bytes()
 
-	m := &Manifest{ID: a.ID(), Holder: laterHolder(a.Manifest.Holder, b.Manifest.Holder)}
+	m := &Manifest{ID: a.ID(), Holder: laterHolder(a.Manifest().Holder, b.Manifest().Holder)}
 	addBlobs := func(staging string) (map[string]FileEntry, error) {
 		blobs := map[string]FileEntry{}
 		for _, c := range []*Capsule{a, b} {
-			for name, e := range c.Manifest.Files {
+			for name, e := range c.Manifest().Files {
 				if blobName(name) == "" || blobs[name] == e {
 					continue
 				}

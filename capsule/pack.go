@@ -35,7 +35,7 @@ func Pack(c *Capsule, w io.Writer, opt PackOptions) error {
 	if err != nil {
 		return fmt.Errorf("pack: %w", err)
 	}
-	if sealed := c.Manifest.Files[JournalFile]; int64(len(raw)) < sealed.Size || entryOf(raw[:sealed.Size]) != sealed {
+	if sealed := c.Manifest().Files[JournalFile]; int64(len(raw)) < sealed.Size || entryOf(raw[:sealed.Size]) != sealed {
 		return fmt.Errorf("pack: %s: %w: its sealed part does not match the manifest; run tern capsule verify", JournalFile, ErrHashMismatch)
 	}
 	events, bad, _ := journal.Decode(raw)
@@ -50,10 +50,10 @@ func Pack(c *Capsule, w io.Writer, opt PackOptions) error {
 	}
 	jdata := jbuf.Bytes()
 
-	m := *c.Manifest
+	m := *c.Manifest()
 	m.Signature = nil
-	m.Files = make(map[string]FileEntry, len(c.Manifest.Files))
-	for k, v := range c.Manifest.Files {
+	m.Files = make(map[string]FileEntry, len(c.Manifest().Files))
+	for k, v := range c.Manifest().Files {
 		m.Files[k] = v
 	}
 	m.Files[JournalFile] = entryOf(jdata)

@@ -19,9 +19,9 @@ func crashAfterCommit(t *testing.T, dir string, notes []byte) {
 	if err := WriteFileAtomic(filepath.Join(dir, filepath.FromSlash(NotesFile))+nextSuffix, notes, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := *c.Manifest
+	m := *c.Manifest()
 	m.Files = map[string]FileEntry{}
-	for k, v := range c.Manifest.Files {
+	for k, v := range c.Manifest().Files {
 		m.Files[k] = v
 	}
 	m.Files[NotesFile] = entryOf(notes)

@@ -94,7 +94,7 @@ func firstBlob(t *testing.T, dir string) string {
 	t.Helper()
 	c := mustOpen(t, dir)
 	defer c.Close()
-	for _, n := range c.Manifest.Names() {
+	for _, n := range c.Manifest().Names() {
 		if blobName(n) != "" {
 			return n
 		}
@@ -209,10 +209,10 @@ func TestBlobsAKilledSnapshotStoredAreKeptWhenItsEventIsDurable(t *testing.T) {
 	// Undo the commit: the state of a snapshot killed after its event was
 	// appended but before the manifest listed its blobs and snapshot.json.
 	c := mustOpen(t, dir)
-	m := *c.Manifest
+	m := *c.Manifest()
 	c.Close()
 	m.Files = map[string]FileEntry{}
-	for k, v := range c.Manifest.Files {
+	for k, v := range c.Manifest().Files {
 		if blobName(k) == "" {
 			m.Files[k] = v
 		}
@@ -347,10 +347,10 @@ func TestAFileOf8GiBOrMoreGetsAPAXHeader(t *testing.T) {
 	}
 	f.Close()
 	c := mustOpen(t, dir)
-	m := *c.Manifest
+	m := *c.Manifest()
 	c.Close()
 	m.Files = map[string]FileEntry{BlobPath(h): {SHA256: h, Size: size}}
-	for k, v := range c.Manifest.Files {
+	for k, v := range c.Manifest().Files {
 		m.Files[k] = v
 	}
 	writeManifest(t, dir, &m)

@@ -486,7 +486,7 @@ func newVectorCapsule(t *testing.T, a, b *vectorKey) *vectorCapsule {
 		t.Fatal(err)
 	}
 	defer opened.Close()
-	c.manifest = opened.Manifest
+	c.manifest = opened.Manifest()
 	var plain, signed bytes.Buffer
 	if err := capsule.Pack(opened, &plain, capsule.PackOptions{}); err != nil {
 		t.Fatal(err)

@@ -121,7 +121,7 @@ func Verify(path string, opt VerifyOptions) (*Report, error) {
 		r.problem(ManifestFile, err)
 		return r, nil
 	}
-	c := &Capsule{Path: path, Manifest: m, src: src}
+	c := openedCapsule(path, m, src)
 	r.ID = m.ID
 	r.Files = len(m.Files) + 1
 
@@ -149,7 +149,7 @@ func checkHashes(c *Capsule, workers int, r *Report) int64 {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	names := c.Manifest.Names()
+	names := c.Manifest().Names()
 	work := make(chan string)
 	var (
 		mu    sync.Mutex
@@ -182,7 +182,7 @@ func checkHashes(c *Capsule, workers int, r *Report) int64 {
 // covers its sealed prefix; a file whose committed update is waiting as
 // NAME.next in a folder is checked there instead.
 func checkFile(c *Capsule, name string) (int64, error) {
-	want := c.Manifest.Files[name]
+	want := c.Manifest().Files[name]
 	got, size, err := hashListed(c.src, name, want, name == JournalFile)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -249,7 +249,7 @@ func checkUnlisted(c *Capsule, r *Report) {
 		return
 	}
 	for _, name := range names {
-		if _, ok := c.Manifest.Files[name]; ok || name == ManifestFile {
+		if _, ok := c.Manifest().Files[name]; ok || name == ManifestFile {
 			continue
 		}
 		if isDir {
@@ -258,7 +258,7 @@ func checkUnlisted(c *Capsule, r *Report) {
 				r.notef("%s: leftover of an interrupted write; removed by the next write", name)
 				continue
 			case strings.HasSuffix(name, nextSuffix):
-				if _, ok := c.Manifest.Files[strings.TrimSuffix(name, nextSuffix)]; ok {
+				if _, ok := c.Manifest().Files[strings.TrimSuffix(name, nextSuffix)]; ok {
 					r.notef("%s: interrupted update; completed or discarded by the next write", name)
 					continue
 				}
@@ -283,7 +283,7 @@ func checkJournal(c *Capsule, r *Report) {
 		}
 		return
 	}
-	sealed := c.Manifest.Files[JournalFile].Size
+	sealed := c.Manifest().Files[JournalFile].Size
 	events, bad, torn := journal.Decode(data)
 	for i, err := range bad {
 		if i == maxLineProblems {
@@ -318,7 +318,7 @@ func checkJournal(c *Capsule, r *Report) {
 // snapshot, and resolves the snapshot's blob references.
 func checkContent(c *Capsule, r *Report) {
 	parse := func(name string, fn func([]byte) error) {
-		if _, listed := c.Manifest.Files[name]; !listed {
+		if _, listed := c.Manifest().Files[name]; !listed {
 			return // ParseManifest already required it
 		}
 		data, err := c.ReadFile(name)
@@ -351,10 +351,10 @@ func checkContent(c *Capsule, r *Report) {
 				continue
 			}
 			h, _ := ParseBlobCID(e.CID)
-			if _, ok := c.Manifest.Files[BlobPath(h)]; !ok {
+			if _, ok := c.Manifest().Files[BlobPath(h)]; !ok {
 				r.problem(SnapshotFile, fmt.Errorf("%s refers to blob %s, which the capsule does not hold", p, e.CID))
-			} else if c.Manifest.Files[BlobPath(h)].Size != e.Size {
-				r.problem(SnapshotFile, fmt.Errorf("%s lists %d bytes, its blob has %d", p, e.Size, c.Manifest.Files[BlobPath(h)].Size))
+			} else if c.Manifest().Files[BlobPath(h)].Size != e.Size {
+				r.problem(SnapshotFile, fmt.Errorf("%s lists %d bytes, its blob has %d", p, e.Size, c.Manifest().Files[BlobPath(h)].Size))
 			}
 		}
 		return nil

@@ -66,7 +66,7 @@ func BenchmarkVerify(b *testing.B) {
 	d.Close()
 	os.RemoveAll(ws)
 	var blobPaths []string
-	for name := range mustOpen(b, dir).Manifest.Files {
+	for name := range mustOpen(b, dir).Manifest().Files {
 		blobPaths = append(blobPaths, filepath.Join(dir, filepath.FromSlash(name)))
 	}
 

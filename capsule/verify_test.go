@@ -30,8 +30,8 @@ func TestANewCapsuleHasEveryFileOfTheLayoutAndVerifies(t *testing.T) {
 	if rep.Events != 0 || rep.Signer != "" || len(rep.Notes) != 0 {
 		t.Errorf("report = %+v, want no events, unsigned, no notes", rep)
 	}
-	if c.Manifest.Holder != (Holder{Peer: s.Machine(), Epoch: 0}) {
-		t.Errorf("holder = %+v", c.Manifest.Holder)
+	if c.Manifest().Holder != (Holder{Peer: s.Machine(), Epoch: 0}) {
+		t.Errorf("holder = %+v", c.Manifest().Holder)
 	}
 }
 
@@ -247,7 +247,7 @@ func TestAForgedSignatureIsCaught(t *testing.T) {
 	s := newSigner(t)
 	dir := fullCapsule(t, s)
 	c := mustOpen(t, dir)
-	m := *c.Manifest
+	m := *c.Manifest()
 	if err := m.Sign(s); err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func (d *Dir) Wanted() ([]string, error) {
 	// asked again in the same state (a node asks after every sync round,
 	// for every capsule), the answer is the same.
 	d.commitMu.Lock()
-	at := wantedState{journal: jl.Size(), files: len(d.Manifest.Files)}
+	at := wantedState{journal: jl.Size(), files: len(d.Manifest().Files)}
 	d.commitMu.Unlock()
 	d.wantMu.Lock()
 	defer d.wantMu.Unlock()
@@ -103,7 +103,7 @@ func (d *Dir) wantedNow() ([]string, error) {
 	view, _ := journal.Readable(evs)
 	refs := referencedBlobs(view)
 	d.commitMu.Lock()
-	files := d.Manifest.Files
+	files := d.Manifest().Files
 	d.commitMu.Unlock()
 	if snap, ok := latestSnapshotBlob(view); ok {
 		if _, held := files[BlobPath(snap)]; held {
@@ -151,7 +151,7 @@ func (d *Dir) HeldBlobs() []string {
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
 	var out []string
-	for name := range d.Manifest.Files {
+	for name := range d.Manifest().Files {
 		if h := blobName(name); h != "" {
 			out = append(out, h)
 		}
@@ -165,7 +165,7 @@ func (d *Dir) HeldBlobs() []string {
 func (d *Dir) BlobSize(sha256Hex string) int64 {
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
-	return d.Manifest.Files[BlobPath(sha256Hex)].Size
+	return d.Manifest().Files[BlobPath(sha256Hex)].Size
 }
 
 // AdoptBlob moves the verified file at path (on the same file system)
@@ -231,8 +231,8 @@ func (d *Dir) derivedUpdates(extra map[string]FileEntry) (map[string][]byte, err
 	}
 	view, _ := journal.Readable(evs)
 	d.commitMu.Lock()
-	held := make(map[string]FileEntry, len(d.Manifest.Files)+len(extra))
-	for k, v := range d.Manifest.Files {
+	held := make(map[string]FileEntry, len(d.Manifest().Files)+len(extra))
+	for k, v := range d.Manifest().Files {
 		held[k] = v
 	}
 	d.commitMu.Unlock()

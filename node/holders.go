@@ -267,7 +267,7 @@ func (hs *holders) adopt(agent string) (*holder, error) {
 // first makes the record of an agent this node has no record of. h.mu held.
 func (hs *holders) first(h *holder) error {
 	var mh capsule.Holder
-	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error { mh = d.Manifest.Holder; return nil }); err != nil {
+	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error { mh = d.Manifest().Holder; return nil }); err != nil {
 		return err
 	}
 	self := hs.n.id.Machine()

@@ -158,7 +158,7 @@ func TestAnAgentMigratesToAPeerAndBack(t *testing.T) {
 		t.Fatalf("the old holder appends at epoch %d, want 0 (an offline edit)", e.Epoch)
 	}
 	var mh capsule.Holder
-	b.store.With(agent, func(d *capsule.Dir) error { mh = d.Manifest.Holder; return nil })
+	b.store.With(agent, func(d *capsule.Dir) error { mh = d.Manifest().Holder; return nil })
 	if mh.Peer != b.info.PeerID || mh.Epoch != 2 {
 		t.Fatalf("b's manifest names holder %+v", mh)
 	}

@@ -644,13 +644,19 @@ var defaultKeySecrets = map[string]string{
 // turn asked for.
 func (rt *agentRuntime) settings(agent string, v *view) (provider.Settings, error) {
 	a := v.agent
-	if m := v.turn.Model; m != nil && (m.Provider != a.Provider || m.Name != a.Model) {
-		if m.Provider != a.Provider {
-			a.BaseURL, a.KeySecret = "", defaultKeySecrets[m.Provider]
-		}
-		a.Provider, a.Model = m.Provider, m.Name
+	m := v.turn.Model
+	if m == nil || (m.Provider == a.Provider && m.Name == a.Model) {
+		return provider.SettingsFor(a, rt.n.cfg.Secrets)
 	}
-	return provider.SettingsFor(a, rt.n.cfg.Secrets)
+	if m.Provider != a.Provider {
+		a.BaseURL, a.KeySecret = "", defaultKeySecrets[m.Provider]
+	}
+	a.Provider, a.Model = m.Provider, m.Name
+	s, err := provider.SettingsFor(a, rt.n.cfg.Secrets)
+	if err != nil && a.KeySecret != "" {
+		err = fmt.Errorf("the turn asks for %s model %s, whose key comes from the secret %s on the node that runs the agent: %w", m.Provider, m.Name, a.KeySecret, err)
+	}
+	return s, err
 }
 
 // workspace returns the agent's workspace folder on this node,

@@ -62,6 +62,13 @@ func newChatStub(tb testing.TB, deltas int) *chatStub {
 	return s
 }
 
+// requests is how many requests the stub answered.
+func (s *chatStub) requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.firstByte)
+}
+
 // stubAgent is a node running an agent whose model is the stub.
 func stubAgent(tb testing.TB, stub *chatStub) (*Node, string) {
 	n, err := Start(tb.TempDir(), Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true}, nil)

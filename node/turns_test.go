@@ -350,3 +350,112 @@ func TestAPausedTurnIsContinuedOnlyByTheCompleteMatchingAnswers(t *testing.T) {
 		t.Fatalf("a stale answer: %d %v", code, stale)
 	}
 }
+
+// A turn may ask for another provider and model: it talks to them for
+// that turn only, and the session goes on with agent.json's model after.
+func TestATurnCanSwitchTheModelForItselfOnly(t *testing.T) {
+	stub := newChatStub(t, 3)
+	n, agent := stubAgent(t, stub)
+	sessionID := newSession(t, n, agent)
+	turnOf := func(req map[string]any) TurnInfo {
+		t.Helper()
+		code, turn := startTurn(t, n, sessionID, req)
+		if code != 201 {
+			t.Fatalf("turn %v: %d %v", req, code, turn)
+		}
+		follow(t, n, sessionID, turn["id"].(string), -1, nil)
+		return getTurn(t, n, sessionID, turn["id"].(string))
+	}
+	if ti := turnOf(map[string]any{"text": "one"}); ti.Status != "completed" || stub.requests() != 1 {
+		t.Fatalf("agent.json's model: %+v, %d requests to the stub", ti, stub.requests())
+	}
+	offline := map[string]any{"provider": "offline", "name": "tern-offline"}
+	if ti := turnOf(map[string]any{"text": "two", "model": offline}); ti.Status != "completed" || stub.requests() != 1 {
+		t.Fatalf("the offline model for one turn: %+v, %d requests to the stub", ti, stub.requests())
+	}
+	if ti := turnOf(map[string]any{"text": "three"}); ti.Status != "completed" || stub.requests() != 2 {
+		t.Fatalf("back to agent.json's model: %+v, %d requests to the stub", ti, stub.requests())
+	}
+	// A hosted provider without its key fails the turn saying which secret.
+	if ti := turnOf(map[string]any{"text": "four", "model": map[string]any{"provider": "anthropic", "name": "claude-sonnet-4-5"}}); ti.Status != "failed" || !strings.Contains(ti.Error, "ANTHROPIC_KEY") {
+		t.Fatalf("anthropic without a key: %+v", ti)
+	}
+	for _, bad := range []map[string]any{{"provider": "openai", "name": "gpt-5"}, {"provider": "offline", "name": "gpt-5"}, {"provider": "ollama", "name": ""}} {
+		if code, out := startTurn(t, n, sessionID, map[string]any{"text": "x", "model": bad}); code != 422 {
+			t.Errorf("model %v: %d %v, want 422", bad, code, out)
+		}
+	}
+}
+
+// A turn cancelled while a shell command runs leaves an intent without an
+// outcome; the next turn does not run the command again but asks whether
+// it took effect.
+func TestACancelledCallIsReconciledNotRunAgain(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	agent := heldBy(t, n, func(dir string) {
+		a := capsule.DefaultAgent("mover")
+		a.Tools = tool.Defaults()
+		for i := range a.Tools {
+			if a.Tools[i].Name == "shell" {
+				no := false
+				a.Tools[i].Approval = &no // this agent's shell runs without asking
+			}
+		}
+		b, _ := a.Encode()
+		acceptEdit(t, n, dir, capsule.AgentFile, string(b))
+	})
+	sessionID := newSession(t, n, agent)
+	_, turn := startTurn(t, n, sessionID, map[string]any{"text": "!call shell {\"command\": \"echo ran >> ran.txt; sleep 30\"}"})
+	turnID := turn["id"].(string)
+	ran := filepath.Join(n.home, WorkspacesDir, agent, "ran.txt")
+	eventually(t, "the command starts", func() bool { _, err := os.Stat(ran); return err == nil })
+	var ti TurnInfo
+	if code := api(t, n, "POST", "/v1/sessions/"+sessionID+"/turns/"+turnID+"/cancel", nil, &ti); code != 200 || ti.Status != "cancelled" {
+		t.Fatalf("cancel: %d %+v", code, ti)
+	}
+	_, next := startTurn(t, n, sessionID, map[string]any{"text": "go on"})
+	follow(t, n, sessionID, next["id"].(string), -1, nil)
+	ti = getTurn(t, n, sessionID, next["id"].(string))
+	if ti.Status != "paused" || len(ti.RequiredActions) != 1 || ti.RequiredActions[0].Kind != "reconcile" || ti.RequiredActions[0].Tool != "shell" {
+		t.Fatalf("the next turn: %+v", ti)
+	}
+	if data, _ := os.ReadFile(ran); string(data) != "ran\n" {
+		t.Fatalf("the command ran again: %q", data)
+	}
+	_, last := startTurn(t, n, sessionID, map[string]any{"responses": []any{map[string]any{"action_id": ti.RequiredActions[0].ID, "approve": false}}})
+	follow(t, n, sessionID, last["id"].(string), -1, nil)
+	if ti := getTurn(t, n, sessionID, last["id"].(string)); ti.Status != "completed" {
+		t.Fatalf("after the reconcile answer: %+v", ti)
+	}
+	if data, _ := os.ReadFile(ran); string(data) != "ran\n" {
+		t.Fatalf("a denied reconcile ran the command again: %q", data)
+	}
+}
+
+// A stream with nothing to say sends a comment now and then, so proxies
+// and clients keep it open.
+func TestAQuietStreamSendsHeartbeats(t *testing.T) {
+	old := heartbeat
+	heartbeat = 20 * time.Millisecond
+	defer func() { heartbeat = old }()
+	n := startNode(t, t.TempDir())
+	agent := heldBy(t, n, withTools(t, n))
+	gate := gatedModels(n)
+	defer gate.release()
+	sessionID := newSession(t, n, agent)
+	_, turn := startTurn(t, n, sessionID, map[string]any{"text": "hi"})
+	req, _ := http.NewRequest("GET", n.info.API+"/v1/sessions/"+sessionID+"/turns/"+turn["id"].(string)+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+n.info.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if sc.Text() == ": heartbeat" {
+			return
+		}
+	}
+	t.Fatal("no heartbeat")
+}

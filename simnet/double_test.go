@@ -171,7 +171,7 @@ func capsuleFiles(t *testing.T, dir string) []fencing.File {
 		t.Fatal(err)
 	}
 	files := []fencing.File{{Name: capsule.ManifestFile, Sum: sumOf(man), Size: int64(len(man))}}
-	for name, e := range c.Manifest.Files {
+	for name, e := range c.Manifest().Files {
 		var f fencing.File
 		b, err := hex.DecodeString(e.SHA256)
 		if err != nil || len(b) != 32 {

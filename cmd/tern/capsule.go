@@ -152,17 +152,17 @@ func inspect(c *capsule.Capsule) (*inspection, error) {
 	if err != nil {
 		return nil, err
 	}
-	signer, err := c.Manifest.CheckSignature()
+	signer, err := c.Manifest().CheckSignature()
 	if err != nil {
 		return nil, err
 	}
 	in := &inspection{
 		ID: c.ID(), Name: agent.Name, Provider: agent.Provider, Model: agent.Model, BaseURL: agent.BaseURL, KeySecret: agent.KeySecret,
-		Holder: c.Manifest.Holder, Signer: signer, Files: len(c.Manifest.Files) + 1,
+		Holder: c.Manifest().Holder, Signer: signer, Files: len(c.Manifest().Files) + 1,
 		Events: len(events), Workspace: len(snap.Entries), Vector: journal.VectorOf(events),
 		Forks: journal.Forks(events), Types: map[string]int{}, Environment: spec, Sessions: []string{},
 	}
-	for name, f := range c.Manifest.Files {
+	for name, f := range c.Manifest().Files {
 		in.Bytes += f.Size
 		if strings.HasPrefix(name, capsule.BlobDir+"/") {
 			in.Blobs++

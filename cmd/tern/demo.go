@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/render"
+	"github.com/tern-dev/tern/tool"
 )
 
 func demoCmd(e *env) *cobra.Command {
@@ -26,8 +28,10 @@ func demoCmd(e *env) *cobra.Command {
 		Short: "Run the tern story on this machine, with nothing installed",
 		Long: "Creates a capsule on a 'laptop', appends a conversation, snapshots a workspace, packs\n" +
 			"and signs it, catches a tampered copy, lets a 'desktop' and the laptop diverge, and\n" +
-			"merges them back in either order to the same bytes. Everything happens in a temporary\n" +
-			"folder, with two in-memory machine identities.",
+			"merges them back in either order to the same bytes; then two real nodes on 127.0.0.1\n" +
+			"sync it live, run an agent whose turn pauses for approval and continues, resume a cut\n" +
+			"stream, and move the agent from one to the other mid-conversation. Everything happens\n" +
+			"in a temporary folder; no network or API key is needed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := os.MkdirTemp("", "tern-demo-")
@@ -327,6 +331,147 @@ func demoLiveSync(ctx context.Context, e *env, dir, tarPath string, say func(str
 		time.Sleep(20 * time.Millisecond)
 	}
 	say("   an event appended on the laptop node reached the desktop node by gossip in %s, signature checked", time.Since(start).Round(100*time.Microsecond))
+	return demoTurns(ctx, dir, laptop, desktop, say, title)
+}
+
+// demoTurns runs an agent on the laptop node through its HTTP API: a turn
+// that pauses for approval and is continued, a stream cut and resumed,
+// and a move to the desktop node, where the conversation goes on.
+func demoTurns(ctx context.Context, dir string, laptop, desktop *node.Node, say func(string, ...any), title func(string)) error {
+	title("The laptop node runs an agent: a turn pauses for approval, is approved, and finishes")
+	a := capsule.DefaultAgent("planner")
+	a.Tools = tool.Defaults()
+	c, err := capsule.NewWithAgent(filepath.Join(dir, "live-agent"), a, laptop.Info().PeerID)
+	if err != nil {
+		return err
+	}
+	c.Close()
+	agent, _, err := laptop.Import(filepath.Join(dir, "live-agent"))
+	if err != nil {
+		return err
+	}
+	lc, err := node.Dial(filepath.Join(dir, "laptop-home"))
+	if err != nil {
+		return err
+	}
+	var sess struct{ ID string }
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) { // until the laptop node runs it
+		if err = lc.Do(ctx, "POST", "/v1/agents/"+agent+"/sessions", nil, &sess); err == nil {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			return fmt.Errorf("demo: the laptop node does not run the agent: %w", err)
+		}
+	}
+	turn := func(cl *node.Client, req string, after int, each func(node.TurnItem) error) (node.TurnInfo, error) {
+		var t node.TurnInfo
+		if err := cl.Do(ctx, "POST", "/v1/sessions/"+sess.ID+"/turns", strings.NewReader(req), &t); err != nil {
+			return t, err
+		}
+		if each == nil {
+			each = func(node.TurnItem) error { return nil }
+		}
+		if _, err := cl.FollowTurn(ctx, sess.ID, t.ID, after, each); err != nil {
+			return t, err
+		}
+		err := cl.Do(ctx, "GET", "/v1/sessions/"+sess.ID+"/turns/"+t.ID, nil, &t)
+		return t, err
+	}
+	t, err := turn(lc, `{"text":"!call write_file {\"path\": \"plan.md\", \"content\": \"1. sync 2. move 3. continue\"}"}`, 0, nil)
+	if err != nil {
+		return err
+	}
+	if t.Status != "paused" || len(t.RequiredActions) != 1 {
+		return fmt.Errorf("demo: the turn did not pause for approval: %+v", t)
+	}
+	act := t.RequiredActions[0]
+	say("   the model called %s %s; write_file needs approval, so the turn paused: %s", act.Tool, act.Arguments, act.ID)
+	var reply string
+	replyOf := func(it node.TurnItem) error {
+		var ev struct {
+			Body struct {
+				Role    string `json:"role"`
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"body"`
+		}
+		if it.Event == "message" && json.Unmarshal(it.Data, &ev) == nil && ev.Body.Role == "assistant" && len(ev.Body.Content) > 0 {
+			reply = ev.Body.Content[0].Text
+		}
+		return nil
+	}
+	t, err = turn(lc, `{"responses":[{"action_id":"`+act.ID+`","approve":true}]}`, 0, replyOf)
+	if err != nil || t.Status != "completed" {
+		return fmt.Errorf("demo: the continuing turn: %+v %v", t, err)
+	}
+	say("   approved: the next turn ran it between an operation.intent and its outcome, then %s: %q", t.Status, reply)
+	say("   why it matters: a side effect runs once, after a person said yes, and a crash between the two records is reconciled, never retried blind")
+
+	title("A stream cut in the middle of a turn resumes where it stopped, nothing twice")
+	var t2 node.TurnInfo
+	if err := lc.Do(ctx, "POST", "/v1/sessions/"+sess.ID+"/turns", strings.NewReader(`{"text":"!reason Check the plan first.\n!call read_file {\"path\": \"plan.md\"}"}`), &t2); err != nil {
+		return err
+	}
+	var seqs []int
+	cut := errors.New("cut")
+	_, err = lc.FollowTurn(ctx, sess.ID, t2.ID, 0, func(it node.TurnItem) error {
+		if it.Seq > 0 {
+			seqs = append(seqs, it.Seq)
+		}
+		if len(seqs) == 3 {
+			return cut // the connection drops after three events
+		}
+		return nil
+	})
+	if !errors.Is(err, cut) {
+		return fmt.Errorf("demo: following the turn: %v", err)
+	}
+	first := len(seqs)
+	if _, err := lc.FollowTurn(ctx, sess.ID, t2.ID, seqs[len(seqs)-1], func(it node.TurnItem) error {
+		if it.Seq > 0 {
+			seqs = append(seqs, it.Seq)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for i, s := range seqs {
+		if s != i+1 {
+			return fmt.Errorf("demo: the resumed stream gave events %v", seqs)
+		}
+	}
+	say("   events 1-%d, cut, then %d-%d after reconnecting from event %d (Last-Event-ID): each once, the turn never restarted", first, first+1, len(seqs), first)
+
+	title("The agent migrates to the desktop node, and the conversation continues there")
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		held, err := desktop.Store().Events(agent, "")
+		local, err2 := laptop.Store().Events(agent, "")
+		if err == nil && err2 == nil && len(held) == len(local) {
+			break
+		}
+		if time.Since(start) > 20*time.Second {
+			return fmt.Errorf("demo: the desktop node did not take the running agent")
+		}
+	}
+	out, err := laptop.Migrate(ctx, agent, desktop.Host().ID())
+	if err != nil || out.Outcome != "committed" {
+		return fmt.Errorf("demo: the migration: %+v %v", out, err)
+	}
+	var refused *node.APIError
+	if err := lc.Do(ctx, "POST", "/v1/sessions/"+sess.ID+"/turns", strings.NewReader(`{"text":"still here?"}`), nil); !errors.As(err, &refused) || refused.Status != 409 {
+		return fmt.Errorf("demo: the laptop node took a turn after the move: %v", err)
+	}
+	say("   committed at epoch %d, frozen for %d ms; the laptop node refuses to run it now (409: %s)", out.Epoch, out.FrozenMS, oneLine(refused.Message, 60))
+	dc, err := node.Dial(filepath.Join(dir, "desktop-home"))
+	if err != nil {
+		return err
+	}
+	t, err = turn(dc, `{"text":"!call read_file {\"path\": \"plan.md\"}"}`, 0, replyOf)
+	if err != nil || t.Status != "completed" {
+		return fmt.Errorf("demo: the turn on the desktop: %+v %v", t, err)
+	}
+	say("   same session, next turn, on the desktop with the workspace it brought: %q", reply)
 	return nil
 }
 

@@ -244,7 +244,9 @@ func TestSnapshotAndMaterializeRoundTrip(t *testing.T) {
 
 func TestTheDemoRuns(t *testing.T) {
 	out := mustTern(t, t.TempDir(), "", "demo")
-	for _, want := range []string{"the step appended whole: reasoning, tool_call, tool_call, turn.usage", "verify caught it", "byte-identical", "Done."} {
+	for _, want := range []string{"the step appended whole: reasoning, tool_call, tool_call, turn.usage", "verify caught it", "byte-identical",
+		"so the turn paused: act_approval_", `then completed: "Done: write_file returned created plan.md`, "each once, the turn never restarted",
+		"the laptop node refuses to run it now (409", `on the desktop with the workspace it brought: "Done: read_file returned 1. sync 2. move 3. continue`, "Done."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
