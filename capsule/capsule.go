@@ -119,6 +119,24 @@ func (c *Capsule) Agent() (Agent, error) {
 	return ParseAgent(data)
 }
 
+// ErrUnaccepted means an editable file was edited by hand and the edit
+// not accepted: it does not match the manifest.
+var ErrUnaccepted = errors.New("edited by hand and not accepted")
+
+// AcceptedAgent returns agent.json as the manifest lists it: an edit not
+// accepted is refused with ErrUnaccepted, never used. What runs the agent
+// reads this, so a hand edit takes effect only once accepted (and signed).
+func (c *Capsule) AcceptedAgent() (Agent, error) {
+	data, err := c.ReadFile(AgentFile)
+	if err != nil {
+		return Agent{}, err
+	}
+	if entryOf(data) != c.Manifest().Files[AgentFile] {
+		return Agent{}, fmt.Errorf("%s: %w: accept the edit (tern capsule accept) or undo it", AgentFile, ErrUnaccepted)
+	}
+	return ParseAgent(data)
+}
+
 // Environment returns the parsed environment spec.
 func (c *Capsule) Environment() (EnvSpec, error) {
 	data, err := c.ReadFile(EnvironmentFile)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -26,6 +27,15 @@ type FileUpdatedBody struct {
 	Path string `json:"path"`
 	CID  string `json:"cid"`
 }
+
+// ErrInvalidEdit means a hand-edited file does not parse or breaks a rule
+// of its format; the error names the file and what is wrong.
+var ErrInvalidEdit = errors.New("invalid edit")
+
+// invalidEdit is ErrInvalidEdit with its message.
+type invalidEdit struct{ error }
+
+func (e invalidEdit) Is(target error) bool { return target == ErrInvalidEdit }
 
 // AcceptEdits takes the current content of every Editable file that no
 // longer matches the manifest, checks it (an invalid agent.json or
@@ -53,7 +63,7 @@ func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, erro
 			continue
 		}
 		if !isEditable(name) {
-			return nil, fmt.Errorf("%s does not match the manifest, and only %v may be edited by hand; run tern capsule verify %s", name, Editable, d.dir)
+			return nil, fmt.Errorf("%s: %w: it does not match the manifest, and only %v may be edited by hand; run tern capsule verify %s", name, ErrHashMismatch, Editable, d.dir)
 		}
 		data, err := os.ReadFile(d.path(name))
 		if err != nil {
@@ -113,7 +123,7 @@ func checkEditable(name string, data []byte) error {
 		if !strings.HasPrefix(err.Error(), name+":") {
 			err = fmt.Errorf("%s: %w", name, err)
 		}
-		return fmt.Errorf("%w; fix it and accept again", err)
+		return invalidEdit{fmt.Errorf("%w; fix it and accept again", err)}
 	}
 	return nil
 }

@@ -62,6 +62,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /v1/capsules/{id}/export", n.handleExport)
 	mux.HandleFunc("POST /v1/capsules/{id}/events", n.handleAppend)
 	mux.HandleFunc("POST /v1/capsules/{id}/heal", n.handleHeal)
+	mux.HandleFunc("POST /v1/capsules/{id}/accept", n.handleAccept)
 	mux.HandleFunc("POST /v1/capsules/{id}/migrate", n.handleMigrate)
 	mux.HandleFunc("GET /v1/capsules/{id}/holder", n.handleHolder)
 	mux.HandleFunc("POST /v1/capsules/{id}/resolve", n.handleResolve)
@@ -441,6 +442,32 @@ func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
 		ids[i] = e.ID
 	}
 	writeJSON(w, map[string]any{"ids": ids})
+}
+
+// handleAccept accepts the hand edits of the node's copy of the agent
+// ({"accepted": [file names]}; empty when every file matches). A file
+// that does not parse is 400, naming it; damage to another file is 409.
+func (n *Node) handleAccept(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
+	names, err := n.Accept(r.Context(), id)
+	if err != nil {
+		code := statusOf(err)
+		switch {
+		case errors.Is(err, capsule.ErrInvalidEdit):
+			code = http.StatusBadRequest
+		case errors.Is(err, capsule.ErrHashMismatch):
+			code = http.StatusConflict
+		}
+		n.httpError(w, code, err)
+		return
+	}
+	if names == nil {
+		names = []string{}
+	}
+	writeJSON(w, map[string]any{"accepted": names})
 }
 
 // handleHeal heals the forks of this node's own chain in the agent's

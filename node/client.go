@@ -23,6 +23,7 @@ var ErrNotRunning = errors.New("no tern node is running for this TERN_HOME (star
 // Client talks to the node of a $TERN_HOME through the API that node.json
 // names.
 type Client struct {
+	home string
 	info Info
 	http *http.Client
 }
@@ -40,7 +41,15 @@ func Dial(home string) (*Client, error) {
 	if err := json.Unmarshal(data, &info); err != nil {
 		return nil, fmt.Errorf("%s: %v", filepath.Join(home, InfoFile), err)
 	}
-	return &Client{info: info, http: &http.Client{}}, nil
+	return &Client{home: home, info: info, http: &http.Client{}}, nil
+}
+
+// redial reads node.json again: a node that restarted has a new API
+// address and token.
+func (c *Client) redial() {
+	if fresh, err := Dial(c.home); err == nil {
+		c.info = fresh.info
+	}
 }
 
 // Do sends a request to the node and decodes a JSON answer into out (if
@@ -107,9 +116,11 @@ type TurnItem struct {
 // each for every item, until the turn ends (its turn.ended item) or the
 // agent moves (a "moved" item: it returns the new holder's peer ID). A
 // stream that breaks before either is resumed from the last item it gave,
-// up to five times in a row without progress, so each item arrives once.
+// so each item arrives once, for as long as it keeps making progress or
+// for 30 s without (the node restarting: node.json is read again).
 func (c *Client) FollowTurn(ctx context.Context, sessionID, turnID string, after int, each func(TurnItem) error) (movedTo string, err error) {
 	failures := 0
+	stalled := time.Now()
 	for {
 		progressed, moved, ended, err := c.followOnce(ctx, sessionID, turnID, &after, each)
 		switch {
@@ -125,12 +136,12 @@ func (c *Client) FollowTurn(ctx context.Context, sessionID, turnID string, after
 		if errors.As(err, &stop) {
 			return "", stop.err
 		}
-		if errors.As(err, &api) {
+		if errors.As(err, &api) && api.Status != http.StatusServiceUnavailable {
 			return "", err
 		}
 		if progressed {
-			failures = 0
-		} else if failures++; failures >= 5 {
+			failures, stalled = 0, time.Now()
+		} else if failures++; time.Since(stalled) > 30*time.Second {
 			if err == nil {
 				err = errors.New("the stream ended before the turn did")
 			}
@@ -139,8 +150,9 @@ func (c *Client) FollowTurn(ctx context.Context, sessionID, turnID string, after
 		select {
 		case <-ctx.Done():
 			return "", ctx.Err()
-		case <-time.After(time.Duration(failures) * 200 * time.Millisecond):
+		case <-time.After(time.Duration(min(failures, 10)) * 200 * time.Millisecond):
 		}
+		c.redial()
 	}
 }
 

@@ -911,6 +911,18 @@ func (hs *holders) relearningNote(h *holder) string {
 	return b.String()
 }
 
+// runsUnfrozen reports whether the agent runs on this node and no
+// migration has frozen it: whether a turn may go on here now.
+func (n *Node) runsUnfrozen(agent string) bool {
+	h, err := n.holders.get(agent)
+	if err != nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.running && !h.frozen && h.m.State() != fencing.Frozen
+}
+
 // runs reports whether the agent runs on this node.
 func (n *Node) runs(agent string) bool {
 	h, err := n.holders.get(agent)

@@ -27,7 +27,10 @@ type liveTurn struct {
 	step                    int    // counts the steps begun, so a subscriber knows its delta index is stale
 	ended                   bool   // the turn ended (its turn.ended is the last item)
 	movedTo                 string // the peer that runs the agent now, once it moved
-	changed                 chan struct{}
+	// detached: no runner feeds this stream any more, though the turn did
+	// not end or move with it; subscribers must find the turn again.
+	detached bool
+	changed  chan struct{}
 }
 
 // liveOf returns the turn's live stream, made from the journal the first
@@ -58,14 +61,22 @@ func (rt *agentRuntime) liveOf(agent, sessionID, turnID string) *liveTurn {
 	return lt
 }
 
-// dropLive forgets the turn's live stream once its runner stops; the
-// subscribers that hold it still see its end or its move.
+// dropLive forgets the turn's live stream once its runner stops. Its
+// subscribers see its end or its move if it had one; else it is detached,
+// and they find the turn again (a cancel's end, a resumed runner, the
+// node it moved to).
 func (rt *agentRuntime) dropLive(turnID string, lt *liveTurn) {
 	rt.mu.Lock()
 	if rt.live[turnID] == lt {
 		delete(rt.live, turnID)
 	}
 	rt.mu.Unlock()
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if !lt.ended && lt.movedTo == "" {
+		lt.detached = true
+		lt.notify()
+	}
 }
 
 // notify wakes every subscriber. lt.mu held.
@@ -131,12 +142,13 @@ func itemFrame(seq int, e *journal.Event) []byte {
 
 // liveSnapshot is what a subscriber reads at once: encoded events.
 type liveSnapshot struct {
-	items   [][]byte // after the subscriber's last
-	deltas  [][]byte // of the step in flight, after the subscriber's last
-	step    int
-	ended   bool
-	movedTo string
-	changed <-chan struct{}
+	items    [][]byte // after the subscriber's last
+	deltas   [][]byte // of the step in flight, after the subscriber's last
+	step     int
+	ended    bool
+	movedTo  string
+	detached bool
+	changed  <-chan struct{}
 }
 
 // since returns what is new after item number after and delta number
@@ -144,7 +156,7 @@ type liveSnapshot struct {
 func (lt *liveTurn) since(after, step, deltaAfter int) liveSnapshot {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	s := liveSnapshot{step: lt.step, ended: lt.ended, movedTo: lt.movedTo, changed: lt.changed}
+	s := liveSnapshot{step: lt.step, ended: lt.ended, movedTo: lt.movedTo, detached: lt.detached, changed: lt.changed}
 	if n := len(lt.itemFrames); after < n {
 		s.items = lt.itemFrames[after:n:n]
 	}

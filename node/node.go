@@ -359,6 +359,26 @@ func (n *Node) Append(ctx context.Context, agent string, drafts []journal.Draft)
 	return evs, nil
 }
 
+// Accept accepts the hand edits of agent.json and environment/spec.json in
+// the node's copy of the agent (see capsule.Dir.AcceptEdits), as the
+// node, its one writer, and returns the names of the files it accepted.
+// The file.updated events reach the peers by anti-entropy.
+func (n *Node) Accept(ctx context.Context, agent string) ([]string, error) {
+	epoch, release, err := n.holders.appendEpoch(agent)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	_ = epoch // AcceptEdits signs at epoch 0, as an edit by hand is
+	var names []string
+	err = n.store.sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
+		var err error
+		names, err = d.AcceptEdits(ctx, n.id)
+		return err
+	})
+	return names, err
+}
+
 // Heal heals the forks of this node's own chain in the agent's capsule
 // and gossips the events it appended (see Store.Heal).
 func (n *Node) Heal(ctx context.Context, agent string) ([]*journal.Event, error) {

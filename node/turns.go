@@ -225,7 +225,7 @@ type view struct {
 func (rt *agentRuntime) load(agent, sessionID, turnID string) (*view, error) {
 	v := &view{}
 	err := rt.n.store.With(agent, func(d *capsule.Dir) error {
-		a, err := d.Agent()
+		a, err := d.AcceptedAgent()
 		if err != nil {
 			return err
 		}
@@ -285,6 +285,9 @@ func (rt *agentRuntime) appendHeld(ctx context.Context, agent string, epoch uint
 	for _, e := range evs {
 		if lt := rt.live[e.Turn]; lt != nil {
 			lt.add(e)
+			if e.Type == session.TurnEnded && rt.runners[lt.session] == nil {
+				delete(rt.live, e.Turn) // ended with no runner (a cancel): nothing more comes
+			}
 		}
 	}
 	rt.mu.Unlock()
@@ -321,10 +324,13 @@ func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !rt.n.runs(r.agent) {
-			return errNotHere
+		if !rt.n.runsUnfrozen(r.agent) {
+			return errNotHere // a safe point: a migration froze it, or it moved
 		}
 		v, err := rt.load(r.agent, r.session, r.turn)
+		if errors.Is(err, capsule.ErrUnaccepted) {
+			return rt.fail(ctx, r, fmt.Sprintf("agent %s: %v", r.agent, err))
+		}
 		if err != nil {
 			return err
 		}
@@ -502,7 +508,11 @@ func (rt *agentRuntime) settleCalls(ctx context.Context, r *runner, v *view, ws 
 		approvalID := session.ActionID(session.KindApproval, c.Event)
 		outputID := session.ActionID(session.KindToolOutput, c.Event)
 		if ans, ok := v.sess.Answered(outputID); ok {
-			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID, string(ans.Output), false))
+			text, declined := string(ans.Output), ans.Approve != nil && !*ans.Approve
+			if declined {
+				text = "The client declined to run this call; it did not run."
+			}
+			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID, text, declined))
 			return true, false, err
 		}
 		ans, answered := v.sess.Answered(approvalID)
@@ -691,8 +701,8 @@ func (rt *agentRuntime) snapshot(ctx context.Context, agent, ws string) error {
 func (rt *agentRuntime) handOver(agent string, lt *liveTurn) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		if rt.n.runs(agent) {
-			rt.dropLive(lt.turn, lt)
+		if rt.n.runsUnfrozen(agent) {
+			rt.dropLive(lt.turn, lt) // its subscribers follow the resumed runner
 			rt.resume(agent)
 			return
 		}

@@ -84,9 +84,21 @@ func (n *Node) runsHere(w http.ResponseWriter, agent string) bool {
 	}
 	st, _ := n.holders.state(agent)
 	w.Header().Set("Content-Type", "application/json")
+	if self := n.host.ID().String(); st.Holder.Peer == self || st.State == "frozen" {
+		// It is this node's to run, not yet or not now: a start-up check
+		// with the peers, or a migration under way.
+		why := "it checks with its paired peers before running the agent after a start (a few seconds)"
+		if st.State == "frozen" {
+			why = "a migration has frozen the agent here"
+		}
+		w.Header().Set("Retry-After", "2")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]any{"error": fmt.Sprintf("agent %s does not run on this node right now: %s; try again shortly (tern holder %s)", agent, why, agent)})
+		return false
+	}
 	w.WriteHeader(http.StatusConflict)
 	json.NewEncoder(w).Encode(map[string]any{
-		"error": fmt.Sprintf("agent %s does not run on this node (it is %s here; the holder is %s): send the request to that node", agent, st.State, orNone(st.Holder.Peer)),
+		"error": fmt.Sprintf("agent %s runs on %s, not on this node (it is %s here): send the request to that node", agent, orNone(n.holders.peerNames([]string{st.Holder.Peer})), st.State),
 		"peer":  st.Holder.Peer,
 	})
 	return false
@@ -148,8 +160,10 @@ func (n *Node) handleSessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, out)
 }
 
-// handleActions is GET /v1/actions (every agent this node runs) and GET
-// /v1/agents/{agent}/actions: the pending required actions.
+// handleActions is GET /v1/actions (every agent this node runs: where
+// the actions can be answered) and GET /v1/agents/{agent}/actions (that
+// agent's, wherever it runs, from this node's copy): the pending required
+// actions, each session's in the order of its calls.
 func (n *Node) handleActions(w http.ResponseWriter, r *http.Request) {
 	var agents []string
 	if r.PathValue("agent") != "" {
@@ -164,7 +178,11 @@ func (n *Node) handleActions(w http.ResponseWriter, r *http.Request) {
 			n.httpError(w, statusOf(err), err)
 			return
 		}
-		agents = all
+		for _, a := range all {
+			if n.runs(a) {
+				agents = append(agents, a)
+			}
+		}
 	}
 	out := []PendingAction{}
 	for _, agent := range agents {
@@ -179,12 +197,7 @@ func (n *Node) handleActions(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Session != out[j].Session {
-			return out[i].Session < out[j].Session
-		}
-		return out[i].ID < out[j].ID
-	})
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Session < out[j].Session }) // each session's in call order
 	writeJSON(w, out)
 }
 
@@ -233,6 +246,10 @@ func (n *Node) handleNewTurn(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !n.runsHere(w, agent) {
+		return
+	}
+	if err := n.store.With(agent, func(d *capsule.Dir) error { _, err := d.AcceptedAgent(); return err }); err != nil {
+		n.httpError(w, http.StatusConflict, fmt.Errorf("agent %s: %w; through the node: tern capsule accept %s", agent, err, agent))
 		return
 	}
 	rt := n.turns
@@ -472,6 +489,31 @@ func (o *sseOut) flush() bool {
 // the turn runs there (else ""), and the sequence number of the last event
 // written.
 func (n *Node) streamTurn(ctx context.Context, out *sseOut, agent string, t *session.Turn, after int) (movedTo string, sent int) {
+	for {
+		movedTo, sent, detached := n.streamTurnOnce(ctx, out, agent, t, after)
+		if !detached {
+			return movedTo, sent
+		}
+		// The runner stopped without ending the turn or moving it (a
+		// cancel about to write its end, a freeze, a runner resumed
+		// anew): find the turn again and go on from where the client is.
+		after = sent
+		st, err := n.turns.state(agent)
+		if err != nil || st.Session(t.Session) == nil || st.Session(t.Session).Turn(t.ID) == nil {
+			return "", sent
+		}
+		t = st.Session(t.Session).Turn(t.ID)
+		select {
+		case <-ctx.Done():
+			return "", sent
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// streamTurnOnce is one attempt of streamTurn; detached reports that the
+// live stream it followed lost its runner.
+func (n *Node) streamTurnOnce(ctx context.Context, out *sseOut, agent string, t *session.Turn, after int) (movedTo string, sent int, detached bool) {
 	rt := n.turns
 	replay := func() int {
 		evs := rt.turnEvents(agent, t)
@@ -483,11 +525,11 @@ func (n *Node) streamTurn(ctx context.Context, out *sseOut, agent string, t *ses
 		return sent
 	}
 	if t.Status != session.Running {
-		return "", replay()
+		return "", replay(), false
 	}
 	if !n.runs(agent) {
 		if peer := n.holderElsewhere(ctx, agent); peer != "" {
-			return peer, replay()
+			return peer, replay(), false
 		}
 		// The migration that froze it here aborted: it runs here again.
 	}
@@ -510,18 +552,21 @@ func (n *Node) streamTurn(ctx context.Context, out *sseOut, agent string, t *ses
 		}
 		if s.ended { // the snapshot holds every item, turn.ended the last
 			out.flush()
-			return "", sent
+			return "", sent, false
 		}
 		if s.movedTo != "" {
 			out.flush()
-			return s.movedTo, sent
+			return s.movedTo, sent, false
 		}
 		if !out.flush() {
-			return "", sent
+			return "", sent, false
+		}
+		if s.detached {
+			return "", sent, true
 		}
 		select {
 		case <-ctx.Done():
-			return "", sent
+			return "", sent, false
 		case <-s.changed:
 		case <-tick.C:
 			out.buf.WriteString(": heartbeat\n\n")

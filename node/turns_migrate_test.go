@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/tool"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -90,6 +93,10 @@ func TestARunningTurnContinuesOnTheTargetAndItsStreamLosesNothing(t *testing.T) 
 			if out := <-moved; out.Outcome != "committed" {
 				t.Fatalf("the move: %+v", out)
 			}
+			// The old node's GET says where a turn it still sees running went.
+			if ti := getTurn(t, a, sessionID, turnID); ti.Status == "running" && ti.MovedTo != b.info.PeerID {
+				t.Fatalf("a shows the moved turn as %+v, without moved_to naming b", ti)
+			}
 			all := durable(items)
 			last := items[len(items)-1]
 			if relay {
@@ -125,5 +132,55 @@ func TestARunningTurnContinuesOnTheTargetAndItsStreamLosesNothing(t *testing.T) 
 				t.Fatalf("the turn ended %+v; want completed by b", ended)
 			}
 		})
+	}
+}
+
+// A move that freezes the agent while a tool call runs waits for the call
+// (intent to outcome), and a client following the turn on the old node
+// still gets the rest of it, relayed.
+func TestAMoveDuringAToolCallWaitsForItAndTheStreamGoesOn(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	connectAll(t, a, b)
+	agent := heldBy(t, a, func(dir string) {
+		ag := capsule.DefaultAgent("mover")
+		ag.Tools = tool.Defaults()
+		for i := range ag.Tools {
+			if ag.Tools[i].Name == "shell" {
+				no := false
+				ag.Tools[i].Approval = &no
+			}
+		}
+		data, _ := ag.Encode()
+		acceptEdit(t, a, dir, capsule.AgentFile, string(data))
+	})
+	sessionID := newSession(t, a, agent)
+	_, turn := startTurn(t, a, sessionID, map[string]any{"text": "!call shell {\"command\": \"touch started; sleep 1; echo slept\"}"})
+	turnID := turn["id"].(string)
+	followed := make(chan []sseItem)
+	go func() { followed <- follow(t, a, sessionID, turnID, -1, nil) }()
+	eventually(t, "the command starts", func() bool {
+		_, err := os.Stat(filepath.Join(a.home, WorkspacesDir, agent, "started"))
+		return err == nil
+	})
+	mustMigrate(t, a, b, agent)
+	var items []sseItem
+	select {
+	case items = <-followed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the follower on the old node never got the turn's end")
+	}
+	all := durable(items)
+	for i, it := range all {
+		if it.id != strconv.Itoa(i+1) {
+			t.Fatalf("item %d has id %s", i+1, it.id)
+		}
+	}
+	var types []string
+	for _, it := range all {
+		types = append(types, it.event)
+	}
+	got := strings.Join(types, " ")
+	if !strings.Contains(got, "operation.intent operation.outcome tool_result") || !strings.HasSuffix(got, "turn.ended") {
+		t.Fatalf("the turn across the move: %s", got)
 	}
 }

@@ -409,9 +409,20 @@ func TestACancelledCallIsReconciledNotRunAgain(t *testing.T) {
 	turnID := turn["id"].(string)
 	ran := filepath.Join(n.home, WorkspacesDir, agent, "ran.txt")
 	eventually(t, "the command starts", func() bool { _, err := os.Stat(ran); return err == nil })
+	followed := make(chan []sseItem)
+	go func() { followed <- follow(t, n, sessionID, turnID, -1, nil) }()
+	time.Sleep(50 * time.Millisecond) // the follower is connected
 	var ti TurnInfo
 	if code := api(t, n, "POST", "/v1/sessions/"+sessionID+"/turns/"+turnID+"/cancel", nil, &ti); code != 200 || ti.Status != "cancelled" {
 		t.Fatalf("cancel: %d %+v", code, ti)
+	}
+	select {
+	case items := <-followed:
+		if last := items[len(items)-1]; last.event != "turn.ended" || !strings.Contains(last.data, `"cancelled"`) {
+			t.Fatalf("a follower of the cancelled turn ended with %+v", last)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a follower of the cancelled turn never got its end")
 	}
 	_, next := startTurn(t, n, sessionID, map[string]any{"text": "go on"})
 	follow(t, n, sessionID, next["id"].(string), -1, nil)

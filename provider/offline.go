@@ -75,7 +75,7 @@ func (m offlineModel) Step(ctx context.Context, body []byte, deltas func(Delta))
 			}
 			quotes = append(quotes, fmt.Sprintf("%s returned %s", name, cut(textOf(msg.Content), 200)))
 		}
-		say(a.text, "Done: "+strings.Join(quotes, "; ")+".")
+		say(a.text, "Done: "+strings.TrimSuffix(strings.Join(quotes, "; "), ".")+".") // one period, even after a result's own
 	case "user":
 		var reasons, rest []string
 		calls := 0

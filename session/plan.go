@@ -30,7 +30,7 @@ var (
 	ErrStaleAnswer = errors.New("the action was answered already")
 	// ErrPartialAnswers: actions are pending that the request leaves
 	// unanswered (422): a paused turn is continued by answering them all.
-	ErrPartialAnswers = errors.New("pending actions left unanswered")
+	ErrPartialAnswers = errors.New("the answers are incomplete")
 	// ErrMismatchedAnswer: the answer is not of the action's kind (422).
 	ErrMismatchedAnswer = errors.New("the answer does not fit the action")
 )
@@ -185,13 +185,14 @@ func (s *Session) check(rs []Response, pending []Action) error {
 		}
 		seen[r.ActionID] = true
 		want := answers[a.Kind]
-		if got := r.kind(); got != want {
+		declined := r.kind() == "approve" && !*r.Approve // any action may be declined: the call gets an error result
+		if got := r.kind(); got != want && !declined {
 			if got == "" {
 				got = "no single answer"
 			}
-			return fmt.Errorf("responses[%d]: action %s (%s of %s) takes %q, not %s: %w", i, a.ID, a.Kind, a.Tool, want, got, ErrMismatchedAnswer)
+			return fmt.Errorf("responses[%d]: action %s (%s of %s) takes %q (or \"approve\": false to decline it), not %s: %w", i, a.ID, a.Kind, a.Tool, want, got, ErrMismatchedAnswer)
 		}
-		if a.Kind == KindToolOutput && !json.Valid(r.Output) {
+		if a.Kind == KindToolOutput && !declined && !json.Valid(r.Output) {
 			return fmt.Errorf("responses[%d]: action %s: output is not JSON: %w", i, a.ID, ErrMismatchedAnswer)
 		}
 	}
@@ -202,7 +203,7 @@ func (s *Session) check(rs []Response, pending []Action) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%d of %d pending actions unanswered (%s): answer them all in one turn: %w", len(missing), len(pending), ids(missing), ErrPartialAnswers)
+		return fmt.Errorf("%w: %d of %d pending actions have no answer (%s); answer them all in one turn (deny, \"approve\": false, what you do not want)", ErrPartialAnswers, len(missing), len(pending), ids(missing))
 	}
 	return nil
 }

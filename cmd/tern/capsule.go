@@ -388,18 +388,29 @@ func capsuleMaterializeCmd(e *env) *cobra.Command {
 
 func capsuleAcceptCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "accept DIR",
+		Use:   "accept DIR|AGENT-ID",
 		Short: "Accept hand edits of agent.json and environment/spec.json into the manifest and journal",
 		Long: "After editing agent.json or environment/spec.json in a capsule folder, accept checks\n" +
 			"the new content, records a file.updated event signed by this machine and writes a new\n" +
-			"manifest. Any other file that no longer matches the manifest is damage and is refused.",
+			"manifest. Any other file that no longer matches the manifest is damage and is refused.\n" +
+			"For an agent the running node holds, edit its copy ($TERN_HOME/capsules/AGENT-ID/agent.json)\n" +
+			"and accept with the agent id (or that folder): the node, its one writer, accepts it. The\n" +
+			"node runs turns only with accepted content.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := e.openWriter(cmd.Context(), args[0], false)
+			ctx := cmd.Context()
+			if _, err := os.Stat(args[0]); err != nil && capsule.ValidAgentID(args[0]) {
+				return e.acceptThroughNode(ctx, args[0])
+			}
+			w, err := e.openWriter(ctx, args[0], false)
+			var held *heldByNode
+			if errors.As(err, &held) {
+				return e.acceptThroughNode(ctx, held.agent)
+			}
 			if err != nil {
 				return err
 			}
-			names, err := w.AcceptEdits(cmd.Context(), w.id)
+			names, err := w.AcceptEdits(ctx, w.id)
 			if err = errors.Join(err, w.Close()); err != nil {
 				return err
 			}
@@ -462,6 +473,28 @@ func capsuleHealCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// acceptThroughNode accepts the hand edits of the running node's copy of
+// agent.
+func (e *env) acceptThroughNode(ctx context.Context, agent string) error {
+	cl, err := e.client()
+	if err != nil {
+		return err
+	}
+	var res struct {
+		Accepted []string `json:"accepted"`
+	}
+	if err := cl.Do(ctx, http.MethodPost, "/v1/capsules/"+url.PathEscape(agent)+"/accept", nil, &res); err != nil {
+		return err
+	}
+	if len(res.Accepted) == 0 {
+		fmt.Fprintln(e.stdout, "nothing to accept: every file of the node's copy matches the manifest")
+	}
+	for _, n := range res.Accepted {
+		fmt.Fprintln(e.stdout, "accepted", n, "(through the node)")
+	}
+	return nil
 }
 
 // healThroughNode heals the running node's copy of agent.

@@ -114,6 +114,9 @@ func turnCmd(e *env) *cobra.Command {
 			if err := checkAgentArg(agent); err != nil {
 				return err
 			}
+			if strings.TrimSpace(text) == "" {
+				return errors.New("turn: the message is empty")
+			}
 			if (providerName == "") != (model == "") {
 				return errors.New("turn: give --provider and --model together")
 			}
@@ -121,6 +124,11 @@ func turnCmd(e *env) *cobra.Command {
 				return fmt.Errorf("turn: --provider %q is not one of %s", providerName, strings.Join(provider.Names(), ", "))
 			}
 			ctx := cmd.Context()
+			if sessionID != "" {
+				if err := e.checkSessionOf(ctx, agent, sessionID); err != nil {
+					return err
+				}
+			}
 			if sessionID == "" {
 				id, err := newSession(ctx, e, agent)
 				if err != nil {
@@ -145,6 +153,26 @@ func turnCmd(e *env) *cobra.Command {
 	c.Flags().BoolVar(&cancelActive, "cancel-active", false, "cancel the session's running turn instead of being refused")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the finished turn as JSON")
 	return c
+}
+
+// checkSessionOf refuses a session that is not the agent's.
+func (e *env) checkSessionOf(ctx context.Context, agent, sessionID string) error {
+	cl, err := e.client()
+	if err != nil {
+		return err
+	}
+	var sessions []struct {
+		ID string `json:"id"`
+	}
+	if err := cl.Do(ctx, http.MethodGet, "/v1/agents/"+agent+"/sessions", nil, &sessions); err != nil {
+		return err
+	}
+	for _, s := range sessions {
+		if s.ID == sessionID {
+			return nil
+		}
+	}
+	return fmt.Errorf("turn: %s is not a session of agent %s (tern session list %s shows its sessions)", sessionID, agent, agent)
 }
 
 // runTurn starts a turn in the session with req, follows it to its end
@@ -391,21 +419,32 @@ func answerCmd(e *env, verb string, approve bool) *cobra.Command {
 }
 
 func respondCmd(e *env) *cobra.Command {
-	var output string
+	var outputs []string
 	var approve, deny []string
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "respond ACTION_ID --output JSON [--approve ID...] [--deny ID...]",
-		Short: "Give the output of a client-side tool call a turn waits for",
-		Long: "Answers a client_output action with the tool's output (JSON), in a continuing turn that\n" +
-			"it follows like tern turn. Other actions of the same turn are answered in the same\n" +
-			"request with --approve and --deny: a paused turn takes all its answers at once.",
-		Args: cobra.ExactArgs(1),
+		Use:   "respond ACTION_ID... --output JSON... [--approve ID...] [--deny ID...]",
+		Short: "Give the output of client-side tool calls a turn waits for",
+		Long: "Answers client_output actions with the tools' outputs (JSON, one --output per action, in\n" +
+			"the same order), in a continuing turn that it follows like tern turn. Other actions of\n" +
+			"the same turn are answered in the same request with --approve and --deny: a paused turn\n" +
+			"takes all its answers at once. (tern deny declines a client_output action: the call gets\n" +
+			"an error result.)",
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !json.Valid([]byte(output)) {
-				return fmt.Errorf("respond: --output %q is not JSON (a string is written with quotes: '\"done\"')", output)
+			if len(outputs) != len(args) {
+				return fmt.Errorf("respond: %d actions and %d --output values: give one --output per action, in order", len(args), len(outputs))
 			}
-			answers := map[string]map[string]any{args[0]: {"action_id": args[0], "output": json.RawMessage(output)}}
+			answers := map[string]map[string]any{}
+			for i, id := range args {
+				if !json.Valid([]byte(outputs[i])) {
+					return fmt.Errorf("respond: --output %q (for %s) is not JSON (a string is written with quotes: '\"done\"')", outputs[i], id)
+				}
+				if _, dup := answers[id]; dup {
+					return fmt.Errorf("respond: action %s is answered twice", id)
+				}
+				answers[id] = map[string]any{"action_id": id, "output": json.RawMessage(outputs[i])}
+			}
 			for _, set := range []struct {
 				ids []string
 				yes bool
@@ -420,7 +459,7 @@ func respondCmd(e *env) *cobra.Command {
 			return e.answer(cmd.Context(), answers, asJSON)
 		},
 	}
-	c.Flags().StringVar(&output, "output", "", "the tool's output, as JSON")
+	c.Flags().StringArrayVar(&outputs, "output", nil, "a tool's output, as JSON (once per action, in order)")
 	c.MarkFlagRequired("output")
 	c.Flags().StringSliceVar(&approve, "approve", nil, "actions to approve in the same turn")
 	c.Flags().StringSliceVar(&deny, "deny", nil, "actions to deny in the same turn")

@@ -88,7 +88,7 @@ func TestATurnThroughTheCLIStreamsPausesAndIsAnswered(t *testing.T) {
 			output = a
 		}
 	}
-	if code, _, errs := tern(t, home, "", "approve", approval); code != 2 || !strings.Contains(errs, "unanswered") || !strings.Contains(errs, output) {
+	if code, _, errs := tern(t, home, "", "approve", approval); code != 2 || !strings.Contains(errs, "the answers are incomplete") || !strings.Contains(errs, output) {
 		t.Fatalf("a partial answer: exit %d, stderr %q; want exit 2 naming the action left out", code, errs)
 	}
 	if code, _, errs := tern(t, home, "", "respond", output, "--output", "not json"); code != 2 || !strings.Contains(errs, "is not JSON") {
@@ -111,6 +111,26 @@ func TestATurnThroughTheCLIStreamsPausesAndIsAnswered(t *testing.T) {
 	}
 	if len(pendingIDs(t, home)) != 0 {
 		t.Fatal("actions still pending")
+	}
+
+	// Two client calls are answered in one respond, in order; a client
+	// call nobody can run is declined with deny.
+	code, _, errs = tern(t, home, "", "turn", id, "!call lookup {\"q\": \"a\"}\n!call lookup {\"q\": \"b\"}")
+	two := pendingIDs(t, home)
+	if code != 0 || len(two) != 2 {
+		t.Fatalf("two client calls: exit %d %q, pending %v", code, errs, two)
+	}
+	if code, _, errs := tern(t, home, "", "respond", two[0], two[1], "--output", `"A"`); code != 2 || !strings.Contains(errs, "one --output per action") {
+		t.Fatalf("respond with too few outputs: exit %d %q", code, errs)
+	}
+	code, out, errs = tern(t, home, "", "respond", two[0], two[1], "--output", `"A"`, "--output", `"B"`)
+	if code != 0 || !strings.Contains(out, `lookup returned "A"; lookup returned "B"`) {
+		t.Fatalf("respond to two: exit %d %q %q", code, out, errs)
+	}
+	tern(t, home, "", "turn", id, "!call lookup {\"q\": \"c\"}")
+	code, out, errs = tern(t, home, "", "deny", pendingIDs(t, home)[0])
+	if code != 0 || !strings.Contains(out, "The client declined to run this call") {
+		t.Fatalf("deny a client call: exit %d %q %q", code, out, errs)
 	}
 	var status node.Status
 	json.Unmarshal([]byte(mustTern(t, home, "", "status", "--json")), &status)
@@ -158,6 +178,8 @@ func TestAKillBetweenIntentAndOutcomeEndsInAReconcileActionNotASecondCall(t *tes
 		t.Fatalf("pending %v", ids)
 	}
 	approve := ternProcess(d.home, "", "approve", ids[0])
+	var approveOut strings.Builder
+	approve.Stderr = &approveOut
 	approve.Start()
 	select {
 	case <-arrived:
@@ -165,8 +187,12 @@ func TestAKillBetweenIntentAndOutcomeEndsInAReconcileActionNotASecondCall(t *tes
 		t.Fatal("the approved call never reached the service")
 	}
 	d.kill() // between the intent and the outcome
-	approve.Wait()
 	d.start()
+	// tern approve, following the continuing turn, finds the restarted
+	// node (node.json again) and sees the turn pause to reconcile.
+	if err := approve.Wait(); err != nil || !strings.Contains(approveOut.String(), "act_reconcile_") {
+		t.Fatalf("tern approve across the restart: %v, stderr %q; want it to follow the turn to its reconcile action", err, approveOut.String())
+	}
 
 	deadline := time.Now().Add(20 * time.Second)
 	var pending []node.PendingAction
@@ -191,5 +217,44 @@ func TestAKillBetweenIntentAndOutcomeEndsInAReconcileActionNotASecondCall(t *tes
 	defer mu.Unlock()
 	if calls != 1 || len(keys) != 1 || keys[""] {
 		t.Fatalf("the service got %d calls with idempotency keys %v; want exactly one, with a key", calls, keys)
+	}
+}
+
+// agent.json of an agent the node holds is edited in the node's copy and
+// accepted through the node; until then the node runs no turn with it.
+func TestTheNodeRunsTurnsOnlyWithAcceptedEdits(t *testing.T) {
+	home := t.TempDir()
+	runNode(t, home)
+	id := importAgent(t, home, nil)
+	p := filepath.Join(home, node.CapsulesDir, id, "agent.json")
+	b, _ := os.ReadFile(p)
+	var a map[string]any
+	json.Unmarshal(b, &a)
+	for _, tl := range a["tools"].([]any) {
+		if m := tl.(map[string]any); m["name"] == "shell" {
+			m["approval"] = false
+		}
+	}
+	b, _ = json.MarshalIndent(a, "", "  ")
+	os.WriteFile(p, append(b, '\n'), 0o644)
+
+	code, _, errs := tern(t, home, "", "turn", id, `!call shell {"command": "echo unapproved > pwned.txt"}`)
+	if code != 2 || !strings.Contains(errs, "edited by hand and not accepted") || !strings.Contains(errs, "tern capsule accept "+id) {
+		t.Fatalf("a turn with an unaccepted edit: exit %d %q", code, errs)
+	}
+	if out := mustTern(t, home, "", "capsule", "accept", id); !strings.Contains(out, "accepted agent.json (through the node)") {
+		t.Fatalf("accept through the node: %q", out)
+	}
+	if out := mustTern(t, home, "", "capsule", "accept", filepath.Join(home, node.CapsulesDir, id)); !strings.Contains(out, "nothing to accept") {
+		t.Fatalf("accept of the node's folder: %q", out)
+	}
+	code, out, errs := tern(t, home, "", "turn", id, `!call shell {"command": "echo approved by agent.json"}`)
+	if code != 0 || !strings.Contains(out, "approved by agent.json") {
+		t.Fatalf("a turn after the accept: exit %d %q %q", code, out, errs)
+	}
+	// A bad edit is refused, naming the problem, and changes nothing.
+	os.WriteFile(p, []byte(`{"name": 5}`), 0o644)
+	if code, _, errs := tern(t, home, "", "capsule", "accept", id); code != 2 || !strings.Contains(errs, `"name" must be a string`) {
+		t.Fatalf("a bad edit: exit %d %q", code, errs)
 	}
 }
