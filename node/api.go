@@ -69,6 +69,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /v1/capsules/{id}/sync", n.handleSyncState)
 	mux.HandleFunc("POST /v1/capsules/{id}/model/test", n.handleModelTest)
 	mux.HandleFunc("POST /v1/peers/reload", n.handleReloadPeers)
+	mux.HandleFunc("GET /v1/peers/pending", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.gater.Pending()) })
 	mux.HandleFunc("POST /v1/shares/reload", n.handleReloadShares)
 	n.sessionRoutes(mux)
 	root := http.NewServeMux()

@@ -2,6 +2,9 @@ package node
 
 import (
 	"log/slog"
+	"sort"
+	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/control"
@@ -16,7 +19,23 @@ import (
 type gater struct {
 	peers *Peers
 	log   *slog.Logger
+
+	mu      sync.Mutex
+	pending map[peer.ID]*PendingPeer // unpaired peers that tried to connect, the latest maxPending
 }
+
+// PendingPeer is an unpaired machine that tried to connect (tern peer
+// pending).
+type PendingPeer struct {
+	ID       string    `json:"id"`
+	From     string    `json:"from"` // the address it connected from, as this node saw it
+	First    time.Time `json:"first"`
+	Last     time.Time `json:"last"`
+	Attempts int       `json:"attempts"`
+}
+
+// maxPending bounds the unpaired peers remembered.
+const maxPending = 64
 
 var _ connmgr.ConnectionGater = (*gater)(nil)
 
@@ -34,9 +53,54 @@ func (g *gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network
 	}
 	ok := g.peers.Allowed(p)
 	if !ok {
-		g.log.Warn("refused a connection from an unpaired peer", "peer", p, "from", addrs.RemoteMultiaddr())
+		g.refused(p, addrs.RemoteMultiaddr())
 	}
 	return ok
+}
+
+// refused remembers an unpaired peer's attempt, and logs the first one of
+// each peer, saying how to pair it.
+func (g *gater) refused(p peer.ID, from ma.Multiaddr) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	if pp := g.pending[p]; pp != nil {
+		pp.Last, pp.From = now, from.String()
+		pp.Attempts++
+		return
+	}
+	if g.pending == nil {
+		g.pending = map[peer.ID]*PendingPeer{}
+	}
+	if len(g.pending) >= maxPending {
+		var oldest peer.ID
+		for id, pp := range g.pending {
+			if oldest == "" || pp.Last.Before(g.pending[oldest].Last) {
+				oldest = id
+			}
+		}
+		delete(g.pending, oldest)
+	}
+	g.pending[p] = &PendingPeer{ID: p.String(), From: from.String(), First: now, Last: now, Attempts: 1}
+	g.log.Info("an unpaired machine tried to connect and was refused; to pair it: tern peer add "+p.String()+" --name NAME (tern peer pending lists such machines)",
+		"peer", p, "from", from)
+}
+
+// Pending returns the unpaired peers that tried to connect, newest first,
+// leaving out those paired since.
+func (g *gater) Pending() []PendingPeer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := []PendingPeer{}
+	for id, pp := range g.pending {
+		if g.peers.Allowed(id) {
+			delete(g.pending, id)
+			continue
+		}
+		out = append(out, *pp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Last.After(out[j].Last) })
+	return out
 }
 
 func (g *gater) InterceptUpgraded(c network.Conn) (bool, control.DisconnectReason) {

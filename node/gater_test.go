@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +97,37 @@ func TestThePeerListSurvivesARestartAndRefusesBadEntries(t *testing.T) {
 	list := again.List()
 	if len(list) != 1 || list[0].Name != "laptop" || !again.Allowed(h.ID()) {
 		t.Fatalf("after reload: %+v", list)
+	}
+}
+
+// An unpaired peer that keeps trying is logged once, with the command that
+// pairs it, and listed as pending until it is paired.
+func TestAnUnpairedPeerIsLoggedOnceAndListedUntilPaired(t *testing.T) {
+	peers, err := LoadPeers(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log syncBuffer
+	g := &gater{peers: peers, log: slog.New(slog.NewTextHandler(&log, nil))}
+	home := realHost(t, libp2p.ConnectionGater(g))
+	stranger := realHost(t)
+	info := peer.AddrInfo{ID: home.ID(), Addrs: home.Addrs()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 3 {
+		stranger.Connect(ctx, info)
+		stranger.Network().ClosePeer(home.ID())
+		stranger.Peerstore().RemovePeer(home.ID())
+	}
+	pending := g.Pending()
+	if len(pending) != 1 || pending[0].ID != stranger.ID().String() || pending[0].Attempts < 2 {
+		t.Fatalf("pending %+v", pending)
+	}
+	if n := strings.Count(log.String(), "an unpaired machine tried to connect"); n != 1 || !strings.Contains(log.String(), "tern peer add "+stranger.ID().String()) {
+		t.Fatalf("logged %d times:\n%s", n, log.String())
+	}
+	peers.Add(Peer{ID: stranger.ID().String()})
+	if pending := g.Pending(); len(pending) != 0 {
+		t.Fatalf("a paired peer is still pending: %+v", pending)
 	}
 }

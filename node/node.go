@@ -106,6 +106,7 @@ type Node struct {
 	holders   *holders
 	transfers *transfers
 	turns     *agentRuntime
+	gater     *gater
 	// synced holds, per peer and agent, a vector of events both sides held
 	// when their last exchange ended: while ours still equals it, the peer
 	// holds everything we hold and an exchange is skipped.
@@ -178,7 +179,8 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	if newHost == nil {
 		newHost = libp2pHost
 	}
-	h, err := newHost(id, &gater{peers: peers, log: log}, cfg)
+	g := &gater{peers: peers, log: log}
+	h, err := newHost(id, g, cfg)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("start libp2p host: %w", err)
@@ -186,7 +188,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	synced, _ := lru.New[syncKey, journal.Vector](peerVectors)
 	n := &Node{home: home, homeLock: lock, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
-		transfers: newTransfers(), synced: synced, rounds: newJobs[peer.ID](), fetches: newJobs[syncKey](),
+		transfers: newTransfers(), gater: g, synced: synced, rounds: newJobs[peer.ID](), fetches: newJobs[syncKey](),
 		responding: map[syncKey]int{}, blobLocks: map[string]*blobLock{},
 		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)

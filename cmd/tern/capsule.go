@@ -261,14 +261,18 @@ func checkPeerID(flag, s string) error {
 
 func capsulePackCmd(e *env) *cobra.Command {
 	var out string
-	var sign bool
+	var sign, force bool
 	c := &cobra.Command{
-		Use:   "pack PATH -o FILE.tar [--sign]",
-		Short: "Write a reproducible tar of a capsule, optionally signed by this machine",
-		Args:  cobra.ExactArgs(1),
+		Use:     "pack PATH -o FILE.tar [--sign] [--force]",
+		Short:   "Write a reproducible tar of a capsule, optionally signed by this machine",
+		Example: "  tern capsule pack ./agent -o agent.tar --sign",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("capsule pack: -o FILE.tar is required")
+			}
+			if _, err := os.Stat(out); err == nil && !force {
+				return fmt.Errorf("capsule pack: %s exists; give another name, or --force to replace it", out)
 			}
 			c, err := capsule.Open(args[0])
 			if err != nil {
@@ -283,11 +287,20 @@ func capsulePackCmd(e *env) *cobra.Command {
 				}
 				opt.Signer = id
 			}
-			return capsule.PackFile(c, out, opt)
+			if err := capsule.PackFile(c, out, opt); err != nil {
+				return err
+			}
+			signed := ""
+			if sign {
+				signed = ", signed by this machine"
+			}
+			fmt.Fprintf(e.stderr, "packed %s into %s%s\n", args[0], out, signed)
+			return nil
 		},
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "the tar file to write")
 	c.Flags().BoolVar(&sign, "sign", false, "sign the manifest with this machine's key")
+	c.Flags().BoolVar(&force, "force", false, "replace FILE.tar if it exists")
 	return c
 }
 
@@ -556,6 +569,11 @@ func (e *env) reportForks(path string, forks []journal.Fork) error {
 func plural(n int, thing string) string {
 	if n == 1 {
 		return "1 " + thing
+	}
+	for _, end := range []string{"s", "sh", "ch", "x"} {
+		if strings.HasSuffix(thing, end) {
+			return fmt.Sprintf("%d %ses", n, thing) // addresses, matches
+		}
 	}
 	return fmt.Sprintf("%d %ss", n, thing)
 }

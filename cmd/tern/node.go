@@ -6,14 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 	"github.com/spf13/cobra"
 
 	"github.com/tern-dev/tern/capsule"
@@ -31,6 +37,7 @@ func nodeCmd(e *env) *cobra.Command {
 			"holds with them, and a loopback API (its address and token in $TERN_HOME/node.json).\n" +
 			"Settings come from $TERN_HOME/config.json when it exists; flags override them. Its keys:\n" +
 			"listen, api, mdns, nat, relay_service, sync_interval (\"30s\"), metrics_public, strict.\n" +
+			"Without --listen or \"listen\" it listens on port 4001 (TCP and QUIC), or the next free one.\n" +
 			"/metrics on the API address serves Prometheus; like the rest of the API it needs the\n" +
 			"token of node.json, which changes at every start, unless --metrics-public (or\n" +
 			"\"metrics_public\": true) lets any program on this machine read it without one.\n" +
@@ -83,6 +90,16 @@ func nodeCmd(e *env) *cobra.Command {
 				}
 				fmt.Fprintf(e.stderr, "new identity: this machine is now %s; paired machines must pair this peer ID\n", id.Machine())
 			}
+			if len(cfg.Listen) == 0 {
+				port := freeNodePort(DefaultPort)
+				if port == 0 {
+					return fmt.Errorf("node: ports %d to %d are all taken; choose one with --listen /ip4/0.0.0.0/tcp/PORT", DefaultPort, DefaultPort+portTries-1)
+				}
+				if port != DefaultPort {
+					fmt.Fprintf(e.stderr, "port %d is taken (another node?); listening on %d, so peers must dial that one\n", DefaultPort, port)
+				}
+				cfg.Listen = []string{fmt.Sprintf("/ip4/0.0.0.0/tcp/%d", port), fmt.Sprintf("/ip4/0.0.0.0/udp/%d/quic-v1", port)}
+			}
 			store, err := secrets.Open(home, nil) // a node never waits for a person to type
 			if err != nil {
 				return err
@@ -129,23 +146,70 @@ func peerCmd(e *env) *cobra.Command {
 	c := &cobra.Command{Use: "peer", Short: "Pair and unpair machines (only paired peers can connect)", Args: cobra.NoArgs, RunE: showHelp}
 	var name string
 	add := &cobra.Command{
-		Use:   "add PEERID [ADDR...] [--name N]",
+		Use:   "add PEER [ADDR...] [--name N]",
 		Short: "Pair a machine, optionally with addresses to dial it at",
-		Args:  cobra.MinimumNArgs(1),
+		Long: "Pairs a machine: only paired machines can connect. PEER is its peer ID, a full address\n" +
+			"ending in /p2p/<peer ID> as the other machine's tern id or tern node prints it (its\n" +
+			"address part is kept), or the name of a machine already paired. Running it again adds\n" +
+			"addresses and keeps those known; --name names (or renames) it.",
+		Example: "  tern peer add /ip4/192.168.1.20/tcp/4001/p2p/12D3KooW… --name desktop\n" +
+			"  tern peer add 12D3KooW… --name desktop\n" +
+			"  tern peer add desktop /ip4/192.168.1.21/tcp/4001",
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.editPeers(cmd.Context(), func(p *node.Peers) error {
-				return p.Add(node.Peer{ID: args[0], Name: name, Addrs: args[1:]})
+			id, addrs, err := peerArg(args[0])
+			if err != nil {
+				return err
+			}
+			for _, a := range args[1:] {
+				if _, err := ma.NewMultiaddr(a); err != nil {
+					return fmt.Errorf("peer add: %q is not an address (like /ip4/192.168.1.20/tcp/4001): %v", a, err)
+				}
+			}
+			self, err := e.identity()
+			if err != nil {
+				return err
+			}
+			if id == self.Machine() {
+				return fmt.Errorf("peer add: %s is this machine's own peer ID; pair the other machine's (run tern id there)", id)
+			}
+			var added node.Peer
+			err = e.editPeers(cmd.Context(), func(p *node.Peers) error {
+				added = node.Peer{ID: id, Name: name, Addrs: append(addrs, args[1:]...)}
+				for _, known := range p.List() {
+					if known.ID != id {
+						continue
+					}
+					if added.Name == "" {
+						added.Name = known.Name
+					}
+					for _, a := range known.Addrs {
+						if !slices.Contains(added.Addrs, a) {
+							added.Addrs = append(added.Addrs, a)
+						}
+					}
+				}
+				return p.Add(added)
 			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.stdout, "paired %s%s, %s\n", added.ID, nameSuffix(added.Name), plural(len(added.Addrs), "address"))
+			return nil
 		},
 	}
 	add.Flags().StringVar(&name, "name", "", "a name for people")
 	remove := &cobra.Command{
-		Use:   "remove PEERID",
-		Short: "Unpair a machine; a running node drops its connections at once",
+		Use:   "remove PEER",
+		Short: "Unpair a machine (by peer ID or name); a running node drops its connections at once",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			id, _, err := peerArg(args[0])
+			if err != nil {
+				return err
+			}
 			return e.editPeers(cmd.Context(), func(p *node.Peers) error {
-				ok, err := p.Remove(args[0])
+				ok, err := p.Remove(id)
 				if err == nil && !ok {
 					err = fmt.Errorf("peer %s is not paired", args[0])
 				}
@@ -170,15 +234,116 @@ func peerCmd(e *env) *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(e.stdout).Encode(p.List())
 			}
-			for _, x := range p.List() {
-				fmt.Fprintf(e.stdout, "%s\t%s\t%v\n", x.ID, x.Name, x.Addrs)
+			if len(p.List()) == 0 {
+				fmt.Fprintln(e.stderr, "no peers: pair one with tern peer add (tern id on the other machine prints what to paste)")
+				return nil
 			}
-			return nil
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PEER ID\tNAME\tADDRESSES")
+			for _, x := range p.List() {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", x.ID, orDash(x.Name), orDash(strings.Join(x.Addrs, " ")))
+			}
+			return tw.Flush()
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	c.AddCommand(add, remove, list)
+	var pendingJSON bool
+	pending := &cobra.Command{
+		Use:   "pending [--json]",
+		Short: "List unpaired machines that tried to connect to the running node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := e.client()
+			if err != nil {
+				return err
+			}
+			var out []node.PendingPeer
+			if err := cl.Do(cmd.Context(), http.MethodGet, "/v1/peers/pending", nil, &out); err != nil {
+				return err
+			}
+			if pendingJSON {
+				return json.NewEncoder(e.stdout).Encode(out)
+			}
+			if len(out) == 0 {
+				fmt.Fprintln(e.stderr, "no unpaired machine tried to connect since the node started")
+				return nil
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "PEER ID\tFROM\tATTEMPTS\tLAST")
+			for _, p := range out {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", p.ID, p.From, p.Attempts, p.Last.Format(time.DateTime))
+			}
+			tw.Flush()
+			fmt.Fprintln(e.stderr, "pair one with: tern peer add PEER-ID --name NAME")
+			return nil
+		},
+	}
+	pending.Flags().BoolVar(&pendingJSON, "json", false, "print JSON")
+	c.AddCommand(add, remove, list, pending)
 	return c
+}
+
+// DefaultPort is the port tern node listens on (TCP and QUIC) unless told
+// otherwise, so that its addresses stay the same across restarts; when it
+// is taken, the next free one of portTries.
+const (
+	DefaultPort = 4001
+	portTries   = 10
+)
+
+// freeNodePort returns the first port from first on that is free for both
+// TCP and UDP on every interface, or 0.
+func freeNodePort(first int) int {
+	for p := first; p < first+portTries; p++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", p))
+		if err != nil {
+			continue
+		}
+		u, err := net.ListenPacket("udp", fmt.Sprintf("0.0.0.0:%d", p))
+		l.Close()
+		if err != nil {
+			continue
+		}
+		u.Close()
+		return p
+	}
+	return 0
+}
+
+// peerArg reads a peer as people give it: a peer ID, an address ending in
+// /p2p/<peer ID> (whose address part it returns), or the name of a paired
+// peer.
+func peerArg(s string) (id string, addrs []string, err error) {
+	if strings.HasPrefix(s, "/") {
+		m, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return "", nil, fmt.Errorf("%q is not an address: %v", s, err)
+		}
+		info, err := peer.AddrInfoFromP2pAddr(m)
+		if err != nil {
+			return "", nil, fmt.Errorf("%q does not end in /p2p/<peer ID> (tern id on that machine prints whole addresses)", s)
+		}
+		for _, a := range info.Addrs {
+			addrs = append(addrs, a.String())
+		}
+		return info.ID.String(), addrs, nil
+	}
+	id, err = resolvePeer(s)
+	return id, nil, err
+}
+
+func nameSuffix(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " (" + name + ")"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // editPeers changes peers.json and tells a running node to reload it.

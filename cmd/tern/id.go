@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tern-dev/tern/node"
+)
+
+func idCmd(e *env) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "id [--json]",
+		Short: "Print this machine's peer ID and, when its node runs, the addresses to pair it by",
+		Long: "Prints this machine's peer ID (creating its key in $TERN_HOME on first use) and, when\n" +
+			"`tern node` runs, one full address per line (ending in /p2p/<peer ID>): paste one into\n" +
+			"the other machine's tern peer add.",
+		Example: "  tern id\n  tern peer add $(ssh desktop tern id | sed -n 2p) --name desktop   # on the laptop",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := e.identity()
+			if err != nil {
+				return err
+			}
+			out := struct {
+				PeerID string   `json:"peer_id"`
+				Addrs  []string `json:"addrs"`
+			}{PeerID: id.Machine(), Addrs: []string{}}
+			home, err := node.Home()
+			if err != nil {
+				return err
+			}
+			if running, _, _ := node.Running(home); running {
+				var info node.Info
+				if data, err := os.ReadFile(filepath.Join(home, node.InfoFile)); err == nil && json.Unmarshal(data, &info) == nil {
+					for _, a := range info.Addrs {
+						if !strings.Contains(a, "/p2p/") {
+							a += "/p2p/" + info.PeerID
+						}
+						out.Addrs = append(out.Addrs, a)
+					}
+				}
+			}
+			if asJSON {
+				return json.NewEncoder(e.stdout).Encode(out)
+			}
+			fmt.Fprintln(e.stdout, out.PeerID)
+			for _, a := range out.Addrs {
+				fmt.Fprintln(e.stdout, a)
+			}
+			if len(out.Addrs) == 0 {
+				fmt.Fprintln(e.stderr, "(no node runs for this TERN_HOME: start one with tern node to get addresses; the peer ID alone pairs too, on a LAN)")
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"peer_id", "addrs"}`)
+	return c
+}
+
+// version is what tern version and tern --version print: the module's
+// version and the commit it was built from, as Go recorded them.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	settings := map[string]string{}
+	for _, s := range bi.Settings {
+		settings[s.Key] = s.Value
+	}
+	if rev := settings["vcs.revision"]; rev != "" {
+		v += " " + rev[:min(12, len(rev))]
+		if t := settings["vcs.time"]; t != "" {
+			v += " " + t
+		}
+		if settings["vcs.modified"] == "true" {
+			v += " (modified)"
+		}
+	}
+	return v + " " + bi.GoVersion
+}
+
+func versionCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print tern's version and the commit it was built from",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintln(e.stdout, "tern", version())
+			return nil
+		},
+	}
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestIDAndVersion(t *testing.T) {
+	home := t.TempDir()
+	code, out, errs := tern(t, home, "", "id")
+	id := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(id, "12D3KooW") || !strings.Contains(errs, "no node runs") {
+		t.Fatalf("id without a node: exit %d %q %q", code, out, errs)
+	}
+	n := runNode(t, home)
+	var got struct {
+		PeerID string   `json:"peer_id"`
+		Addrs  []string `json:"addrs"`
+	}
+	if err := json.Unmarshal([]byte(mustTern(t, home, "", "id", "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.PeerID != id || got.PeerID != n.Info().PeerID || len(got.Addrs) == 0 || !strings.HasSuffix(got.Addrs[0], "/p2p/"+id) {
+		t.Fatalf("id with a node: %+v", got)
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if out := mustTern(t, home, "", args...); !strings.HasPrefix(out, "tern ") {
+			t.Fatalf("%v: %q", args, out)
+		}
+	}
+}
+
+// Pairing takes what tern id prints on the other machine, a bare peer ID
+// or a name, keeps known addresses, and refuses this machine's own ID.
+func TestPeerAddTakesWhatTernIDPrints(t *testing.T) {
+	home, other := t.TempDir(), t.TempDir()
+	mine := strings.TrimSpace(mustTern(t, home, "", "id"))
+	theirs := strings.TrimSpace(mustTern(t, other, "", "id"))
+
+	if out := mustTern(t, home, "", "peer", "list"); out != "" {
+		t.Fatalf("an empty peer list printed %q", out)
+	}
+	out := mustTern(t, home, "", "peer", "add", "/ip4/192.168.1.20/tcp/4001/p2p/"+theirs, "--name", "desktop")
+	if !strings.Contains(out, "paired "+theirs+" (desktop), 1 address") {
+		t.Fatalf("peer add of a full address: %q", out)
+	}
+	if out := mustTern(t, home, "", "peer", "add", "desktop", "/ip4/192.168.1.21/tcp/4001"); !strings.Contains(out, "(desktop), 2 addresses") {
+		t.Fatalf("peer add by name with another address: %q", out)
+	}
+	if out := mustTern(t, home, "", "peer", "add", theirs); !strings.Contains(out, "(desktop), 2 addresses") {
+		t.Fatalf("peer add again without addresses: %q", out)
+	}
+	list := mustTern(t, home, "", "peer", "list")
+	if !strings.HasPrefix(list, "PEER ID") || !strings.Contains(list, "/ip4/192.168.1.20/tcp/4001") || !strings.Contains(list, "desktop") {
+		t.Fatalf("peer list: %q", list)
+	}
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"peer", "add", mine}, "this machine's own peer ID"},
+		{[]string{"peer", "add", "/ip4/192.168.1.20/tcp/4001"}, "does not end in /p2p/"},
+		{[]string{"peer", "add", "laptop"}, "neither a peer ID nor the name of a paired peer"},
+		{[]string{"peer", "add", theirs, "192.168.1.20:4001"}, "is not an address"},
+	} {
+		if code, _, errs := tern(t, home, "", c.args...); code != 2 || !strings.Contains(errs, c.says) {
+			t.Errorf("%v: exit %d %q, want 2 saying %q", c.args, code, errs, c.says)
+		}
+	}
+	mustTern(t, home, "", "peer", "remove", "desktop")
+	if out := mustTern(t, home, "", "peer", "list"); out != "" {
+		t.Fatalf("after remove by name: %q", out)
+	}
+}
+
+func TestPackRefusesToReplaceAFileWithoutForce(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	out := filepath.Join(t.TempDir(), "a.tar")
+	mustTern(t, home, "", "capsule", "pack", dir, "-o", out)
+	if code, _, errs := tern(t, home, "", "capsule", "pack", dir, "-o", out); code != 2 || !strings.Contains(errs, "--force") {
+		t.Fatalf("pack over a file: exit %d %q", code, errs)
+	}
+	if code, _, errs := tern(t, home, "", "capsule", "pack", dir, "-o", out, "--force"); code != 0 || !strings.Contains(errs, "packed") {
+		t.Fatalf("pack --force: exit %d %q", code, errs)
+	}
+}
