@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
@@ -40,6 +41,9 @@ type configJSON struct {
 	Strict        *bool    `json:"strict"`
 }
 
+// configKeys are config.json's keys, for an error that names them.
+var configKeys = []string{"listen", "api", "mdns", "nat", "relay_service", "sync_interval", "metrics_public", "strict"}
+
 // LoadConfig reads home's config file; a missing file is the zero Config
 // (every default). An unknown field, a bad multiaddr or duration is an
 // error that names the file and the field.
@@ -58,6 +62,9 @@ func LoadConfig(home string) (Config, error) {
 	dec.DisallowUnknownFields()
 	const todo = "fix it (tern node --help lists its keys), or remove it to run with the defaults"
 	if err := dec.Decode(&f); err != nil {
+		if key, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			err = fmt.Errorf("unknown key %s; the keys are %s", key, strings.Join(configKeys, ", "))
+		}
 		return cfg, damagedHomeFile(path, err, todo)
 	}
 	for i, a := range f.Listen {

@@ -30,7 +30,7 @@ func TestTheConfigFileSetsWhatItNamesAndRefusesWhatItDoesNotKnow(t *testing.T) {
 		`{"listen": ["not an addr"]}`: "listen[0]",
 		`{"sync_interval": "soon"}`:   "sync_interval",
 		`{"sync_interval": "-1s"}`:    "sync_interval",
-		`{"relay": true}`:             "unknown field",
+		`{"relay": true}`:             `unknown key "relay"; the keys are listen, api, mdns, nat, relay_service, sync_interval, metrics_public, strict`,
 		`{"nat": "yes"}`:              "nat",
 		`{"metrics_public": 1}`:       "metrics_public",
 		`{`:                           "config.json",

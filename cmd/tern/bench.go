@@ -22,7 +22,7 @@ import (
 )
 
 func benchCmd(e *env) *cobra.Command {
-	c := &cobra.Command{Use: "bench", Short: "Measure tern against the limits under it, on this machine", Args: cobra.NoArgs, RunE: showHelp}
+	c := &cobra.Command{Use: "bench", Short: "Measure tern against the limits under it, on this machine", Args: groupArgs, RunE: showHelp}
 	c.AddCommand(benchSyncCmd(e), benchMigrateCmd(e))
 	return c
 }

@@ -26,7 +26,7 @@ func capsuleCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "capsule",
 		Short: "Create, check, pack, unpack and merge capsules (PATH is a folder or a tar)",
-		Args:  cobra.NoArgs,
+		Args:  groupArgs,
 		RunE:  showHelp,
 	}
 	c.AddCommand(capsuleNewCmd(e), capsuleInspectCmd(e), capsuleVerifyCmd(e), capsulePackCmd(e),
@@ -94,7 +94,7 @@ func capsuleInspectCmd(e *env) *cobra.Command {
 		Short: "Show what a capsule holds",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := capsule.Open(args[0])
+			c, err := capsule.Open(capsulePath(args[0]))
 			if err != nil {
 				return err
 			}
@@ -212,7 +212,7 @@ func capsuleVerifyCmd(e *env) *cobra.Command {
 					return err
 				}
 			}
-			rep, err := capsule.Verify(args[0], capsule.VerifyOptions{Signer: signer})
+			rep, err := capsule.Verify(capsulePath(args[0]), capsule.VerifyOptions{Signer: signer})
 			if err != nil {
 				return err
 			}
@@ -274,7 +274,7 @@ func capsulePackCmd(e *env) *cobra.Command {
 			if _, err := os.Stat(out); err == nil && !force {
 				return fmt.Errorf("capsule pack: %s exists; give another name, or --force to replace it", out)
 			}
-			c, err := capsule.Open(args[0])
+			c, err := capsule.Open(capsulePath(args[0]))
 			if err != nil {
 				return err
 			}
@@ -341,12 +341,12 @@ func capsuleMergeCmd(e *env) *cobra.Command {
 			if out == "" {
 				return fmt.Errorf("capsule merge: -o OUT is required")
 			}
-			a, err := capsule.Open(args[0])
+			a, err := capsule.Open(capsulePath(args[0]))
 			if err != nil {
 				return err
 			}
 			defer a.Close()
-			b, err := capsule.Open(args[1])
+			b, err := capsule.Open(capsulePath(args[1]))
 			if err != nil {
 				return err
 			}
@@ -389,7 +389,7 @@ func capsuleMaterializeCmd(e *env) *cobra.Command {
 		Short: "Write the capsule's workspace snapshot to a new folder, hash-checking every file",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := capsule.Open(args[0])
+			c, err := capsule.Open(capsulePath(args[0]))
 			if err != nil {
 				return err
 			}
@@ -486,6 +486,24 @@ func capsuleHealCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// capsulePath is the capsule a reading command's argument names: a
+// folder or a tar; or, when no such file exists, the agent id of a capsule
+// the node of $TERN_HOME holds, read in its folder there.
+func capsulePath(arg string) string {
+	if _, err := os.Stat(arg); err == nil || !capsule.ValidAgentID(arg) {
+		return arg
+	}
+	home, err := node.Home()
+	if err != nil {
+		return arg
+	}
+	held := filepath.Join(home, node.CapsulesDir, arg)
+	if _, err := os.Stat(held); err != nil {
+		return arg
+	}
+	return held
 }
 
 // acceptThroughNode accepts the hand edits of the running node's copy of

@@ -27,7 +27,7 @@ func journalCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "journal",
 		Short: "Append to and read a capsule's journal",
-		Args:  cobra.NoArgs,
+		Args:  groupArgs,
 		RunE:  showHelp,
 	}
 	c.AddCommand(journalAppendCmd(e), journalLogCmd(e))
@@ -117,7 +117,7 @@ func journalLogCmd(e *env) *cobra.Command {
 		Short: "Print the journal in its total order (--json: one event per line, exactly as stored)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := capsule.Open(args[0])
+			c, err := capsule.Open(capsulePath(args[0]))
 			if err != nil {
 				return err
 			}

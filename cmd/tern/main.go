@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -137,5 +138,21 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 }
 
 // showHelp is the action of a command that only groups others: bare, it
-// prints its help; with an unknown subcommand, cobra.NoArgs refuses it.
+// prints its help; with an unknown subcommand, groupArgs refuses it.
 func showHelp(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+
+// groupArgs refuses an unknown subcommand of a command that only groups
+// others, suggesting the nearest ones (cobra does so for tern's own).
+func groupArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return fmt.Errorf("%s\nrun '%s --help' for usage", msg, cmd.CommandPath())
+}

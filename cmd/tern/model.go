@@ -18,7 +18,7 @@ import (
 )
 
 func modelCmd(e *env) *cobra.Command {
-	c := &cobra.Command{Use: "model", Short: "Check the model an agent talks to", Args: cobra.NoArgs, RunE: showHelp}
+	c := &cobra.Command{Use: "model", Short: "Check the model an agent talks to", Args: groupArgs, RunE: showHelp}
 	var asJSON bool
 	test := &cobra.Command{
 		Use:   "test AGENT|DIR [--json]",

@@ -143,7 +143,7 @@ func (e *env) client() (*node.Client, error) {
 }
 
 func peerCmd(e *env) *cobra.Command {
-	c := &cobra.Command{Use: "peer", Short: "Pair and unpair machines (only paired peers can connect)", Args: cobra.NoArgs, RunE: showHelp}
+	c := &cobra.Command{Use: "peer", Short: "Pair and unpair machines (only paired peers can connect)", Args: groupArgs, RunE: showHelp}
 	var name string
 	add := &cobra.Command{
 		Use:   "add PEER [ADDR...] [--name N]",
@@ -564,7 +564,7 @@ func capsuleListCmd(e *env) *cobra.Command {
 }
 
 func syncCmd(e *env) *cobra.Command {
-	c := &cobra.Command{Use: "sync", Short: "Watch capsules sync between nodes", Args: cobra.NoArgs, RunE: showHelp}
+	c := &cobra.Command{Use: "sync", Short: "Watch capsules sync between nodes", Args: groupArgs, RunE: showHelp}
 	var peerID string
 	var timeout time.Duration
 	wait := &cobra.Command{

@@ -87,3 +87,34 @@ func TestPackRefusesToReplaceAFileWithoutForce(t *testing.T) {
 		t.Fatalf("pack --force: exit %d %q", code, errs)
 	}
 }
+
+// Reading commands take the agent id of a capsule the node holds, where
+// they take a folder or a tar.
+func TestReadingCommandsTakeAnAgentIDTheNodeHolds(t *testing.T) {
+	home := t.TempDir()
+	runNode(t, home)
+	id := importAgent(t, home, nil)
+	mustTern(t, home, "", "turn", id, "hello")
+	for _, args := range [][]string{
+		{"journal", "log", id},
+		{"capsule", "inspect", id},
+		{"capsule", "verify", id},
+		{"render", id, "--provider", "anthropic"},
+	} {
+		if code, out, errs := tern(t, home, "", args...); code != 0 || out == "" {
+			t.Errorf("%v: exit %d %q %q", args, code, out, errs)
+		}
+	}
+	if code, _, errs := tern(t, home, "", "journal", "log", "3f1c2a4e-0000-4000-8000-000000000000"); code != 2 || !strings.Contains(errs, "3f1c2a4e") {
+		t.Errorf("an agent id the node does not hold: exit %d %q", code, errs)
+	}
+}
+
+func TestAnUnknownSubcommandGetsSuggestions(t *testing.T) {
+	for args, want := range map[string]string{"peer lst": "did you mean list?", "capsule verfy": "did you mean verify?", "trun": "turn"} {
+		code, _, errs := tern(t, t.TempDir(), "", strings.Fields(args)...)
+		if code != 2 || !strings.Contains(errs, want) {
+			t.Errorf("tern %s: exit %d %q, want 2 suggesting %q", args, code, errs, want)
+		}
+	}
+}

@@ -34,7 +34,7 @@ func renderCmd(e *env) *cobra.Command {
 			if window < 0 {
 				return fmt.Errorf("render: --window %d: give a positive number of tokens, or 0 for no limit", window)
 			}
-			cp, err := capsule.Open(args[0])
+			cp, err := capsule.Open(capsulePath(args[0]))
 			if err != nil {
 				return err
 			}

@@ -28,7 +28,7 @@ func secretCmd(e *env) *cobra.Command {
 			"When neither holds a secret, tern reads the environment variable TERN_SECRET_<NAME>.\n" +
 			"TERN_SECRETS_BACKEND=keyring|file|auto chooses the backend. No command prints a value.\n" +
 			"docs/SECRETS.md has the details.",
-		Args: cobra.NoArgs,
+		Args: groupArgs,
 		RunE: showHelp,
 	}
 	c.AddCommand(secretSetCmd(e), secretListCmd(e), secretRmCmd(e))

@@ -23,7 +23,7 @@ import (
 // (docs/SESSIONS.md, docs/API.md "Sessions and turns").
 
 func sessionCmd(e *env) *cobra.Command {
-	c := &cobra.Command{Use: "session", Short: "Start and list an agent's conversations (sessions)", Args: cobra.NoArgs, RunE: showHelp}
+	c := &cobra.Command{Use: "session", Short: "Start and list an agent's conversations (sessions)", Args: groupArgs, RunE: showHelp}
 	c.AddCommand(&cobra.Command{
 		Use:   "new AGENT",
 		Short: "Start a session with an agent the node runs; prints its id",
