@@ -10,9 +10,9 @@ import (
 // Fork is a place where one machine's chain splits: two or more different
 // events with the same machine and seq.
 type Fork struct {
-	Machine string
-	Seq     uint64
-	IDs     []string // sorted
+	Machine string   `json:"machine"`
+	Seq     uint64   `json:"seq"`
+	IDs     []string `json:"ids"` // sorted
 }
 
 // ForkError reports a fork; it wraps ErrFork.

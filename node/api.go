@@ -229,11 +229,17 @@ type Status struct {
 type PeerStatus struct {
 	Peer
 	Connected bool `json:"connected"`
+	// Why says why a paired peer is not connected: never seen, no
+	// address to dial, or the last dial's error (the other side refusing
+	// this machine reads as a handshake that failed).
+	Why string `json:"why,omitempty"`
 }
 
 // CapsuleStatus is one held capsule's journal summary.
 type CapsuleStatus struct {
 	ID          string         `json:"id"`
+	Name        string         `json:"name"` // the agent's name, from agent.json
+	Runs        bool           `json:"runs"` // this node runs the agent (holds it active)
 	Events      int            `json:"events"`
 	Vector      journal.Vector `json:"vector"`
 	Forks       []journal.Fork `json:"forks"`
@@ -246,13 +252,37 @@ type CapsuleStatus struct {
 	Damaged string `json:"damaged,omitempty"`
 }
 
+// whyNotConnected says why the paired peer p is not connected.
+func (n *Node) whyNotConnected(id peer.ID, p Peer) string {
+	n.mu.Lock()
+	dialErr, seen := n.dialErrs[id], n.seen[id]
+	n.mu.Unlock()
+	switch {
+	case dialErr != "" && strings.Contains(dialErr, "gater"):
+		return "this node refuses it: pair it again (tern peer add)"
+	case dialErr != "":
+		return "the last dial failed: " + dialErr + " (if it runs, has it paired this machine? tern peer add on it)"
+	case !seen.IsZero():
+		return "last connected at " + seen.Format(time.DateTime) + "; redialed every sync interval"
+	case len(p.Addrs) == 0 && n.cfg.NoMDNS:
+		return "never seen: no address to dial and LAN discovery is off; give one: tern peer add " + p.ID + " /ip4/…/tcp/4001"
+	case len(p.Addrs) == 0:
+		return "never seen: no address to dial, and not found on the LAN yet"
+	}
+	return "never seen: not dialed yet"
+}
+
 // Status reports the node's state.
 func (n *Node) Status() (Status, error) {
 	st := Status{PeerID: n.info.PeerID, Addrs: n.info.Addrs, API: n.info.API, Peers: []PeerStatus{}, Capsules: []CapsuleStatus{},
 		Transfers: n.transfers.list()}
 	for _, p := range n.peers.List() {
 		id, _ := peer.Decode(p.ID)
-		st.Peers = append(st.Peers, PeerStatus{Peer: p, Connected: n.host.Network().Connectedness(id) == network.Connected})
+		ps := PeerStatus{Peer: p, Connected: n.host.Network().Connectedness(id) == network.Connected}
+		if !ps.Connected {
+			ps.Why = n.whyNotConnected(id, p)
+		}
+		st.Peers = append(st.Peers, ps)
 	}
 	ids, err := n.store.List()
 	if err != nil {
@@ -286,7 +316,13 @@ func (n *Node) capsuleStatus(id string) (CapsuleStatus, error) {
 	if err != nil {
 		return CapsuleStatus{}, err
 	}
-	return CapsuleStatus{ID: id, Events: len(evs), Vector: journal.VectorOf(evs), Forks: forks,
+	name := ""
+	if data, err := os.ReadFile(filepath.Join(n.store.dir, id, capsule.AgentFile)); err == nil {
+		if a, err := capsule.ParseAgent(data); err == nil {
+			name = a.Name
+		}
+	}
+	return CapsuleStatus{ID: id, Name: name, Runs: n.runs(id), Events: len(evs), Vector: journal.VectorOf(evs), Forks: forks,
 		Quarantined: len(q), Rejected: n.store.quarantine.count(id), Wants: len(wants)}, nil
 }
 

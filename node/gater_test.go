@@ -131,3 +131,29 @@ func TestAnUnpairedPeerIsLoggedOnceAndListedUntilPaired(t *testing.T) {
 		t.Fatalf("a paired peer is still pending: %+v", pending)
 	}
 }
+
+// tern status says why a paired peer is not connected.
+func TestStatusSaysWhyAPairedPeerIsNotConnected(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	far, gone := realHost(t), realHost(t)
+	n.peers.Add(Peer{ID: far.ID().String(), Name: "far"})
+	dead := gone.Addrs()[0].String()
+	n.peers.Add(Peer{ID: gone.ID().String(), Name: "gone", Addrs: []string{dead}})
+	gone.Close()
+	why := func(name string) string {
+		st, err := n.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range st.Peers {
+			if p.Name == name {
+				return p.Why
+			}
+		}
+		return ""
+	}
+	if w := why("far"); !strings.Contains(w, "never seen: no address to dial") {
+		t.Fatalf("a peer without address: %q", w)
+	}
+	eventually(t, "a dial of the gone peer fails", func() bool { return strings.Contains(why("gone"), "the last dial failed") })
+}

@@ -119,6 +119,8 @@ type Node struct {
 	// peer and agent: a timer round leaves those capsules to them.
 	responding map[syncKey]int
 	blobLocks  map[string]*blobLock // by sha256, while a fetch holds or awaits it
+	dialErrs   map[peer.ID]string    // the last failed dial of a paired peer, until it connects
+	seen       map[peer.ID]time.Time // when each paired peer was last connected
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -189,7 +191,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	synced, _ := lru.New[syncKey, journal.Vector](peerVectors)
 	n := &Node{home: home, homeLock: lock, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
 		transfers: newTransfers(), gater: g, synced: synced, rounds: newJobs[peer.ID](), fetches: newJobs[syncKey](),
-		responding: map[syncKey]int{}, blobLocks: map[string]*blobLock{},
+		responding: map[syncKey]int{}, blobLocks: map[string]*blobLock{}, dialErrs: map[peer.ID]string{}, seen: map[peer.ID]time.Time{},
 		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)
 	if n.gossip, err = startGossip(ctx, n); err != nil {
@@ -325,6 +327,17 @@ func (n *Node) held(f func()) func() {
 	}
 }
 
+// dialFailed records why a dial of a paired peer failed (tern status).
+func (n *Node) dialFailed(p peer.ID, err error) {
+	msg := err.Error()
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	n.mu.Lock()
+	n.dialErrs[p] = msg
+	n.mu.Unlock()
+}
+
 // HandlePeerFound is the mDNS callback: a paired peer seen on the LAN is
 // dialed; anyone else is ignored.
 func (n *Node) HandlePeerFound(pi peer.AddrInfo) {
@@ -336,6 +349,7 @@ func (n *Node) HandlePeerFound(pi peer.AddrInfo) {
 		defer cancel()
 		if err := n.host.Connect(ctx, pi); err != nil {
 			n.log.Debug("could not reach a peer found on the LAN", "peer", pi.ID, "err", err)
+			n.dialFailed(pi.ID, err)
 		}
 	})
 }

@@ -60,6 +60,7 @@ func (n *Node) dialPeers() {
 		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 		if err := n.host.Connect(ctx, ai); err != nil {
 			n.log.Debug("paired peer unreachable", "peer", ai.ID, "err", err)
+			n.dialFailed(ai.ID, err)
 		}
 		cancel()
 	}
@@ -70,6 +71,10 @@ func (n *Node) dialPeers() {
 // starts them (two would send the missing events twice); the other
 // fetches the blobs it wants.
 func (n *Node) connected(p peer.ID) {
+	n.mu.Lock()
+	delete(n.dialErrs, p)
+	n.seen[p] = time.Now()
+	n.mu.Unlock()
 	n.forgetSynced(p) // it may have restarted from another state
 	if leads(n.host.ID(), p) {
 		n.goSync(p)

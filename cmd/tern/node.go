@@ -402,18 +402,22 @@ func statusCmd(e *env) *cobra.Command {
 				fmt.Fprintf(w, "addr   %s\n", a)
 			}
 			for _, p := range st.Peers {
-				state := "not connected"
-				if p.Connected {
-					state = "connected"
+				state := "connected"
+				if !p.Connected {
+					state = "not connected: " + p.Why
 				}
-				fmt.Fprintf(w, "paired %s %s (%s)\n", p.ID, p.Name, state)
+				fmt.Fprintf(w, "paired %s%s (%s)\n", p.ID, nameSuffix(p.Name), state)
 			}
 			for _, c := range st.Capsules {
 				if c.Damaged != "" {
 					fmt.Fprintf(w, "agent  %s: DAMAGED, not synced: %s\n", c.ID, c.Damaged)
 					continue
 				}
-				fmt.Fprintf(w, "agent  %s: %d events from %d machines\n", c.ID, c.Events, len(c.Vector))
+				here := "a copy"
+				if c.Runs {
+					here = "runs here"
+				}
+				fmt.Fprintf(w, "agent  %s%s: %s, %s from %s\n", c.ID, nameSuffix(c.Name), here, plural(c.Events, "event"), plural(len(c.Vector), "machine"))
 				if c.Wants > 0 {
 					fmt.Fprintf(w, "       wants %d blobs\n", c.Wants)
 				}
@@ -553,10 +557,20 @@ func capsuleListCmd(e *env) *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(e.stdout).Encode(list)
 			}
-			for _, c := range list {
-				fmt.Fprintf(e.stdout, "%s\t%d events\n", c.ID, c.Events)
+			if len(list) == 0 {
+				fmt.Fprintln(e.stderr, "the node holds no capsule: tern capsule import one")
+				return nil
 			}
-			return nil
+			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "AGENT ID\tNAME\tEVENTS\tHERE")
+			for _, c := range list {
+				here := "copy"
+				if c.Runs {
+					here = "runs here"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", c.ID, orDash(c.Name), c.Events, here)
+			}
+			return tw.Flush()
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
