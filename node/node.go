@@ -118,7 +118,7 @@ type Node struct {
 	// responding counts the exchanges peers started that are running, by
 	// peer and agent: a timer round leaves those capsules to them.
 	responding map[syncKey]int
-	blobLocks  map[string]*blobLock // by sha256, while a fetch holds or awaits it
+	blobLocks  map[string]*blobLock  // by sha256, while a fetch holds or awaits it
 	dialErrs   map[peer.ID]string    // the last failed dial of a paired peer, until it connects
 	seen       map[peer.ID]time.Time // when each paired peer was last connected
 
