@@ -99,3 +99,34 @@ func versionCmd(e *env) *cobra.Command {
 		},
 	}
 }
+
+// environmentHelp is the help topic tern help environment: where tern
+// keeps things and the variables it reads.
+func environmentHelp() *cobra.Command {
+	return &cobra.Command{
+		Use:   "environment",
+		Short: "Where tern keeps its files, and the environment variables it reads",
+		Long: `TERN_HOME is this machine's tern folder. Unset, it is $XDG_DATA_HOME/tern, else
+~/.local/share/tern on Linux and the BSDs, %LocalAppData%\tern on Windows, and
+~/Library/Application Support/tern on macOS. It holds:
+
+  node.key        this machine's private key (its peer ID); created on first use
+  peers.json      the paired machines (tern peer add)
+  config.json     tern node's settings (tern node --help lists its keys)
+  node.json       where the running node's API is, and its token (new at every start)
+  capsules/ID/    the node's copy of each agent it holds
+  workspaces/ID/  the workspace of each agent the node runs, where its tools work
+  registry.json   which agents this node runs, at which epoch (migration)
+  chains/         which copy this machine last signed each agent in
+  secrets/        secrets encrypted with TERN_SECRETS_PASSWORD, when no OS keyring is reachable
+
+Variables:
+
+  TERN_HOME               the folder above
+  TERN_SECRETS_BACKEND    keyring, file or auto (the default): where tern secret keeps values
+  TERN_SECRETS_PASSWORD   the password of the encrypted secrets folder
+  TERN_SECRET_<NAME>      the value of secret NAME, for containers and CI; read last
+
+Two homes on one machine are two machines to tern: give each command its TERN_HOME.`,
+	}
+}

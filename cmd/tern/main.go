@@ -115,7 +115,7 @@ func (e *env) identity() (*node.Identity, error) {
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr,
-		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+		log: slog.New(newLineHandler(stderr, slog.LevelInfo, false))}
 	root := &cobra.Command{
 		Use:           "tern",
 		Short:         "Keep an AI agent's state as plain files and move it between your machines",
@@ -131,7 +131,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(capsuleCmd(e), journalCmd(e), demoCmd(e), nodeCmd(e), peerCmd(e), statusCmd(e), syncCmd(e),
 		migrateCmd(e), holderCmd(e), simnetCmd(e), renderCmd(e), benchCmd(e), modelCmd(e), secretCmd(e),
 		sessionCmd(e), turnCmd(e), actionsCmd(e), answerCmd(e, "approve", true), answerCmd(e, "deny", false), respondCmd(e),
-		idCmd(e), versionCmd(e))
+		idCmd(e), versionCmd(e), environmentHelp())
 	root.Version = version()
 	root.SetVersionTemplate("tern {{.Version}}\n")
 	return root

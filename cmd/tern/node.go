@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -30,6 +31,7 @@ import (
 func nodeCmd(e *env) *cobra.Command {
 	var flags node.Config
 	var newIdentity bool
+	var logFormat string
 	c := &cobra.Command{
 		Use:   "node [--listen MULTIADDR]... [--api HOST:PORT]",
 		Short: "Run this machine's tern node until interrupted",
@@ -105,7 +107,16 @@ func nodeCmd(e *env) *cobra.Command {
 				return err
 			}
 			cfg.Secrets = store
-			n, err := node.Start(home, cfg, e.log)
+			log := slog.New(newLineHandler(e.stderr, slog.LevelInfo, true))
+			switch logFormat {
+			case "text":
+			case "json":
+				log = slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			default:
+				return fmt.Errorf("--log-format %q: use text or json", logFormat)
+			}
+			e.log = log
+			n, err := node.Start(home, cfg, log)
 			if err != nil {
 				return err
 			}
@@ -123,6 +134,7 @@ func nodeCmd(e *env) *cobra.Command {
 	}
 	c.Flags().BoolVar(&flags.Strict, "strict", false, "an agent this node held when it stopped runs again only after a paired peer confirms no other node took it over")
 	c.Flags().BoolVar(&newIdentity, "new-identity", false, "make a new machine key when node.key is missing from a home that holds capsules or peers (never replaces a key)")
+	c.Flags().StringVar(&logFormat, "log-format", "text", "text (one line per record, for people) or json (for machines)")
 	c.Flags().StringArrayVar(&flags.Listen, "listen", nil, "multiaddr to listen on (repeatable; default TCP and QUIC on every interface, free ports)")
 	c.Flags().StringVar(&flags.API, "api", "127.0.0.1:0", "loopback host:port of the HTTP API (port 0: a free one)")
 	c.Flags().BoolVar(&flags.NoMDNS, "no-mdns", false, "do not look for peers on the LAN")
