@@ -2,9 +2,11 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -28,6 +30,14 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 		return
 	}
 	tried := map[string]bool{}
+	began, blobs, bytes := time.Now(), 0, int64(0)
+	defer func() {
+		if blobs > 0 {
+			secs := max(time.Since(began).Seconds(), 1e-6)
+			n.log.Info("received blobs from a peer", "peer", n.peerName(p), "agent", agent, "blobs", blobs,
+				"bytes", bytes, "speed", fmt.Sprintf("%.1f MB/s", float64(bytes)/secs/1e6))
+		}
+	}()
 	for ctx.Err() == nil {
 		want, err := n.store.Wanted(agent)
 		if err != nil {
@@ -50,6 +60,8 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 		for _, h := range held {
 			if n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h)) {
 				progress = true
+				blobs++
+				n.store.With(agent, func(d *capsule.Dir) error { bytes += d.BlobSize(h); return nil })
 			}
 		}
 		if !progress {

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 )
 
 func realHost(t *testing.T, opts ...libp2p.Option) host.Host {
@@ -117,7 +118,9 @@ func TestAnUnpairedPeerIsLoggedOnceAndListedUntilPaired(t *testing.T) {
 	for range 3 {
 		stranger.Connect(ctx, info)
 		stranger.Network().ClosePeer(home.ID())
-		stranger.Peerstore().RemovePeer(home.ID())
+		if sw, ok := stranger.Network().(*swarm.Swarm); ok {
+			sw.Backoff().Clear(home.ID()) // dial again at once
+		}
 	}
 	pending := g.Pending()
 	if len(pending) != 1 || pending[0].ID != stranger.ID().String() || pending[0].Attempts < 2 {

@@ -121,6 +121,7 @@ type Node struct {
 	blobLocks  map[string]*blobLock  // by sha256, while a fetch holds or awaits it
 	dialErrs   map[peer.ID]string    // the last failed dial of a paired peer, until it connects
 	seen       map[peer.ID]time.Time // when each paired peer was last connected
+	conns      map[peer.ID]int       // open connections to each peer, for the connect and disconnect log lines
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -191,7 +192,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	synced, _ := lru.New[syncKey, journal.Vector](peerVectors)
 	n := &Node{home: home, homeLock: lock, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
 		transfers: newTransfers(), gater: g, synced: synced, rounds: newJobs[peer.ID](), fetches: newJobs[syncKey](),
-		responding: map[syncKey]int{}, blobLocks: map[string]*blobLock{}, dialErrs: map[peer.ID]string{}, seen: map[peer.ID]time.Time{},
+		responding: map[syncKey]int{}, blobLocks: map[string]*blobLock{}, dialErrs: map[peer.ID]string{}, seen: map[peer.ID]time.Time{}, conns: map[peer.ID]int{},
 		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)
 	if n.gossip, err = startGossip(ctx, n); err != nil {
@@ -223,9 +224,32 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	protocol.HandleSync(h, offerAware{store, n}, log)
 	protocol.HandleBlob(h, servedBlobs{store, n.transfers}, log)
 	protocol.HandleCapsules(h, store, log)
-	h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
-		n.connected(c.RemotePeer())
-	}})
+	h.Network().Notify(&network.NotifyBundle{
+		ConnectedF: func(_ network.Network, c network.Conn) {
+			p := c.RemotePeer()
+			n.mu.Lock()
+			n.conns[p]++
+			first := n.conns[p] == 1
+			n.mu.Unlock()
+			if first && cfg.sim == nil { // memnet's connections have no addresses
+				log.Info("connected to a paired peer", "peer", n.peerName(p), "addr", c.RemoteMultiaddr())
+			}
+			n.connected(p)
+		},
+		DisconnectedF: func(_ network.Network, c network.Conn) {
+			p := c.RemotePeer()
+			n.mu.Lock()
+			n.conns[p]--
+			last := n.conns[p] <= 0
+			if last {
+				delete(n.conns, p)
+			}
+			n.mu.Unlock()
+			if last && cfg.sim == nil {
+				log.Info("disconnected from a paired peer", "peer", n.peerName(p))
+			}
+		},
+	})
 	for _, p := range h.Network().Peers() { // connected before the notifications began
 		n.connected(p)
 	}
@@ -325,6 +349,17 @@ func (n *Node) held(f func()) func() {
 		}
 		f()
 	}
+}
+
+// peerName is how logs name a peer: its name and a short ID, or its ID.
+func (n *Node) peerName(p peer.ID) string {
+	for _, x := range n.peers.List() {
+		if x.ID == p.String() && x.Name != "" {
+			id := p.String()
+			return x.Name + " (…" + id[max(0, len(id)-6):] + ")"
+		}
+	}
+	return p.String()
 }
 
 // dialFailed records why a dial of a paired peer failed (tern status).

@@ -268,6 +268,9 @@ func (o offerAware) Synced(agent, from string, both journal.Vector) {
 func (o offerAware) Add(ctx context.Context, agent, from string, events []*journal.Event) error {
 	added, err := o.Store.add(ctx, agent, from, events)
 	if p, derr := peer.Decode(from); derr == nil {
+		if len(added) > 0 {
+			o.n.log.Info("caught up with a peer", "peer", o.n.peerName(p), "agent", agent, "events", len(added))
+		}
 		o.n.fetchFor(p, agent, added)
 	}
 	return err

@@ -40,6 +40,13 @@ func HandleSync(h host.Host, j Journals, log *slog.Logger) {
 		defer cancel()
 		_ = s.SetDeadline(time.Now().Add(SyncTimeout))
 		stats, err := Respond(ctx, s, j, remote.String())
+		if errors.Is(err, ErrNotShared) {
+			// Normal at a first pairing: the peer asks before this node
+			// has taken the capsule it shares (or after it stopped sharing).
+			log.Debug("sync of a capsule this node does not hold or share", "peer", remote, "err", err)
+			s.Reset()
+			return
+		}
 		if err != nil {
 			log.Warn("sync with peer failed", "peer", remote, "err", err)
 			s.Reset()

@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/internal/secrets"
 	"github.com/tern-dev/tern/node"
 )
@@ -93,7 +94,8 @@ func nodeCmd(e *env) *cobra.Command {
 				fmt.Fprintf(e.stderr, "new identity: this machine is now %s; paired machines must pair this peer ID\n", id.Machine())
 			}
 			if len(cfg.Listen) == 0 {
-				port := freeNodePort(DefaultPort)
+				port, release := freeNodePort(DefaultPort)
+				defer release()
 				if port == 0 {
 					return fmt.Errorf("node: ports %d to %d are all taken; choose one with --listen /ip4/0.0.0.0/tcp/PORT", DefaultPort, DefaultPort+portTries-1)
 				}
@@ -304,22 +306,32 @@ const (
 )
 
 // freeNodePort returns the first port from first on that is free for both
-// TCP and UDP on every interface, or 0.
-func freeNodePort(first int) int {
+// TCP and UDP on every interface, or 0, and a release to call when the
+// node stops. A port is also claimed with a lock file in the temporary
+// folder, held until release: libp2p binds with SO_REUSEPORT, so two
+// nodes started at the same instant would otherwise both take the port,
+// and each would reach the other when dialing itself.
+func freeNodePort(first int) (int, func()) {
 	for p := first; p < first+portTries; p++ {
+		claim, err := filelock.TryLock(filepath.Join(os.TempDir(), fmt.Sprintf("tern-node-port-%d.lock", p)))
+		if err != nil {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", p))
 		if err != nil {
+			claim.Unlock()
 			continue
 		}
 		u, err := net.ListenPacket("udp", fmt.Sprintf("0.0.0.0:%d", p))
 		l.Close()
 		if err != nil {
+			claim.Unlock()
 			continue
 		}
 		u.Close()
-		return p
+		return p, func() { claim.Unlock() }
 	}
-	return 0
+	return 0, func() {}
 }
 
 // peerArg reads a peer as people give it: a peer ID, an address ending in
@@ -594,7 +606,7 @@ func syncCmd(e *env) *cobra.Command {
 	var peerID string
 	var timeout time.Duration
 	wait := &cobra.Command{
-		Use:   "wait ID --peer PEERID [--timeout DUR]",
+		Use:   "wait ID --peer PEER [--timeout DUR]",
 		Short: "Wait until a peer holds the whole capsule, every event and blob; exit 1 at the timeout",
 		Long: "Waits until the peer holds every event of the capsule this node holds and every blob the\n" +
 			"capsule holds or wants. On a terminal, a bar follows the blobs moving between the two.",
@@ -602,6 +614,10 @@ func syncCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if peerID == "" {
 				return fmt.Errorf("sync wait: --peer is required")
+			}
+			peerID, err := resolvePeer(peerID)
+			if err != nil {
+				return fmt.Errorf("sync wait: --peer: %w", err)
 			}
 			cl, err := e.client()
 			if err != nil {
@@ -619,7 +635,7 @@ func syncCmd(e *env) *cobra.Command {
 				switch {
 				case err == nil && st.InSync:
 					bar.done()
-					fmt.Fprintf(e.stdout, "in sync: events of %d machines, %d blobs\n", len(st.Ours), st.Blobs)
+					fmt.Fprintf(e.stdout, "in sync: events of %s, %s\n", plural(len(st.Ours), "machine"), plural(st.Blobs, "blob"))
 					return nil
 				case err == nil:
 					last = st
