@@ -38,9 +38,10 @@ func capsuleCmd(e *env) *cobra.Command {
 func capsuleNewCmd(e *env) *cobra.Command {
 	var name string
 	c := &cobra.Command{
-		Use:   "new DIR --name NAME",
-		Short: "Create a capsule folder with every file of the layout; prints the agent id",
-		Args:  cobra.ExactArgs(1),
+		Use:     "new DIR --name NAME",
+		Example: "  tern capsule new ./agent --name helper",
+		Short:   "Create a capsule folder with every file of the layout; prints the agent id",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if name == "" {
 				return fmt.Errorf("capsule new: --name is required")

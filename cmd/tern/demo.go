@@ -26,12 +26,20 @@ func demoCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the tern story on this machine, with nothing installed",
-		Long: "Creates a capsule on a 'laptop', appends a conversation, snapshots a workspace, packs\n" +
-			"and signs it, catches a tampered copy, lets a 'desktop' and the laptop diverge, and\n" +
-			"merges them back in either order to the same bytes; then two real nodes on 127.0.0.1\n" +
-			"sync it live, run an agent whose turn pauses for approval and continues, resume a cut\n" +
-			"stream, and move the agent from one to the other mid-conversation. Everything happens\n" +
-			"in a temporary folder; no network or API key is needed.",
+		Long: "Runs the tern story on this machine, in a temporary folder, with no network or key:\n" +
+			"   1. a laptop creates a capsule\n" +
+			"   2. it appends a conversation, each event signed and chained\n" +
+			"   3. the conversation renders for OpenAI, Anthropic and Gemini\n" +
+			"   4. the built-in offline model takes a step (reasoning, two parallel calls)\n" +
+			"   5. a workspace is snapshotted into content-addressed blobs\n" +
+			"   6. a signed, reproducible tar is packed and verified\n" +
+			"   7. one flipped byte in a copy is caught by verify\n" +
+			"   8. a laptop and a desktop each unpack it and work offline\n" +
+			"   9. they merge, in either order, into the same bytes\n" +
+			"  10. two real nodes on 127.0.0.1, paired, sync the capsule live\n" +
+			"  11. the laptop node runs an agent: a turn pauses for approval and continues\n" +
+			"  12. a stream cut mid-turn resumes, each event once\n" +
+			"  13. the agent migrates to the desktop node and the conversation goes on there",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir, err := os.MkdirTemp("", "tern-demo-")

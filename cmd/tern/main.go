@@ -132,6 +132,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		migrateCmd(e), holderCmd(e), simnetCmd(e), renderCmd(e), benchCmd(e), modelCmd(e), secretCmd(e),
 		sessionCmd(e), turnCmd(e), actionsCmd(e), answerCmd(e, "approve", true), answerCmd(e, "deny", false), respondCmd(e),
 		idCmd(e), versionCmd(e), environmentHelp())
+	nameArgs(root)
 	root.Version = version()
 	root.SetVersionTemplate("tern {{.Version}}\n")
 	return root
@@ -155,4 +156,43 @@ func groupArgs(cmd *cobra.Command, args []string) error {
 		msg += "; did you mean " + strings.Join(s, " or ") + "?"
 	}
 	return fmt.Errorf("%s\nrun '%s --help' for usage", msg, cmd.CommandPath())
+}
+
+// nameArgs makes every command's argument errors name what is missing or
+// extra, from its usage line, and point to --help, instead of cobra's
+// "accepts 1 arg(s), received 0".
+func nameArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			if err == nil || strings.HasPrefix(err.Error(), "unknown command") && cmd.HasSubCommands() {
+				return err
+			}
+			names := argNames(cmd.Use)
+			what := fmt.Sprintf("got %d arguments", len(args))
+			switch {
+			case len(args) < len(names):
+				what = "missing " + strings.Join(names[len(args):], " and ")
+			case len(args) > len(names) && !strings.Contains(cmd.Use, "..."):
+				what = fmt.Sprintf("too many arguments (%q and after)", args[len(names)])
+			}
+			return fmt.Errorf("%s: %s\nusage: %s\nrun '%s --help' for more", strings.TrimPrefix(cmd.CommandPath(), "tern "), what, cmd.UseLine(), cmd.CommandPath())
+		}
+	}
+	for _, sub := range c.Commands() {
+		nameArgs(sub)
+	}
+}
+
+// argNames are the positional arguments a usage line names before its
+// first optional part: "turn AGENT MESSAGE [--session S]" → AGENT, MESSAGE.
+func argNames(use string) []string {
+	var names []string
+	for _, f := range strings.Fields(use)[1:] {
+		if strings.HasPrefix(f, "[") || strings.HasPrefix(f, "-") {
+			break
+		}
+		names = append(names, strings.TrimSuffix(f, "..."))
+	}
+	return names
 }

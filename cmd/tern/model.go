@@ -21,8 +21,9 @@ func modelCmd(e *env) *cobra.Command {
 	c := &cobra.Command{Use: "model", Short: "Check the model an agent talks to", Args: groupArgs, RunE: showHelp}
 	var asJSON bool
 	test := &cobra.Command{
-		Use:   "test AGENT|DIR [--json]",
-		Short: "Send the agent's model one tiny request and show its reply, latency and usage",
+		Use:     "test AGENT|DIR [--json]",
+		Example: "  tern model test ./agent\n  tern model test $AGENT --json",
+		Short:   "Send the agent's model one tiny request and show its reply, latency and usage",
 		Long: "Sends one tiny request (\"" + provider.ProbeMessage + "\", no instructions, no tools) with the agent's\n" +
 			"settings (agent.json: provider, model, base_url, and the key from the secret key_secret\n" +
 			"names). Given an agent id, the node that holds the agent sends it, with the node's\n" +

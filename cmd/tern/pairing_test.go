@@ -118,3 +118,18 @@ func TestAnUnknownSubcommandGetsSuggestions(t *testing.T) {
 		}
 	}
 }
+
+func TestArgumentErrorsNameWhatIsMissing(t *testing.T) {
+	for args, want := range map[string]string{
+		"turn 3f1c2a4e-0000-4000-8000-000000000000": "turn: missing MESSAGE",
+		"capsule pack":    "capsule pack: missing PATH",
+		"approve":         "approve: missing ACTION_ID",
+		"id extra":        `id: too many arguments ("extra" and after)`,
+		"journal log a b": `journal log: too many arguments ("b" and after)`,
+	} {
+		code, _, errs := tern(t, t.TempDir(), "", strings.Fields(args)...)
+		if code != 2 || !strings.Contains(errs, want) || !strings.Contains(errs, "--help' for more") {
+			t.Errorf("tern %s: exit %d %q, want 2 saying %q and pointing to --help", args, code, errs, want)
+		}
+	}
+}

@@ -37,8 +37,9 @@ func secretCmd(e *env) *cobra.Command {
 
 func secretSetCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "set NAME",
-		Short: "Store a secret: typed without echo on a terminal, else read from standard input",
+		Use:     "set NAME",
+		Example: "  tern secret set ANTHROPIC_KEY                      # typed without echo\n  printf %s \"$OPENAI_API_KEY\" | tern secret set OPENAI_KEY",
+		Short:   "Store a secret: typed without echo on a terminal, else read from standard input",
 		Long: "Stores the value of the secret NAME, replacing any it had. On a terminal it asks for the\n" +
 			"value without echo; otherwise it reads standard input (one trailing newline is dropped):\n" +
 			"  printf %s \"$OPENAI_API_KEY\" | tern secret set OPENAI_KEY\n" +

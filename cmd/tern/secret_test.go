@@ -120,8 +120,8 @@ func TestSecretExitCodes(t *testing.T) {
 		{"a value too large", strings.Repeat("x", 64<<10+1), []string{"secret", "set", "KEY"}, 2, "over 64 KiB"},
 		{"rm of a bad name", "", []string{"secret", "rm", "a b"}, 2, "invalid secret name"},
 		{"rm of a missing secret", "", []string{"secret", "rm", "NOPE"}, 2, "secret NOPE not found in"},
-		{"set without a name", secretValue, []string{"secret", "set"}, 2, "accepts 1 arg"},
-		{"list with an argument", "", []string{"secret", "list", "x"}, 2, "unknown command"},
+		{"set without a name", secretValue, []string{"secret", "set"}, 2, "missing NAME"},
+		{"list with an argument", "", []string{"secret", "list", "x"}, 2, "too many arguments"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

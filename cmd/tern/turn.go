@@ -100,8 +100,9 @@ func turnCmd(e *env) *cobra.Command {
 	var sessionID, providerName, model string
 	var cancelActive, asJSON bool
 	c := &cobra.Command{
-		Use:   "turn AGENT MESSAGE [--session S] [--provider P --model M] [--json]",
-		Short: "Send the agent a message and stream its answer",
+		Use:     "turn AGENT MESSAGE [--session S] [--provider P --model M] [--json]",
+		Example: "  tern turn $AGENT \"hello\"\n  tern turn $AGENT \"and now?\" --session ses_…\n  tern turn $AGENT \"try Claude\" --session ses_… --provider anthropic --model claude-sonnet-4-5",
+		Short:   "Send the agent a message and stream its answer",
 		Long: "Starts a turn: sends MESSAGE in session S (a new session without --session, its id on\n" +
 			"stderr), streams the model's answer to stdout and its tool calls to stderr, and resumes\n" +
 			"the stream by itself if it breaks. A turn that pauses lists the actions it waits for\n" +
@@ -335,9 +336,10 @@ func printActions(w io.Writer, actions []session.Action) {
 func actionsCmd(e *env) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "actions [AGENT] [--json]",
-		Short: "List the required actions turns wait for (approvals, outputs, reconciliations)",
-		Args:  cobra.MaximumNArgs(1),
+		Use:     "actions [AGENT] [--json]",
+		Example: "  tern actions\n  tern actions $AGENT --json | jq -r '.[].id'",
+		Short:   "List the required actions turns wait for (approvals, outputs, reconciliations)",
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			agent := ""
 			if len(args) == 1 {
