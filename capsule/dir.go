@@ -463,28 +463,36 @@ func (d *Dir) Snapshot(ctx context.Context, s journal.Signer, workspace string) 
 // SnapshotAt is Snapshot with the event at a holder epoch: the runtime of
 // the node that runs the agent snapshots what its tools changed.
 func (d *Dir) SnapshotAt(ctx context.Context, s journal.Signer, epoch uint64, workspace string) (SnapshotEventBody, error) {
+	body, _, err := d.SnapshotWith(ctx, s, epoch, workspace, SnapshotOptions{})
+	return body, err
+}
+
+// SnapshotWith is SnapshotAt leaving out, besides .git/ and what the
+// workspace's .ternignore names, what opt names; it also returns the paths
+// it left out (a folder's ending in /).
+func (d *Dir) SnapshotWith(ctx context.Context, s journal.Signer, epoch uint64, workspace string, opt SnapshotOptions) (SnapshotEventBody, []string, error) {
 	st, err := os.Stat(workspace)
 	if err != nil {
-		return SnapshotEventBody{}, fmt.Errorf("snapshot: %w", err)
+		return SnapshotEventBody{}, nil, fmt.Errorf("snapshot: %w", err)
 	}
 	if !st.IsDir() {
-		return SnapshotEventBody{}, fmt.Errorf("snapshot: %s is not a folder", workspace)
+		return SnapshotEventBody{}, nil, fmt.Errorf("snapshot: %s is not a folder", workspace)
 	}
-	snap, blobs, err := takeSnapshot(d.dir, workspace)
+	snap, blobs, left, err := takeSnapshot(d.dir, workspace, opt)
 	if err != nil {
-		return SnapshotEventBody{}, err
+		return SnapshotEventBody{}, nil, err
 	}
 	data, err := snap.Encode()
 	if err != nil {
-		return SnapshotEventBody{}, err
+		return SnapshotEventBody{}, nil, err
 	}
 	e, err := putBlob(d.dir, bytes.NewReader(data))
 	if err != nil {
-		return SnapshotEventBody{}, err
+		return SnapshotEventBody{}, nil, err
 	}
 	blobs[BlobPath(e.SHA256)] = e
 	if err := syncDir(d.path(BlobDir)); err != nil {
-		return SnapshotEventBody{}, err
+		return SnapshotEventBody{}, nil, err
 	}
 	body := SnapshotEventBody{Snapshot: BlobCID(e.SHA256)}
 	for _, ent := range snap.Entries {
@@ -495,16 +503,16 @@ func (d *Dir) SnapshotAt(ctx context.Context, s journal.Signer, epoch uint64, wo
 	}
 	raw, err := json.Marshal(body)
 	if err != nil {
-		return body, err
+		return body, nil, err
 	}
 	jl, err := d.journalLog()
 	if err != nil {
-		return body, err
+		return body, nil, err
 	}
 	if _, err := jl.Append(ctx, s, epoch, journal.Draft{Type: SnapshotEventType, Body: raw}); err != nil {
-		return body, err
+		return body, nil, err
 	}
-	return body, d.commit(map[string][]byte{SnapshotFile: data}, blobs)
+	return body, left, d.commit(map[string][]byte{SnapshotFile: data}, blobs)
 }
 
 // commit installs an update: new contents for some layout files, new blobs

@@ -1,6 +1,9 @@
 package capsule
 
 import (
+	"strings"
+	"slices"
+	"errors"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -153,10 +156,89 @@ func formatMode(m fs.FileMode) string { return fmt.Sprintf("%04o", m.Perm()) }
 // folder dir and returns the snapshot and the entries of the blobs it wrote
 // or found. Only regular files and folders are taken: a symbolic link, a
 // device or a socket is refused with an error naming it.
-func takeSnapshot(dir, workspace string) (*Snapshot, map[string]FileEntry, error) {
+// SnapshotOptions choose what of a workspace a snapshot leaves out, on
+// top of what it always leaves out (see Excluded).
+type SnapshotOptions struct {
+	Exclude []string // patterns, as in .ternignore
+}
+
+// IgnoreFile is the file in a workspace's root that lists patterns of
+// paths its snapshots leave out, one per line (# starts a comment).
+const IgnoreFile = ".ternignore"
+
+// DefaultExclude is left out of every snapshot: a repository's history is
+// not the agent's workspace, and it is often larger than the rest.
+var DefaultExclude = []string{".git/"}
+
+// excluded reports whether rel (slash-separated, relative to the
+// workspace) matches one of patterns: a pattern ending in / matches
+// folders only; a pattern with a / elsewhere matches the whole path
+// (path.Match); any other matches the name at any depth ("*.log",
+// "node_modules/").
+func excluded(patterns []string, rel string, isDir bool) bool {
+	for _, p := range patterns {
+		dirOnly := strings.HasSuffix(p, "/")
+		p = strings.TrimSuffix(p, "/")
+		if p == "" || dirOnly && !isDir {
+			continue
+		}
+		subject := path.Base(rel)
+		if strings.Contains(p, "/") {
+			subject, p = rel, strings.TrimPrefix(p, "/")
+		}
+		if ok, _ := path.Match(p, subject); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// readIgnore returns the patterns of the workspace's .ternignore, if any.
+func readIgnore(workspace string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(workspace, IgnoreFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if _, err := path.Match(strings.Trim(line, "/"), ""); err != nil {
+			return nil, fmt.Errorf("%s line %d: %q is not a pattern: %v", IgnoreFile, i+1, line, err)
+		}
+		out = append(out, line)
+	}
+	return out, nil
+}
+
+// takeSnapshot stores the workspace's files as blobs of the capsule in dir
+// and returns the snapshot, the blobs and the paths it left out. It walks
+// the workspace first and refuses what it cannot store (a symbolic link, a
+// device) before writing any blob, so a refused snapshot leaves none.
+func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[string]FileEntry, []string, error) {
+	ignore, err := readIgnore(workspace)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("snapshot %s: %w", workspace, err)
+	}
+	for _, p := range opt.Exclude {
+		if _, err := path.Match(strings.Trim(p, "/"), ""); err != nil {
+			return nil, nil, nil, fmt.Errorf("snapshot: --exclude %q is not a pattern: %v", p, err)
+		}
+	}
+	patterns := append(append(slices.Clone(DefaultExclude), ignore...), opt.Exclude...)
 	snap := &Snapshot{Entries: map[string]SnapshotEntry{}}
-	blobs := map[string]FileEntry{}
-	err := filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
+	type file struct {
+		rel, path string
+		mode      fs.FileMode
+	}
+	var files []file
+	var left []string
+	err = filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -168,6 +250,14 @@ func takeSnapshot(dir, workspace string) (*Snapshot, map[string]FileEntry, error
 			return err
 		}
 		rel = filepath.ToSlash(rel)
+		if excluded(patterns, rel, d.IsDir()) {
+			if d.IsDir() {
+				left = append(left, rel+"/")
+				return filepath.SkipDir
+			}
+			left = append(left, rel)
+			return nil
+		}
 		info, err := d.Info()
 		if err != nil {
 			return err
@@ -177,26 +267,29 @@ func takeSnapshot(dir, workspace string) (*Snapshot, map[string]FileEntry, error
 			snap.Entries[rel] = SnapshotEntry{Type: "dir", Mode: formatMode(info.Mode())}
 			return nil
 		case info.Mode().IsRegular():
-		default:
-			return fmt.Errorf("snapshot %s: %s is a %s; only regular files and folders can be snapshotted (replace it with a copy or remove it)", workspace, rel, kindOf(info.Mode()))
+			files = append(files, file{rel, p, info.Mode()})
+			return nil
 		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		e, err := putBlob(dir, f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("snapshot %s: %s: %w", workspace, rel, err)
-		}
-		blobs[BlobPath(e.SHA256)] = e
-		snap.Entries[rel] = SnapshotEntry{Type: "file", Mode: formatMode(info.Mode()), CID: BlobCID(e.SHA256), Size: e.Size}
-		return nil
+		return fmt.Errorf("snapshot %s: %s is a %s; only regular files and folders can be snapshotted (replace it with a copy, remove it, or leave it out with --exclude or %s)", workspace, rel, kindOf(info.Mode()), IgnoreFile)
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return snap, blobs, nil
+	blobs := map[string]FileEntry{}
+	for _, f := range files {
+		r, err := os.Open(f.path)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		e, err := putBlob(dir, r)
+		r.Close()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("snapshot %s: %s: %w", workspace, f.rel, err)
+		}
+		blobs[BlobPath(e.SHA256)] = e
+		snap.Entries[f.rel] = SnapshotEntry{Type: "file", Mode: formatMode(f.mode), CID: BlobCID(e.SHA256), Size: e.Size}
+	}
+	return snap, blobs, left, nil
 }
 
 func kindOf(m fs.FileMode) string {

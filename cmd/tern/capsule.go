@@ -365,23 +365,40 @@ func capsuleMergeCmd(e *env) *cobra.Command {
 }
 
 func capsuleSnapshotCmd(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "snapshot DIR WORKSPACE",
+	var exclude []string
+	c := &cobra.Command{
+		Use:   "snapshot DIR WORKSPACE [--exclude PATTERN]...",
 		Short: "Store a workspace folder in the capsule and make it the current snapshot",
-		Args:  cobra.ExactArgs(2),
+		Long: "Stores WORKSPACE's files as blobs of the capsule and makes them its current snapshot.\n" +
+			"It leaves out .git/, what WORKSPACE/.ternignore lists (one pattern per line, # comments)\n" +
+			"and what --exclude names. A pattern ending in / matches folders only; one with a / elsewhere\n" +
+			"matches the path from WORKSPACE's root; any other matches a name at any depth (*.log,\n" +
+			"node_modules/). A symbolic link or a device is refused, naming it, and nothing is stored.",
+		Example: "  tern capsule snapshot ./agent ./project --exclude 'node_modules/' --exclude '*.log'",
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := e.openWriter(cmd.Context(), args[0], false)
 			if err != nil {
 				return err
 			}
-			body, err := w.Snapshot(cmd.Context(), w.id, args[1])
+			body, left, err := w.SnapshotWith(cmd.Context(), w.id, 0, args[1], capsule.SnapshotOptions{Exclude: exclude})
 			if err = errors.Join(err, w.Close()); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "snapshot %s: %d files, %d bytes\n", body.Snapshot, body.Files, body.Bytes)
+			fmt.Fprintf(e.stdout, "snapshot %s: %s, %d bytes\n", body.Snapshot, plural(body.Files, "file"), body.Bytes)
+			if len(left) > 0 {
+				shown := left[:min(len(left), 5)]
+				more := ""
+				if len(left) > len(shown) {
+					more = fmt.Sprintf(" and %d more", len(left)-len(shown))
+				}
+				fmt.Fprintf(e.stderr, "left out %s%s (.git/ always; .ternignore and --exclude the rest)\n", strings.Join(shown, ", "), more)
+			}
 			return nil
 		},
 	}
+	c.Flags().StringArrayVar(&exclude, "exclude", nil, "leave out paths matching PATTERN (repeatable)")
+	return c
 }
 
 func capsuleMaterializeCmd(e *env) *cobra.Command {

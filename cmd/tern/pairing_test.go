@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -131,5 +132,35 @@ func TestArgumentErrorsNameWhatIsMissing(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, want) || !strings.Contains(errs, "--help' for more") {
 			t.Errorf("tern %s: exit %d %q, want 2 saying %q and pointing to --help", args, code, errs, want)
 		}
+	}
+}
+
+// A snapshot leaves out .git/, what .ternignore lists and what --exclude
+// names, says so once, and a refused one stores nothing.
+func TestSnapshotLeavesOutWhatItIsToldAndARefusalStoresNothing(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "agent")
+	mustTern(t, home, "", "capsule", "new", dir, "--name", "helper")
+	ws := t.TempDir()
+	for name, content := range map[string]string{
+		"main.go": "package main\n", ".git/HEAD": "ref: main\n", "build/out.bin": "x", "debug.log": "y",
+		"notes/a.log": "z", ".ternignore": "# built\nbuild/\n",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755)
+		os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644)
+	}
+	code, out, errs := tern(t, home, "", "capsule", "snapshot", dir, ws, "--exclude", "*.log")
+	if code != 0 || !strings.Contains(out, "2 files") || !strings.Contains(errs, ".git/") || !strings.Contains(errs, "build/") || !strings.Contains(errs, "notes/a.log") {
+		t.Fatalf("snapshot: exit %d %q %q; want main.go and .ternignore only, the rest said left out", code, out, errs)
+	}
+	blobs := func() int { e, _ := os.ReadDir(filepath.Join(dir, "blobs")); return len(e) }
+	before := blobs()
+	os.WriteFile(filepath.Join(ws, "new.txt"), []byte("a new file, never stored"), 0o644)
+	os.Symlink("/etc/passwd", filepath.Join(ws, "link"))
+	if code, _, errs := tern(t, home, "", "capsule", "snapshot", dir, ws); code != 2 || !strings.Contains(errs, "link is a symbolic link") {
+		t.Fatalf("a snapshot with a link: exit %d %q", code, errs)
+	}
+	if after := blobs(); after != before {
+		t.Fatalf("a refused snapshot left %d blobs behind", after-before)
 	}
 }
