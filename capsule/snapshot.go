@@ -1,21 +1,21 @@
 package capsule
 
 import (
-	"strings"
-	"slices"
-	"errors"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // Snapshot is artifacts/snapshot.json: the workspace as a map from relative
