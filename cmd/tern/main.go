@@ -133,6 +133,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		sessionCmd(e), turnCmd(e), actionsCmd(e), answerCmd(e, "approve", true), answerCmd(e, "deny", false), respondCmd(e),
 		idCmd(e), versionCmd(e), environmentHelp())
 	nameArgs(root)
+	completions(root)
 	root.Version = version()
 	root.SetVersionTemplate("tern {{.Version}}\n")
 	return root

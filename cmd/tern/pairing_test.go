@@ -164,3 +164,23 @@ func TestSnapshotLeavesOutWhatItIsToldAndARefusalStoresNothing(t *testing.T) {
 		t.Fatalf("a refused snapshot left %d blobs behind", after-before)
 	}
 }
+
+// Shell completion knows agent ids (with names), peer names and providers.
+func TestCompletionKnowsAgentsPeersAndProviders(t *testing.T) {
+	home := t.TempDir()
+	runNode(t, home)
+	id := importAgent(t, home, nil)
+	other := strings.TrimSpace(mustTern(t, t.TempDir(), "", "id"))
+	mustTern(t, home, "", "peer", "add", other, "--name", "desktop")
+	for args, want := range map[string]string{
+		"__complete turn ":                    id + "\thelper",
+		"__complete journal log ":             id,
+		"__complete migrate " + id + " --to ": "desktop\t" + other,
+		"__complete turn x y --provider ":     "anthropic",
+	} {
+		fields := strings.Split(args, " ") // the last, empty, is the word being completed
+		if out := mustTern(t, home, "", fields...); !strings.Contains(out, want) {
+			t.Errorf("tern %s: %q, want %q", args, out, want)
+		}
+	}
+}
