@@ -414,9 +414,9 @@ func steps(v *view) int {
 	return n
 }
 
-// toolOf says how the runtime treats a call of name in agent a: the
-// built-in tool if it is one, whether agent.json declares it, its effect
-// and whether it needs approval.
+// callPolicy is how the runtime treats one call: the built-in tool if it
+// is one, whether agent.json declares it, its effect and whether it needs
+// approval.
 type callPolicy struct {
 	builtin  tool.Tool
 	isBuilt  bool
@@ -425,6 +425,11 @@ type callPolicy struct {
 	approval bool
 }
 
+// policyOf is the policy of a call of name with args in agent a: a
+// built-in tool's effect comes from the tool (http_request's from its
+// method); agent.json's "approval" overrides the default; a declared tool
+// that is not built in is the client's (at-most-once, its effect as
+// declared).
 func policyOf(a capsule.Agent, name string, args json.RawMessage) callPolicy {
 	var p callPolicy
 	i := slices.IndexFunc(a.Tools, func(t capsule.Tool) bool { return t.Name == name })
