@@ -91,9 +91,10 @@ type inspection struct {
 func capsuleInspectCmd(e *env) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "inspect PATH [--json]",
-		Short: "Show what a capsule holds",
-		Args:  cobra.ExactArgs(1),
+		Use:     "inspect PATH [--json]",
+		Example: "  tern capsule inspect ./agent\n  tern capsule inspect $AGENT --json | jq .event_types",
+		Short:   "Show what a capsule holds",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := capsule.Open(capsulePath(args[0]))
 			if err != nil {
@@ -198,8 +199,9 @@ func sortedKeys[V any](m map[string]V) []string {
 func capsuleVerifyCmd(e *env) *cobra.Command {
 	var signer string
 	c := &cobra.Command{
-		Use:   "verify PATH [--signer PEERID]",
-		Short: "Check every file, hash, signature and chain; exit 1 and name each damaged file",
+		Use:     "verify PATH [--signer PEERID]",
+		Example: "  tern capsule verify ./agent\n  tern capsule verify agent.tar --signer 12D3KooW…",
+		Short:   "Check every file, hash, signature and chain; exit 1 and name each damaged file",
 		Long: "Checks a capsule folder or tar offline: every file against the manifest, the manifest's\n" +
 			"digest and signature, every journal line, signature and chain, and what the format forbids\n" +
 			"(links, unlisted files and folders). Damage: one line per problem on standard output, exit 1.\n" +
@@ -295,7 +297,7 @@ func capsulePackCmd(e *env) *cobra.Command {
 			if sign {
 				signed = ", signed by this machine"
 			}
-			fmt.Fprintf(e.stderr, "packed %s into %s%s\n", args[0], out, signed)
+			e.done("packed %s into %s%s", args[0], out, signed)
 			return nil
 		},
 	}
@@ -308,9 +310,10 @@ func capsulePackCmd(e *env) *cobra.Command {
 func capsuleUnpackCmd(e *env) *cobra.Command {
 	var lim capsule.Limits
 	c := &cobra.Command{
-		Use:   "unpack FILE.tar DIR",
-		Short: "Check a capsule tar and unpack it into a new folder (created only on success)",
-		Args:  cobra.ExactArgs(2),
+		Use:     "unpack FILE.tar DIR",
+		Example: "  tern capsule unpack agent.tar ./copy",
+		Short:   "Check a capsule tar and unpack it into a new folder (created only on success)",
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := capsule.Unpack(args[0], args[1], lim); err != nil {
 				return err
@@ -324,6 +327,7 @@ func capsuleUnpackCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			e.done("unpacked %s into %s: every file checked, %s", args[0], args[1], plural(len(events), "event"))
 			return e.reportForks(args[1], journal.Forks(events))
 		},
 	}
@@ -335,9 +339,10 @@ func capsuleUnpackCmd(e *env) *cobra.Command {
 func capsuleMergeCmd(e *env) *cobra.Command {
 	var out string
 	c := &cobra.Command{
-		Use:   "merge A B -o OUT",
-		Short: "Merge two copies of one capsule into a new folder (or OUT.tar)",
-		Args:  cobra.ExactArgs(2),
+		Use:     "merge A B -o OUT",
+		Example: "  tern capsule merge ./agent ./copy -o ./merged",
+		Short:   "Merge two copies of one capsule into a new folder (or OUT.tar)",
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("capsule merge: -o OUT is required")
@@ -403,24 +408,30 @@ func capsuleSnapshotCmd(e *env) *cobra.Command {
 
 func capsuleMaterializeCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "materialize PATH OUT",
-		Short: "Write the capsule's workspace snapshot to a new folder, hash-checking every file",
-		Args:  cobra.ExactArgs(2),
+		Use:     "materialize PATH OUT",
+		Example: "  tern capsule materialize ./agent ./workspace-again",
+		Short:   "Write the capsule's workspace snapshot to a new folder, hash-checking every file",
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := capsule.Open(capsulePath(args[0]))
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			return c.Materialize(args[1])
+			if err := c.Materialize(args[1]); err != nil {
+				return err
+			}
+			e.done("materialized the workspace of %s into %s, every file hash-checked", args[0], args[1])
+			return nil
 		},
 	}
 }
 
 func capsuleAcceptCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "accept DIR|AGENT-ID",
-		Short: "Accept hand edits of agent.json and environment/spec.json into the manifest and journal",
+		Use:     "accept DIR|AGENT-ID",
+		Example: "  $EDITOR ./agent/agent.json && tern capsule accept ./agent\n  $EDITOR $TERN_HOME/capsules/$AGENT/agent.json && tern capsule accept $AGENT",
+		Short:   "Accept hand edits of agent.json and environment/spec.json into the manifest and journal",
 		Long: "After editing agent.json or environment/spec.json in a capsule folder, accept checks\n" +
 			"the new content, records a file.updated event signed by this machine and writes a new\n" +
 			"manifest. Any other file that no longer matches the manifest is damage and is refused.\n" +
@@ -458,8 +469,9 @@ func capsuleAcceptCmd(e *env) *cobra.Command {
 
 func capsuleHealCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "heal DIR|AGENT-ID",
-		Short: "Resolve a fork of this machine's own chain: keep one branch, sign the other again after it",
+		Use:     "heal DIR|AGENT-ID",
+		Example: "  tern capsule heal ./merged",
+		Short:   "Resolve a fork of this machine's own chain: keep one branch, sign the other again after it",
 		Long: "A fork is two different events that one machine signed at one place of its chain (two\n" +
 			"copies written apart, a restored backup). heal keeps the branch that reaches furthest, signs\n" +
 			"the events of the other branches again after it (same content), and appends a chain.healed\n" +

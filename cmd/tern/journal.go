@@ -37,8 +37,9 @@ func journalCmd(e *env) *cobra.Command {
 func journalAppendCmd(e *env) *cobra.Command {
 	var file string
 	c := &cobra.Command{
-		Use:   "append DIR|AGENT-ID [--file F|-]",
-		Short: "Append draft events {type, session, turn, body}, one JSON object per line; prints each new event id",
+		Use:     "append DIR|AGENT-ID [--file F|-]",
+		Example: "  echo '{\"type\":\"message\",\"session\":\"s1\",\"body\":{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}}' | tern journal append $AGENT",
+		Short:   "Append draft events {type, session, turn, body}, one JSON object per line; prints each new event id",
 		Long: "Reads draft events, one JSON object per line, from --file or standard input, and appends\n" +
 			"them to the capsule's journal as events signed by this machine, all or nothing. Every\n" +
 			"line is checked before anything is written. Given an agent id instead of a folder (or the\n" +
@@ -113,9 +114,10 @@ func readDrafts(r io.Reader, name string) ([]journal.Draft, error) {
 func journalLogCmd(e *env) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "log PATH [--json]",
-		Short: "Print the journal in its total order (--json: one event per line, exactly as stored)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "log PATH [--json]",
+		Example: "  tern journal log ./agent\n  tern journal log $AGENT --json | jq -c 'select(.type == \"message\")'",
+		Short:   "Print the journal in its total order (--json: one event per line, exactly as stored)",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := capsule.Open(capsulePath(args[0]))
 			if err != nil {

@@ -102,6 +102,15 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	log            *slog.Logger
+	quiet          bool // --quiet: no line saying what a command did
+}
+
+// done says, on stderr, what a command that prints no data did, unless
+// --quiet: one line a person can read (stdout stays for data).
+func (e *env) done(format string, args ...any) {
+	if !e.quiet {
+		fmt.Fprintf(e.stderr, format+"\n", args...)
+	}
 }
 
 // identity loads this machine's key from $TERN_HOME, creating it on first use.
@@ -122,6 +131,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentFlags().BoolVarP(&e.quiet, "quiet", "q", false, "print no line saying what a command did (data and errors still print)")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -134,6 +144,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		idCmd(e), versionCmd(e), environmentHelp())
 	nameArgs(root)
 	completions(root)
+	addExamples(root)
 	root.Version = version()
 	root.SetVersionTemplate("tern {{.Version}}\n")
 	return root

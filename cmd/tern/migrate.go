@@ -20,8 +20,9 @@ func migrateCmd(e *env) *cobra.Command {
 	var asJSON bool
 	var timeout time.Duration
 	c := &cobra.Command{
-		Use:   "migrate ID --to PEER [--json] [--timeout D]",
-		Short: "Move a running agent to a paired machine; it never runs on two at once",
+		Use:     "migrate ID --to PEER [--json] [--timeout D]",
+		Example: "  tern migrate $AGENT --to desktop",
+		Short:   "Move a running agent to a paired machine; it never runs on two at once",
 		Long: "Moves the agent this node runs to a paired peer (its peer ID or the name given to tern peer\n" +
 			"add). The peer first takes what it lacks through sync while the agent still runs here; then\n" +
 			"the agent is frozen (appends wait), the peer takes the last events, prepares (materializes\n" +
@@ -81,8 +82,9 @@ func migrateCmd(e *env) *cobra.Command {
 func holderCmd(e *env) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "holder ID [--json]",
-		Short: "Show where an agent stands on this node and on each paired peer",
+		Use:     "holder ID [--json]",
+		Example: "  tern holder $AGENT",
+		Short:   "Show where an agent stands on this node and on each paired peer",
 		Long: "Prints this node's state for the agent (active: it runs here; frozen: it is migrating away;\n" +
 			"staging: it is migrating here; retired: it moved on; copy: this node holds the capsule but\n" +
 			"never held the agent; unknown: the registry was lost and is being relearnt) with its epoch,\n" +

@@ -34,8 +34,9 @@ func nodeCmd(e *env) *cobra.Command {
 	var newIdentity bool
 	var logFormat string
 	c := &cobra.Command{
-		Use:   "node [--listen MULTIADDR]... [--api HOST:PORT]",
-		Short: "Run this machine's tern node until interrupted",
+		Use:     "node [--listen MULTIADDR]... [--api HOST:PORT]",
+		Example: "  tern node &\n  tern node --listen /ip4/0.0.0.0/tcp/4001 --log-format json",
+		Short:   "Run this machine's tern node until interrupted",
 		Long: "Runs the node: a libp2p host that only paired peers can reach, syncing every capsule it\n" +
 			"holds with them, and a loopback API (its address and token in $TERN_HOME/node.json).\n" +
 			"Settings come from $TERN_HOME/config.json when it exists; flags override them. Its keys:\n" +
@@ -208,7 +209,7 @@ func peerCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "paired %s%s, %s\n", added.ID, nameSuffix(added.Name), plural(len(added.Addrs), "address"))
+			e.done("paired %s%s, %s", added.ID, nameSuffix(added.Name), plural(len(added.Addrs), "address"))
 			return nil
 		},
 	}
@@ -222,13 +223,17 @@ func peerCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return e.editPeers(cmd.Context(), func(p *node.Peers) error {
+			err = e.editPeers(cmd.Context(), func(p *node.Peers) error {
 				ok, err := p.Remove(id)
 				if err == nil && !ok {
 					err = fmt.Errorf("peer %s is not paired", args[0])
 				}
 				return err
 			})
+			if err == nil {
+				e.done("unpaired %s; it can no longer connect", args[0])
+			}
+			return err
 		},
 	}
 	var asJSON bool
@@ -405,9 +410,10 @@ func reloadNode(ctx context.Context, home, path, file string) error {
 func statusCmd(e *env) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "status [--json]",
-		Short: "Show the running node: peer ID, addresses, peers, capsules and their journals",
-		Args:  cobra.NoArgs,
+		Use:     "status [--json]",
+		Example: "  tern status\n  tern status --json | jq '.peers[] | select(.connected | not)'",
+		Short:   "Show the running node: peer ID, addresses, peers, capsules and their journals",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := e.client()
 			if err != nil {
@@ -473,9 +479,10 @@ func statusCmd(e *env) *cobra.Command {
 
 func capsuleImportCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "import FILE.tar|DIR",
-		Short: "Give a capsule to the running node (merged if it holds it already); prints the agent id",
-		Args:  cobra.ExactArgs(1),
+		Use:     "import FILE.tar|DIR",
+		Example: "  tern capsule import agent.tar",
+		Short:   "Give a capsule to the running node (merged if it holds it already); prints the agent id",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := e.client()
 			if err != nil {
@@ -521,9 +528,10 @@ func capsuleImportCmd(e *env) *cobra.Command {
 func capsuleExportCmd(e *env) *cobra.Command {
 	var out string
 	c := &cobra.Command{
-		Use:   "export ID -o FILE.tar",
-		Short: "Write the running node's copy of a capsule as a tar",
-		Args:  cobra.ExactArgs(1),
+		Use:     "export ID -o FILE.tar",
+		Example: "  tern capsule export $AGENT -o agent.tar",
+		Short:   "Write the running node's copy of a capsule as a tar",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("capsule export: -o FILE.tar is required")
@@ -556,6 +564,7 @@ func capsuleExportCmd(e *env) *cobra.Command {
 				os.Remove(abs)
 				return checkFailed("the exported tar does not verify: %v", rep.Issues()[0])
 			}
+			e.done("exported %s to %s: %s, verified", args[0], out, plural(rep.Events, "event"))
 			return nil
 		},
 	}
@@ -606,8 +615,9 @@ func syncCmd(e *env) *cobra.Command {
 	var peerID string
 	var timeout time.Duration
 	wait := &cobra.Command{
-		Use:   "wait ID --peer PEER [--timeout DUR]",
-		Short: "Wait until a peer holds the whole capsule, every event and blob; exit 1 at the timeout",
+		Use:     "wait ID --peer PEER [--timeout DUR]",
+		Example: "  tern sync wait $AGENT --peer desktop --timeout 2m",
+		Short:   "Wait until a peer holds the whole capsule, every event and blob; exit 1 at the timeout",
 		Long: "Waits until the peer holds every event of the capsule this node holds and every blob the\n" +
 			"capsule holds or wants. On a terminal, a bar follows the blobs moving between the two.",
 		Args: cobra.ExactArgs(1),
@@ -664,9 +674,9 @@ func syncCmd(e *env) *cobra.Command {
 // capsuleShareCmd is capsule share (on) or capsule unshare (off): every
 // capsule is shared with every paired peer unless unshared from it.
 func capsuleShareCmd(e *env, on bool) *cobra.Command {
-	use, short := "share ID PEERID", "Share a capsule with a paired peer again (every capsule is shared by default)"
+	use, short := "share ID PEER", "Share a capsule with a paired peer again (every capsule is shared by default)"
 	if !on {
-		use, short = "unshare ID PEERID", "Stop sharing a capsule with a paired peer"
+		use, short = "unshare ID PEER", "Stop sharing a capsule with a paired peer"
 	}
 	return &cobra.Command{
 		Use:   use,
@@ -677,14 +687,26 @@ func capsuleShareCmd(e *env, on bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			peerID, err := resolvePeer(args[1])
+			if err != nil {
+				return err
+			}
 			s, err := node.LoadShares(home)
 			if err != nil {
 				return err
 			}
-			if err := s.Set(args[0], args[1], on); err != nil {
+			if err := s.Set(args[0], peerID, on); err != nil {
 				return err
 			}
-			return reloadNode(cmd.Context(), home, "/v1/shares/reload", node.SharesFile)
+			if err := reloadNode(cmd.Context(), home, "/v1/shares/reload", node.SharesFile); err != nil {
+				return err
+			}
+			what := "shares"
+			if !on {
+				what = "no longer shares"
+			}
+			e.done("this machine %s %s with %s", what, args[0], args[1])
+			return nil
 		},
 	}
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 func TestIDAndVersion(t *testing.T) {
@@ -43,14 +46,14 @@ func TestPeerAddTakesWhatTernIDPrints(t *testing.T) {
 	if out := mustTern(t, home, "", "peer", "list"); out != "" {
 		t.Fatalf("an empty peer list printed %q", out)
 	}
-	out := mustTern(t, home, "", "peer", "add", "/ip4/192.168.1.20/tcp/4001/p2p/"+theirs, "--name", "desktop")
+	_, _, out := tern(t, home, "", "peer", "add", "/ip4/192.168.1.20/tcp/4001/p2p/"+theirs, "--name", "desktop")
 	if !strings.Contains(out, "paired "+theirs+" (desktop), 1 address") {
 		t.Fatalf("peer add of a full address: %q", out)
 	}
-	if out := mustTern(t, home, "", "peer", "add", "desktop", "/ip4/192.168.1.21/tcp/4001"); !strings.Contains(out, "(desktop), 2 addresses") {
+	if _, _, out := tern(t, home, "", "peer", "add", "desktop", "/ip4/192.168.1.21/tcp/4001"); !strings.Contains(out, "(desktop), 2 addresses") {
 		t.Fatalf("peer add by name with another address: %q", out)
 	}
-	if out := mustTern(t, home, "", "peer", "add", theirs); !strings.Contains(out, "(desktop), 2 addresses") {
+	if _, _, out := tern(t, home, "", "peer", "add", theirs); !strings.Contains(out, "(desktop), 2 addresses") {
 		t.Fatalf("peer add again without addresses: %q", out)
 	}
 	list := mustTern(t, home, "", "peer", "list")
@@ -70,7 +73,9 @@ func TestPeerAddTakesWhatTernIDPrints(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want 2 saying %q", c.args, code, errs, c.says)
 		}
 	}
-	mustTern(t, home, "", "peer", "remove", "desktop")
+	if _, _, errs := tern(t, home, "", "peer", "remove", "desktop", "--quiet"); errs != "" {
+		t.Fatalf("peer remove --quiet said %q", errs)
+	}
 	if out := mustTern(t, home, "", "peer", "list"); out != "" {
 		t.Fatalf("after remove by name: %q", out)
 	}
@@ -183,4 +188,17 @@ func TestCompletionKnowsAgentsPeersAndProviders(t *testing.T) {
 			t.Errorf("tern %s: %q, want %q", args, out, want)
 		}
 	}
+}
+
+func TestEveryCommandHasExamples(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Runnable() && !c.HasSubCommands() && !c.Hidden && c.Name() != "help" && c.Name() != "completion" && c.Example == "" {
+			t.Errorf("%s has no Examples: section", c.CommandPath())
+		}
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+	}
+	walk(newRoot(nil, io.Discard, io.Discard))
 }

@@ -21,8 +21,9 @@ func renderCmd(e *env) *cobra.Command {
 	var provider, model, host, session string
 	var window int
 	c := &cobra.Command{
-		Use:   "render PATH [--provider P] [--model M] [--host H] [--window TOKENS] [--session S]",
-		Short: "Print the request body a provider would get for a session of the journal",
+		Use:     "render PATH [--provider P] [--model M] [--host H] [--window TOKENS] [--session S]",
+		Example: "  tern render ./agent --provider anthropic --window 100000 | jq .",
+		Short:   "Print the request body a provider would get for a session of the journal",
 		Long: "Renders one session of the capsule's journal (PATH is a folder or a tar) as the exact JSON\n" +
 			"request body for a provider: openai-chat, openai-responses, anthropic, gemini or ollama.\n" +
 			"The provider and model default to agent.json's, the host to the provider's public API, the\n" +

@@ -25,9 +25,10 @@ import (
 func sessionCmd(e *env) *cobra.Command {
 	c := &cobra.Command{Use: "session", Short: "Start and list an agent's conversations (sessions)", Args: groupArgs, RunE: showHelp}
 	c.AddCommand(&cobra.Command{
-		Use:   "new AGENT",
-		Short: "Start a session with an agent the node runs; prints its id",
-		Args:  cobra.ExactArgs(1),
+		Use:     "new AGENT",
+		Example: "  S=$(tern session new $AGENT)",
+		Short:   "Start a session with an agent the node runs; prints its id",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := newSession(cmd.Context(), e, args[0])
 			if err != nil {
@@ -425,8 +426,9 @@ func respondCmd(e *env) *cobra.Command {
 	var approve, deny []string
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "respond ACTION_ID... --output JSON... [--approve ID...] [--deny ID...]",
-		Short: "Give the output of client-side tool calls a turn waits for",
+		Use:     "respond ACTION_ID... --output JSON... [--approve ID...] [--deny ID...]",
+		Example: "  tern respond act_client_output_… --output '{\"temp_c\": 18}'",
+		Short:   "Give the output of client-side tool calls a turn waits for",
 		Long: "Answers client_output actions with the tools' outputs (JSON, one --output per action, in\n" +
 			"the same order), in a continuing turn that it follows like tern turn. Other actions of\n" +
 			"the same turn are answered in the same request with --approve and --deny: a paused turn\n" +
