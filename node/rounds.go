@@ -136,6 +136,9 @@ func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 				continue
 			}
 			n.recordSynced(p, id, st.Both)
+			if st.Received > 0 {
+				n.log.Info("caught up with a peer", "peer", n.peerName(p), "agent", id, "events", st.Received)
+			}
 		}
 		n.fetchWanted(ctx, p, id)
 	}
@@ -157,7 +160,7 @@ func (n *Node) takeMissing(ctx context.Context, p peer.ID) {
 			n.log.Warn("could not take a capsule a peer shares", "peer", p, "agent", id, "err", err)
 			continue
 		}
-		n.log.Info("took a capsule a peer shares", "peer", p, "agent", id)
+		n.log.Info("took a capsule a peer shares", "peer", n.peerName(p), "agent", id)
 	}
 }
 
