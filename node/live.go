@@ -47,13 +47,9 @@ func (rt *agentRuntime) liveOf(agent, sessionID, turnID string) *liveTurn {
 	defer lt.mu.Unlock()
 	if lt.items == nil {
 		if v, err := rt.load(agent, sessionID, turnID); err == nil {
-			byID := map[string]*journal.Event{}
-			for _, e := range v.events {
-				byID[e.ID] = e
-			}
-			for _, id := range v.turn.Events {
-				lt.items = append(lt.items, byID[id])
-				lt.itemFrames = append(lt.itemFrames, itemFrame(len(lt.items), byID[id]))
+			for _, e := range v.turnEvents() {
+				lt.items = append(lt.items, e)
+				lt.itemFrames = append(lt.itemFrames, itemFrame(len(lt.items), e))
 			}
 			lt.ended = v.turn.Status != session.Running
 		}

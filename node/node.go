@@ -415,12 +415,13 @@ func (n *Node) Append(ctx context.Context, agent string, drafts []journal.Draft)
 // node, its one writer, and returns the names of the files it accepted.
 // The file.updated events reach the peers by anti-entropy.
 func (n *Node) Accept(ctx context.Context, agent string) ([]string, error) {
-	epoch, release, err := n.holders.appendEpoch(agent)
+	// Held like an append, so a freeze for a migration waits for it; the
+	// file.updated events are signed at epoch 0, as every edit by hand is.
+	_, release, err := n.holders.appendEpoch(agent)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	_ = epoch // AcceptEdits signs at epoch 0, as an edit by hand is
 	var names []string
 	err = n.store.sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
 		var err error

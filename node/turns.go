@@ -399,15 +399,25 @@ func modelAnswered(events []*journal.Event) bool {
 	return false
 }
 
+// turnEvents returns the turn's events in order: its sequence numbers are
+// their positions, from 1.
+func (v *view) turnEvents() []*journal.Event {
+	byID := make(map[string]*journal.Event, len(v.events))
+	for _, e := range v.events {
+		byID[e.ID] = e
+	}
+	out := make([]*journal.Event, 0, len(v.turn.Events))
+	for _, id := range v.turn.Events {
+		out = append(out, byID[id])
+	}
+	return out
+}
+
 // steps counts the model steps of the turn (one turn.usage each).
 func steps(v *view) int {
-	in := map[string]bool{}
-	for _, id := range v.turn.Events {
-		in[id] = true
-	}
 	n := 0
-	for _, e := range v.events {
-		if in[e.ID] && e.Type == provider.UsageType {
+	for _, e := range v.turnEvents() {
+		if e.Type == provider.UsageType {
 			n++
 		}
 	}

@@ -611,15 +611,7 @@ func (rt *agentRuntime) turnEvents(agent string, t *session.Turn) []*journal.Eve
 	if err != nil {
 		return nil
 	}
-	byID := map[string]*journal.Event{}
-	for _, e := range v.events {
-		byID[e.ID] = e
-	}
-	out := make([]*journal.Event, 0, len(v.turn.Events))
-	for _, id := range v.turn.Events {
-		out = append(out, byID[id])
-	}
-	return out
+	return v.turnEvents()
 }
 
 // writeItem writes one event of the turn: id its sequence number, event

@@ -152,12 +152,13 @@ func postJSON(tb testing.TB, n *Node, path, body string) string {
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	i := strings.Index(string(data), `"id":"`)
-	if resp.StatusCode != 201 || i < 0 {
+	var created struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(data, &created); err != nil || resp.StatusCode != 201 || created.ID == "" {
 		tb.Fatalf("POST %s: %d %s", path, resp.StatusCode, data)
 	}
-	rest := string(data[i+6:])
-	return rest[:strings.IndexByte(rest, '"')]
+	return created.ID
 }
 
 // BenchmarkTurnFirstDelta: the time from POST /turns to the first delta
