@@ -202,3 +202,15 @@ func TestEveryCommandHasExamples(t *testing.T) {
 	}
 	walk(newRoot(nil, io.Discard, io.Discard))
 }
+
+func TestAnActionAnsweredTwiceInOneCommandIsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"approve", "act_a", "act_a"},
+		{"approve", "act_a", "--deny", "act_a"},
+		{"respond", "act_b", "--output", `"x"`, "--deny", "act_b"},
+	} {
+		if code, _, errs := tern(t, t.TempDir(), "", args...); code != 2 || !strings.Contains(errs, "is answered twice") {
+			t.Errorf("%v: exit %d %q", args, code, errs)
+		}
+	}
+}

@@ -403,15 +403,12 @@ func answerCmd(e *env, verb string, approve bool) *cobra.Command {
 			"it did not.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			answers := map[string]map[string]any{}
-			for _, id := range args {
-				answers[id] = map[string]any{"action_id": id, "approve": approve}
+			answers := answerSet{}
+			if err := answers.approve(args, approve); err != nil {
+				return fmt.Errorf("%s: %w", verb, err)
 			}
-			for _, id := range others {
-				if _, dup := answers[id]; dup {
-					return fmt.Errorf("%s: action %s is both approved and denied", verb, id)
-				}
-				answers[id] = map[string]any{"action_id": id, "approve": !approve}
+			if err := answers.approve(others, !approve); err != nil {
+				return fmt.Errorf("%s: %w", verb, err)
 			}
 			return e.answer(cmd.Context(), answers, asJSON)
 		},
@@ -439,26 +436,20 @@ func respondCmd(e *env) *cobra.Command {
 			if len(outputs) != len(args) {
 				return fmt.Errorf("respond: %d actions and %d --output values: give one --output per action, in order", len(args), len(outputs))
 			}
-			answers := map[string]map[string]any{}
+			answers := answerSet{}
 			for i, id := range args {
 				if !json.Valid([]byte(outputs[i])) {
 					return fmt.Errorf("respond: --output %q (for %s) is not JSON (a string is written with quotes: '\"done\"')", outputs[i], id)
 				}
-				if _, dup := answers[id]; dup {
-					return fmt.Errorf("respond: action %s is answered twice", id)
+				if err := answers.add(id, "output", json.RawMessage(outputs[i])); err != nil {
+					return fmt.Errorf("respond: %w", err)
 				}
-				answers[id] = map[string]any{"action_id": id, "output": json.RawMessage(outputs[i])}
 			}
-			for _, set := range []struct {
-				ids []string
-				yes bool
-			}{{approve, true}, {deny, false}} {
-				for _, id := range set.ids {
-					if _, dup := answers[id]; dup {
-						return fmt.Errorf("respond: action %s is answered twice", id)
-					}
-					answers[id] = map[string]any{"action_id": id, "approve": set.yes}
-				}
+			if err := answers.approve(approve, true); err != nil {
+				return fmt.Errorf("respond: %w", err)
+			}
+			if err := answers.approve(deny, false); err != nil {
+				return fmt.Errorf("respond: %w", err)
 			}
 			return e.answer(cmd.Context(), answers, asJSON)
 		},
@@ -471,9 +462,33 @@ func respondCmd(e *env) *cobra.Command {
 	return c
 }
 
+// answerSet is the answers one command gives, by action id: a response
+// of POST /v1/sessions/{session}/turns each.
+type answerSet map[string]map[string]any
+
+// add answers action id with {field: value}; an action answered twice is
+// refused, as the API refuses it.
+func (a answerSet) add(id, field string, value any) error {
+	if _, dup := a[id]; dup {
+		return fmt.Errorf("action %s is answered twice", id)
+	}
+	a[id] = map[string]any{"action_id": id, field: value}
+	return nil
+}
+
+// approve answers each of ids with approve: yes.
+func (a answerSet) approve(ids []string, yes bool) error {
+	for _, id := range ids {
+		if err := a.add(id, "approve", yes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // answer sends the answers, grouped by the session whose turn waits for
 // them, each group as one continuing turn, and follows each.
-func (e *env) answer(ctx context.Context, answers map[string]map[string]any, asJSON bool) error {
+func (e *env) answer(ctx context.Context, answers answerSet, asJSON bool) error {
 	pending, err := pendingActions(ctx, e, "")
 	if err != nil {
 		return err
