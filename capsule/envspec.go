@@ -72,7 +72,7 @@ func LooksSecret(name string) bool {
 func ParseEnvSpec(data []byte) (EnvSpec, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return EnvSpec{}, fmt.Errorf("environment spec is not a JSON object: %v", err)
+		return EnvSpec{}, fmt.Errorf("environment spec: %s", describeJSONError(data, err))
 	}
 	for _, f := range []string{"workdir", "packages", "env", "secrets"} {
 		if v, ok := raw[f]; !ok || string(v) == "null" {
@@ -83,7 +83,7 @@ func ParseEnvSpec(data []byte) (EnvSpec, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		return EnvSpec{}, fmt.Errorf("environment spec: %v", err)
+		return EnvSpec{}, fmt.Errorf("environment spec: %s", describeJSONError(data, err))
 	}
 	return s, s.Validate()
 }

@@ -17,8 +17,8 @@ func TestTheEnvironmentSpecRefusesSecretsUnderEnv(t *testing.T) {
 		{"a bad secret name", `{"workdir":"w","packages":[],"env":{},"secrets":["not a name"]}`, "not a variable name"},
 		{"a missing field", `{"workdir":"w","packages":[],"env":{}}`, `"secrets" is missing`},
 		{"an unknown field", `{"workdir":"w","packages":[],"env":{},"secrets":[],"values":{}}`, "unknown field"},
-		{"not an object", `["w"]`, "not a JSON object"},
-		{"a value of the wrong type", `{"workdir":"w","packages":"git","env":{},"secrets":[]}`, "packages"},
+		{"not an object", `["w"]`, "the file must hold a JSON object, not a list"},
+		{"a value of the wrong type", `{"workdir":"w","packages":"git","env":{},"secrets":[]}`, `"packages" must be a list, not a string`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
