@@ -38,6 +38,9 @@ func TestEventsAnOldHolderWritesUnderAnEpochThatEndedAreSetAside(t *testing.T) {
 	if !slices.Equal(ids(aside), ids([]*Event{s3})) {
 		t.Fatalf("set aside %v, want the stale event", ids(aside))
 	}
+	if why := Quarantined(all); len(why) != 1 || why[s3.ID] != AsideStaleEpoch {
+		t.Fatalf("Quarantined = %v, want the stale event as %s", why, AsideStaleEpoch)
+	}
 	if len(view) != 3 || VectorOf(all)[s.Machine()].Seq != 2 {
 		t.Fatalf("view %v, vector %v", ids(view), VectorOf(all))
 	}

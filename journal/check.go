@@ -108,8 +108,9 @@ func Readable(events []*Event) (view, quarantined []*Event) {
 type machineChain struct {
 	machine  string
 	problems []error
-	line     []*Event // the readable line, by seq
-	aside    []*Event // the machine's other events: set aside by a heal, or from the first problem on; by seq, then id
+	line     []*Event          // the readable line, by seq
+	aside    []*Event          // the machine's other events: set aside by a heal, or from the first problem on; by seq, then id
+	why      map[string]string // id of each event aside → why it is aside (see Quarantined)
 }
 
 // head is the chain's entry in a version vector: the last event of its
@@ -163,9 +164,12 @@ func analyseMachine(chain []*Event, bounds epochBounds) *machineChain {
 	if len(replaced) > 0 || bounds[c.machine] != nil {
 		kept = make([]*Event, 0, len(chain))
 		for _, e := range chain {
-			if replaced[e.ID] || bounds.stale(e) {
-				c.aside = append(c.aside, e)
-			} else {
+			switch {
+			case replaced[e.ID]:
+				c.setAside(e, AsideHealed)
+			case bounds.stale(e):
+				c.setAside(e, AsideStaleEpoch)
+			default:
 				kept = append(kept, e)
 			}
 		}
@@ -188,13 +192,50 @@ func analyseMachine(chain []*Event, bounds epochBounds) *machineChain {
 	}
 	i, _ := slices.BinarySearchFunc(kept, cut, func(e *Event, seq uint64) int { return cmp.Compare(e.Seq, seq) })
 	c.line = kept[:i]
-	if len(c.aside) == 0 {
-		c.aside = kept[i:]
-	} else {
-		c.aside = append(c.aside, kept[i:]...)
+	why := AsideBrokenChain
+	for _, p := range c.problems {
+		if fe, ok := p.(*ForkError); ok && fe.Seq == cut {
+			why = AsideFork
+		}
+	}
+	sorted := len(c.aside) == 0
+	for _, e := range kept[i:] {
+		c.setAside(e, why)
+	}
+	if !sorted {
 		slices.SortFunc(c.aside, bySeq)
 	}
 	return c
+}
+
+func (c *machineChain) setAside(e *Event, why string) {
+	if c.why == nil {
+		c.why = map[string]string{}
+	}
+	c.aside = append(c.aside, e)
+	c.why[e.ID] = why
+}
+
+// Why an event is kept aside, as [Quarantined] says it.
+const (
+	AsideHealed      = "healed"       // its machine set it aside with a chain.healed event
+	AsideStaleEpoch  = "stale_epoch"  // written under an epoch that had ended when it was written
+	AsideFork        = "fork"         // at or after a seq where its machine's chain splits
+	AsideBrokenChain = "broken_chain" // at or after a gap or a bad prev or clock in its machine's chain
+)
+
+// Quarantined says, for each event [Readable] keeps aside, why: one of
+// AsideHealed, AsideStaleEpoch, AsideFork or AsideBrokenChain, keyed by
+// event id. Events in the readable view are not in the map; a clean journal
+// gives an empty map.
+func Quarantined(events []*Event) map[string]string {
+	out := map[string]string{}
+	for _, c := range analyse(events) {
+		for id, why := range c.why {
+			out[id] = why
+		}
+	}
+	return out
 }
 
 // analyseChain checks one machine's events, sorted by seq then id, without

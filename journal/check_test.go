@@ -50,29 +50,30 @@ func TestCheckAndReadable(t *testing.T) {
 		events      []*Event
 		problems    []problem
 		quarantined []*Event
+		why         string // what Quarantined says of each, when one reason covers all
 	}{
-		{"sound chains have no problems", concat(A, B), nil, nil},
-		{"repeated events are one event", concat(A, B, A, B[:1]), nil, nil},
+		{"sound chains have no problems", concat(A, B), nil, nil, ""},
+		{"repeated events are one event", concat(A, B, A, B[:1]), nil, nil, ""},
 		{"a missing seq is a gap that quarantines the rest of the chain",
 			concat(A[:2], A[3:], B),
 			[]problem{{ErrBrokenChain, a.Machine(), 4, "seq 3 is missing"}},
-			A[3:]},
+			A[3:], AsideBrokenChain},
 		{"a chain that starts above seq 1 is a gap",
 			concat(A[2:], B),
 			[]problem{{ErrBrokenChain, a.Machine(), 3, "seqs 1 to 2 are missing"}},
-			A[2:]},
+			A[2:], AsideBrokenChain},
 		{"a prev that is not the previous event breaks the chain",
 			concat(A[:2], []*Event{A3bad}, B),
 			[]problem{{ErrBrokenChain, a.Machine(), 3, "not the id of seq 2"}},
-			[]*Event{A3bad}},
+			[]*Event{A3bad}, AsideBrokenChain},
 		{"a clock that does not grow breaks the chain",
 			[]*Event{A[0], A2slow},
 			[]problem{{ErrBrokenChain, a.Machine(), 2, "not above clock 1"}},
-			[]*Event{A2slow}},
+			[]*Event{A2slow}, AsideBrokenChain},
 		{"two events at one seq are a fork that quarantines both sides and what follows",
 			concat(A, []*Event{A3x}, B),
 			[]problem{{ErrFork, a.Machine(), 3, strings.Join(forkIDs, ", ")}},
-			concat(A[2:], []*Event{A3x})},
+			concat(A[2:], []*Event{A3x}), AsideFork},
 		{"problems of several machines come in machine then seq order",
 			concat(B[1:], A[:1], A[2:], []*Event{A3x}),
 			[]problem{
@@ -80,7 +81,7 @@ func TestCheckAndReadable(t *testing.T) {
 				{ErrFork, a.Machine(), 3, "fork"},
 				{ErrBrokenChain, b.Machine(), 2, "seq 1 is missing"},
 			},
-			concat(A[2:], []*Event{A3x}, B[1:])},
+			concat(A[2:], []*Event{A3x}, B[1:]), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,6 +112,15 @@ func TestCheckAndReadable(t *testing.T) {
 			for _, e := range view {
 				if slices.Contains(ids(quarantined), e.ID) {
 					t.Fatalf("%s both in view and quarantined", e)
+				}
+			}
+			why := Quarantined(tt.events)
+			if len(why) != len(quarantined) {
+				t.Fatalf("Quarantined gives %d reasons for %d events aside", len(why), len(quarantined))
+			}
+			for _, e := range quarantined {
+				if w, ok := why[e.ID]; !ok || tt.why != "" && w != tt.why {
+					t.Fatalf("Quarantined says %q of %s, want %q", w, e, tt.why)
 				}
 			}
 		})

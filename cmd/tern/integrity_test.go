@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
 )
 
@@ -155,6 +156,11 @@ func TestAForkThisMachineMadeIsHealedWithCapsuleHeal(t *testing.T) {
 	if code != exitCheck || !strings.Contains(errs, "tern capsule heal "+unpacked) {
 		t.Fatalf("unpack of a forked tar: exit %d, %q", code, errs)
 	}
+	// For scripts, --json marks both sides of the fork and leaves every
+	// other line byte for byte as stored.
+	if marked := quarantinedInLog(t, home, merged); len(marked) != 2 || marked[0] != "fork" || marked[1] != "fork" {
+		t.Fatalf("journal log --json of a fork marks %v; want both sides as fork", marked)
+	}
 	out := mustTern(t, home, "", "capsule", "heal", merged)
 	if !strings.Contains(out, "healed") || !strings.Contains(out, "ok:") {
 		t.Fatalf("heal: %s", out)
@@ -170,9 +176,49 @@ func TestAForkThisMachineMadeIsHealedWithCapsuleHeal(t *testing.T) {
 	if !strings.Contains(log, "SET ASIDE") || !strings.Contains(log, "healed a fork") {
 		t.Fatalf("journal log does not show the heal:\n%s", log)
 	}
+	if marked := quarantinedInLog(t, home, merged); len(marked) != 1 || marked[0] != "healed" {
+		t.Fatalf("journal log --json after the heal marks %v; want the replaced side as healed", marked)
+	}
 	if again := mustTern(t, home, "", "capsule", "heal", merged); !strings.Contains(again, "nothing to heal") {
 		t.Fatalf("heal again: %s", again)
 	}
+}
+
+// quarantinedInLog runs journal log --json on dir and returns the
+// "quarantined" value of each marked line, in order. It fails the test if
+// an unmarked line is not the journal's stored line or a marked one is not
+// the stored line plus the mark.
+func quarantinedInLog(t *testing.T, home, dir string) []string {
+	t.Helper()
+	stored := map[string]bool{}
+	raw, err := os.ReadFile(filepath.Join(dir, capsule.JournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		stored[l] = true
+	}
+	var marks []string
+	for _, l := range strings.Split(strings.TrimSpace(mustTern(t, home, "", "journal", "log", dir, "--json")), "\n") {
+		var m struct {
+			Quarantined string `json:"quarantined"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("journal log --json printed %q: %v", l, err)
+		}
+		if m.Quarantined == "" {
+			if !stored[l] {
+				t.Fatalf("journal log --json printed a line not in the journal: %s", l)
+			}
+			continue
+		}
+		suffix := `,"quarantined":"` + m.Quarantined + `"}`
+		if !strings.HasSuffix(l, suffix) || !stored[strings.TrimSuffix(l, suffix)+"}"] {
+			t.Fatalf("a marked line is not the stored line plus the mark: %s", l)
+		}
+		marks = append(marks, m.Quarantined)
+	}
+	return marks
 }
 
 func TestVerifySignerMustBeAPeerIDInItsCanonicalSpelling(t *testing.T) {

@@ -116,7 +116,7 @@ func journalLogCmd(e *env) *cobra.Command {
 	c := &cobra.Command{
 		Use:     "log PATH [--json]",
 		Example: "  tern journal log ./agent\n  tern journal log $AGENT --json | jq -c 'select(.type == \"message\")'",
-		Short:   "Print the journal in its total order (--json: one event per line, exactly as stored)",
+		Short:   "Print the journal in its total order (--json: one event per line, as stored, quarantined ones marked)",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := capsule.Open(capsulePath(args[0]))
@@ -129,42 +129,52 @@ func journalLogCmd(e *env) *cobra.Command {
 				return err
 			}
 			journal.Sort(events)
-			_, quarantined := journal.Readable(events)
-			q := map[string]bool{}
-			for _, ev := range quarantined {
-				q[ev.ID] = true
-			}
-			replaced := map[string]bool{} // set aside by a heal, rather than quarantined by a problem
-			for _, ev := range events {
-				var h journal.HealBody
-				if ev.Type == journal.HealType && json.Unmarshal(ev.Body, &h) == nil {
-					for _, r := range h.Replaced {
-						replaced[r.ID] = true
-					}
-				}
-			}
+			aside := journal.Quarantined(events)
 			w := bufio.NewWriter(e.stdout)
 			defer w.Flush()
 			for _, ev := range events {
+				why := aside[ev.ID]
 				if asJSON {
-					w.Write(ev.Line())
+					w.Write(markedLine(ev, why))
 					w.WriteByte('\n')
 					continue
 				}
 				mark := ""
-				switch {
-				case q[ev.ID] && replaced[ev.ID]:
+				switch why {
+				case "":
+				case journal.AsideHealed:
 					mark = " SET ASIDE (healed)"
-				case q[ev.ID]:
-					mark = " QUARANTINED"
+				case journal.AsideStaleEpoch:
+					mark = " SET ASIDE (written under an ended epoch)"
+				case journal.AsideFork:
+					mark = " QUARANTINED (fork)"
+				default:
+					mark = " QUARANTINED (broken chain)"
 				}
 				fmt.Fprintf(w, "%6d  %s#%d  %-14s %s/%s  %s%s\n", ev.Clock, shortPeer(ev.Machine), ev.Seq, ev.Type, ev.Session, ev.Turn, summary(ev), mark)
 			}
 			return nil
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "one event per line, the stored canonical JSON")
+	c.Flags().BoolVar(&asJSON, "json", false, "one event per line, the stored canonical JSON; an event kept aside gains \"quarantined\": why")
 	return c
+}
+
+// markedLine is an event's stored line, with "quarantined" added as its last
+// field when the journal keeps it aside (why: healed, stale_epoch, fork or
+// broken_chain), so a script can select(.quarantined) or drop them. A line
+// without the field is byte for byte the stored one; del(.quarantined) gives
+// it back for a marked one.
+func markedLine(ev *journal.Event, why string) []byte {
+	line := ev.Line()
+	if why == "" {
+		return line
+	}
+	q, _ := json.Marshal(why)
+	out := append([]byte(nil), line[:len(line)-1]...)
+	out = append(out, `,"quarantined":`...)
+	out = append(out, q...)
+	return append(out, '}')
 }
 
 func shortPeer(p string) string {
