@@ -472,11 +472,14 @@ func (d *Dir) SnapshotAt(ctx context.Context, s journal.Signer, epoch uint64, wo
 // it left out (a folder's ending in /).
 func (d *Dir) SnapshotWith(ctx context.Context, s journal.Signer, epoch uint64, workspace string, opt SnapshotOptions) (SnapshotEventBody, []string, error) {
 	st, err := os.Stat(workspace)
+	if errors.Is(err, fs.ErrNotExist) {
+		return SnapshotEventBody{}, nil, badWorkspace{fmt.Errorf("snapshot: %s does not exist", workspace)}
+	}
 	if err != nil {
 		return SnapshotEventBody{}, nil, fmt.Errorf("snapshot: %w", err)
 	}
 	if !st.IsDir() {
-		return SnapshotEventBody{}, nil, fmt.Errorf("snapshot: %s is not a folder", workspace)
+		return SnapshotEventBody{}, nil, badWorkspace{fmt.Errorf("snapshot: %s is not a folder", workspace)}
 	}
 	snap, blobs, left, err := takeSnapshot(d.dir, workspace, opt)
 	if err != nil {

@@ -193,6 +193,16 @@ func excluded(patterns []string, rel string, isDir bool) bool {
 	return false
 }
 
+// ErrBadWorkspace marks a snapshot refused for what the workspace is or
+// holds (not a folder, a symbolic link or device inside, a pattern that is
+// no pattern): the caller's input, not the capsule's fault.
+var ErrBadWorkspace = errors.New("the workspace cannot be snapshotted")
+
+// badWorkspace is a refusal that says what was wrong and is ErrBadWorkspace.
+type badWorkspace struct{ error }
+
+func (badWorkspace) Is(target error) bool { return target == ErrBadWorkspace }
+
 // readIgnore returns the patterns of the workspace's .ternignore, if any.
 func readIgnore(workspace string) ([]string, error) {
 	data, err := os.ReadFile(filepath.Join(workspace, IgnoreFile))
@@ -223,11 +233,11 @@ func readIgnore(workspace string) ([]string, error) {
 func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[string]FileEntry, []string, error) {
 	ignore, err := readIgnore(workspace)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("snapshot %s: %w", workspace, err)
+		return nil, nil, nil, badWorkspace{fmt.Errorf("snapshot %s: %w", workspace, err)}
 	}
 	for _, p := range opt.Exclude {
 		if _, err := path.Match(strings.Trim(p, "/"), ""); err != nil {
-			return nil, nil, nil, fmt.Errorf("snapshot: --exclude %q is not a pattern: %v", p, err)
+			return nil, nil, nil, badWorkspace{fmt.Errorf("snapshot: --exclude %q is not a pattern: %v", p, err)}
 		}
 	}
 	patterns := append(append(slices.Clone(DefaultExclude), ignore...), opt.Exclude...)
@@ -270,7 +280,7 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 			files = append(files, file{rel, p, info.Mode()})
 			return nil
 		}
-		return fmt.Errorf("snapshot %s: %s is a %s; only regular files and folders can be snapshotted (replace it with a copy, remove it, or leave it out with --exclude or %s)", workspace, rel, kindOf(info.Mode()), IgnoreFile)
+		return badWorkspace{fmt.Errorf("snapshot %s: %s is a %s; only regular files and folders can be snapshotted (replace it with a copy, remove it, or leave it out with --exclude or %s)", workspace, rel, kindOf(info.Mode()), IgnoreFile)}
 	})
 	if err != nil {
 		return nil, nil, nil, err

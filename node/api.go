@@ -63,6 +63,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/capsules/{id}/events", n.handleAppend)
 	mux.HandleFunc("POST /v1/capsules/{id}/heal", n.handleHeal)
 	mux.HandleFunc("POST /v1/capsules/{id}/accept", n.handleAccept)
+	mux.HandleFunc("POST /v1/capsules/{id}/snapshot", n.handleSnapshot)
 	mux.HandleFunc("POST /v1/capsules/{id}/migrate", n.handleMigrate)
 	mux.HandleFunc("GET /v1/capsules/{id}/holder", n.handleHolder)
 	mux.HandleFunc("POST /v1/capsules/{id}/resolve", n.handleResolve)
@@ -505,6 +506,46 @@ func (n *Node) handleAccept(w http.ResponseWriter, r *http.Request) {
 		names = []string{}
 	}
 	writeJSON(w, map[string]any{"accepted": names})
+}
+
+// SnapshotRequest is the body of POST /v1/capsules/{id}/snapshot.
+type SnapshotRequest struct {
+	Workspace string   `json:"workspace"` // an absolute path of a folder on the node's machine
+	Exclude   []string `json:"exclude"`   // patterns to leave out, as in .ternignore
+}
+
+// handleSnapshot records a folder on the node's machine as the agent's
+// workspace snapshot (see Node.Snapshot) and answers with the snapshot
+// event's body and the paths left out.
+func (n *Node) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
+	var req SnapshotRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("the request body: %v (want {\"workspace\": \"/abs/path\", \"exclude\": [...]})", err))
+		return
+	}
+	if !filepath.IsAbs(req.Workspace) {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("workspace %q: give the absolute path of a folder on the node's machine", req.Workspace))
+		return
+	}
+	body, left, err := n.Snapshot(r.Context(), id, req.Workspace, capsule.SnapshotOptions{Exclude: req.Exclude})
+	if err != nil {
+		code := statusOf(err)
+		if errors.Is(err, capsule.ErrBadWorkspace) {
+			code = http.StatusBadRequest
+		}
+		n.httpError(w, code, err)
+		return
+	}
+	if left == nil {
+		left = []string{}
+	}
+	writeJSON(w, map[string]any{"snapshot": body.Snapshot, "files": body.Files, "bytes": body.Bytes, "left_out": left})
 }
 
 // handleHeal heals the forks of this node's own chain in the agent's

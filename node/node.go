@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -429,6 +430,78 @@ func (n *Node) Accept(ctx context.Context, agent string) ([]string, error) {
 		return err
 	})
 	return names, err
+}
+
+// Snapshot records the files of the folder workspace, on this machine, as
+// the agent's current workspace snapshot (see capsule.Dir.SnapshotWith),
+// signed by the node, its one writer: under the holder's epoch while the
+// agent runs here, as an offline edit otherwise. It waits for a tool call
+// of the agent to finish (and its own snapshot to be recorded). When the
+// agent's working folder ($TERN_HOME/workspaces/AGENT) exists and is not
+// workspace itself, it is then replaced by the new snapshot, so the tools
+// go on from what was recorded. The event reaches the peers by
+// anti-entropy. A workspace that cannot be snapshotted fails with
+// capsule.ErrBadWorkspace, and nothing is recorded.
+func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsule.SnapshotOptions) (capsule.SnapshotEventBody, []string, error) {
+	var body capsule.SnapshotEventBody
+	unlock, err := n.turns.workspaces.lock(ctx, agent)
+	if err != nil {
+		return body, nil, err
+	}
+	defer unlock()
+	epoch, release, err := n.holders.appendEpoch(agent)
+	if err != nil {
+		return body, nil, err
+	}
+	defer release()
+	own := filepath.Join(n.home, WorkspacesDir, agent)
+	var left []string
+	err = n.store.sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
+		var err error
+		if body, left, err = d.SnapshotWith(ctx, n.id, epoch, workspace, opt); err != nil {
+			return err
+		}
+		if same, err := sameFolder(workspace, own); same || errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return n.replaceWorkspace(d, own)
+	})
+	return body, left, err
+}
+
+// replaceWorkspace writes d's current snapshot in place of the folder ws:
+// materialized beside it, then swapped in by two renames; the old folder
+// is removed in the background. A crash between the renames leaves no
+// folder, which the runtime materializes again from the capsule.
+func (n *Node) replaceWorkspace(d *capsule.Dir, ws string) error {
+	stamp := fmt.Sprint(time.Now().UnixNano())
+	fresh, old := ws+".new-"+stamp, ws+".old-"+stamp
+	if err := d.Materialize(fresh); err != nil {
+		return fmt.Errorf("refreshing the agent's working folder: %w", err)
+	}
+	if err := os.Rename(ws, old); err != nil {
+		os.RemoveAll(fresh)
+		return fmt.Errorf("refreshing the agent's working folder: %w", err)
+	}
+	if err := os.Rename(fresh, ws); err != nil {
+		return fmt.Errorf("refreshing the agent's working folder: %w", err)
+	}
+	n.spawn(func() { os.RemoveAll(old) })
+	return nil
+}
+
+// sameFolder reports whether a and b are one folder; an error when either
+// cannot be read (fs.ErrNotExist when it does not exist).
+func sameFolder(a, b string) (bool, error) {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false, err
+	}
+	sb, err := os.Stat(b)
+	if err != nil {
+		return false, err
+	}
+	return os.SameFile(sa, sb), nil
 }
 
 // Heal heals the forks of this node's own chain in the agent's capsule

@@ -51,16 +51,45 @@ type agentRuntime struct {
 	n *Node
 
 	mu           sync.Mutex
-	runners      map[string]*runner       // by session: its one running turn's runner
-	live         map[string]*liveTurn     // by turn, while it runs here
-	sessions     map[string]string        // session → agent, as learnt
-	sessionLocks map[string]chan struct{} // by session: one request that starts or cancels a turn at a time
+	runners      map[string]*runner   // by session: its one running turn's runner
+	live         map[string]*liveTurn // by turn, while it runs here
+	sessions     map[string]string    // session → agent, as learnt
+	sessionLocks keyedLocks           // by session: one request that starts or cancels a turn at a time
+	workspaces   keyedLocks           // by agent: its working folder, for a tool call and the snapshot after it, or a snapshot by hand
 	models       func(provider.Settings) (provider.Model, error)
 
 	// What the runtime wrote, for the benchmarks: durable appends (each
 	// one group commit: one write and one fsync of the journal) and
 	// workspace snapshots.
 	appends, snapshots atomic.Int64
+}
+
+// keyedLocks is a mutex per key, made on first use, whose wait a context
+// can end.
+type keyedLocks struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// lock takes key's lock, or fails with ctx's error; call the func it
+// returns to release it.
+func (kl *keyedLocks) lock(ctx context.Context, key string) (func(), error) {
+	kl.mu.Lock()
+	if kl.m == nil {
+		kl.m = map[string]chan struct{}{}
+	}
+	ch := kl.m[key]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		kl.m[key] = ch
+	}
+	kl.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // runner is the goroutine of one running turn.
@@ -338,20 +367,9 @@ func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error 
 			return nil
 		}
 		var actions []session.Action
-		changed, wrote, err := rt.reconcile(ctx, r, v, ws, &actions)
+		changed, err := rt.runTools(ctx, r, v, ws, &actions)
 		if err != nil {
 			return err
-		}
-		if !changed {
-			changed, wrote, err = rt.settleCalls(ctx, r, v, ws, &actions)
-			if err != nil {
-				return err
-			}
-		}
-		if wrote {
-			if err := rt.snapshot(ctx, r.agent, ws); err != nil {
-				rt.n.log.Warn("could not snapshot the workspace after a tool call", "agent", r.agent, "err", err)
-			}
 		}
 		if len(actions) > 0 {
 			_, err := rt.appendTurn(ctx, r.agent, draft(r.session, r.turn, session.TurnEnded,
@@ -696,6 +714,32 @@ func (rt *agentRuntime) workspace(agent string) (string, error) {
 	}
 	err := rt.n.store.With(agent, func(d *capsule.Dir) error { return d.Materialize(ws) })
 	return ws, err
+}
+
+// runTools reconciles the turn's operations without outcome, or else
+// settles its open calls (see reconcile and settleCalls), and snapshots
+// the workspace when a tool with an effect ran, all holding the agent's
+// working folder, so that a snapshot by hand never comes between a tool
+// and the snapshot of what it did.
+func (rt *agentRuntime) runTools(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed bool, err error) {
+	unlock, err := rt.workspaces.lock(ctx, r.agent)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	changed, wrote, err := rt.reconcile(ctx, r, v, ws, actions)
+	if err == nil && !changed {
+		changed, wrote, err = rt.settleCalls(ctx, r, v, ws, actions)
+	}
+	if err != nil {
+		return changed, err
+	}
+	if wrote {
+		if err := rt.snapshot(ctx, r.agent, ws); err != nil {
+			rt.n.log.Warn("could not snapshot the workspace after a tool call", "agent", r.agent, "err", err)
+		}
+	}
+	return changed, nil
 }
 
 // snapshot records the workspace in the capsule after tools changed it,

@@ -255,7 +255,7 @@ func (n *Node) handleNewTurn(w http.ResponseWriter, r *http.Request) {
 	rt := n.turns
 	// One request at a time per session: Plan reads the state the append
 	// extends.
-	unlock := rt.lockSession(sessionID)
+	unlock, _ := rt.sessionLocks.lock(context.Background(), sessionID)
 	defer unlock()
 	st, err := rt.state(agent)
 	if err != nil {
@@ -302,23 +302,6 @@ func planStatus(err error) int {
 		return http.StatusUnprocessableEntity
 	}
 	return http.StatusInternalServerError
-}
-
-// lockSession serializes the requests that start or cancel turns of one
-// session on this node.
-func (rt *agentRuntime) lockSession(sessionID string) func() {
-	rt.mu.Lock()
-	if rt.sessionLocks == nil {
-		rt.sessionLocks = map[string]chan struct{}{}
-	}
-	ch := rt.sessionLocks[sessionID]
-	if ch == nil {
-		ch = make(chan struct{}, 1)
-		rt.sessionLocks[sessionID] = ch
-	}
-	rt.mu.Unlock()
-	ch <- struct{}{}
-	return func() { <-ch }
 }
 
 // turnInfo is the API's view of turn t of the agent.
@@ -397,7 +380,7 @@ func (n *Node) handleCancelTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt := n.turns
-	unlock := rt.lockSession(t.Session)
+	unlock, _ := rt.sessionLocks.lock(context.Background(), t.Session)
 	defer unlock()
 	rt.stop(t.Session)
 	st, err := rt.state(agent)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -372,38 +373,80 @@ func capsuleMergeCmd(e *env) *cobra.Command {
 func capsuleSnapshotCmd(e *env) *cobra.Command {
 	var exclude []string
 	c := &cobra.Command{
-		Use:   "snapshot DIR WORKSPACE [--exclude PATTERN]...",
+		Use:   "snapshot DIR|AGENT-ID WORKSPACE [--exclude PATTERN]...",
 		Short: "Store a workspace folder in the capsule and make it the current snapshot",
 		Long: "Stores WORKSPACE's files as blobs of the capsule and makes them its current snapshot.\n" +
 			"It leaves out .git/, what WORKSPACE/.ternignore lists (one pattern per line, # comments)\n" +
 			"and what --exclude names. A pattern ending in / matches folders only; one with a / elsewhere\n" +
 			"matches the path from WORKSPACE's root; any other matches a name at any depth (*.log,\n" +
-			"node_modules/). A symbolic link or a device is refused, naming it, and nothing is stored.",
-		Example: "  tern capsule snapshot ./agent ./project --exclude 'node_modules/' --exclude '*.log'",
-		Args:    cobra.ExactArgs(2),
+			"node_modules/). A symbolic link or a device is refused, naming it, and nothing is stored.\n" +
+			"Given an agent id (or the node's folder of it), the running node records it, after any\n" +
+			"tool call in progress, and its tools go on from the new snapshot.",
+		Example: "  tern capsule snapshot ./agent ./project --exclude 'node_modules/' --exclude '*.log'\n" +
+			"  tern capsule snapshot $AGENT ./project",
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := e.openWriter(cmd.Context(), args[0], false)
+			ctx := cmd.Context()
+			if _, err := os.Stat(args[0]); err != nil && capsule.ValidAgentID(args[0]) {
+				return e.snapshotThroughNode(ctx, args[0], args[1], exclude)
+			}
+			w, err := e.openWriter(ctx, args[0], false)
+			var held *heldByNode
+			if errors.As(err, &held) {
+				return e.snapshotThroughNode(ctx, held.agent, args[1], exclude)
+			}
 			if err != nil {
 				return err
 			}
-			body, left, err := w.SnapshotWith(cmd.Context(), w.id, 0, args[1], capsule.SnapshotOptions{Exclude: exclude})
+			body, left, err := w.SnapshotWith(ctx, w.id, 0, args[1], capsule.SnapshotOptions{Exclude: exclude})
 			if err = errors.Join(err, w.Close()); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "snapshot %s: %s, %d bytes\n", body.Snapshot, plural(body.Files, "file"), body.Bytes)
-			if len(left) > 0 {
-				shown := left[:min(len(left), 5)]
-				more := ""
-				if len(left) > len(shown) {
-					more = fmt.Sprintf(" and %d more", len(left)-len(shown))
-				}
-				fmt.Fprintf(e.stderr, "left out %s%s (.git/ always; .ternignore and --exclude the rest)\n", strings.Join(shown, ", "), more)
-			}
+			e.printSnapshot(body, left, "")
 			return nil
 		},
 	}
 	c.Flags().StringArrayVar(&exclude, "exclude", nil, "leave out paths matching PATTERN (repeatable)")
 	return c
+}
+
+// snapshotThroughNode records workspace as the snapshot of the running
+// node's copy of agent.
+func (e *env) snapshotThroughNode(ctx context.Context, agent, workspace string, exclude []string) error {
+	abs, err := filepath.Abs(workspace)
+	if err != nil {
+		return err
+	}
+	cl, err := e.client()
+	if err != nil {
+		return err
+	}
+	req, err := json.Marshal(node.SnapshotRequest{Workspace: abs, Exclude: exclude})
+	if err != nil {
+		return err
+	}
+	var res struct {
+		capsule.SnapshotEventBody
+		LeftOut []string `json:"left_out"`
+	}
+	if err := cl.Do(ctx, http.MethodPost, "/v1/capsules/"+url.PathEscape(agent)+"/snapshot", bytes.NewReader(req), &res); err != nil {
+		return err
+	}
+	e.printSnapshot(res.SnapshotEventBody, res.LeftOut, " (through the node)")
+	return nil
+}
+
+// printSnapshot says what a snapshot stored and, on stderr, what it left out.
+func (e *env) printSnapshot(body capsule.SnapshotEventBody, left []string, how string) {
+	fmt.Fprintf(e.stdout, "snapshot %s: %s, %d bytes%s\n", body.Snapshot, plural(body.Files, "file"), body.Bytes, how)
+	if len(left) > 0 {
+		shown := left[:min(len(left), 5)]
+		more := ""
+		if len(left) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(left)-len(shown))
+		}
+		fmt.Fprintf(e.stderr, "left out %s%s (.git/ always; .ternignore and --exclude the rest)\n", strings.Join(shown, ", "), more)
+	}
 }
 
 func capsuleMaterializeCmd(e *env) *cobra.Command {

@@ -258,3 +258,51 @@ func TestTheNodeRunsTurnsOnlyWithAcceptedEdits(t *testing.T) {
 		t.Fatalf("a bad edit: exit %d %q", code, errs)
 	}
 }
+
+// A snapshot by agent id goes through the node, which records it and
+// refreshes the agent's working folder: the next tool call sees the new
+// files, not what the last one left.
+func TestASnapshotByAgentIDGoesThroughTheNodeAndTheToolsGoOnFromIt(t *testing.T) {
+	home := t.TempDir()
+	runNode(t, home)
+	id := importAgent(t, home, func(a map[string]any) {
+		for _, tl := range a["tools"].([]any) {
+			if m := tl.(map[string]any); m["name"] == "shell" {
+				m["approval"] = false
+			}
+		}
+	})
+	mustTern(t, home, "", "turn", id, `!call shell {"command": "echo from a tool > a.txt"}`)
+
+	project := t.TempDir()
+	os.WriteFile(filepath.Join(project, "b.txt"), []byte("from the person\n"), 0o644)
+	os.MkdirAll(filepath.Join(project, "node_modules", "x"), 0o755)
+	os.WriteFile(filepath.Join(project, "node_modules", "x", "index.js"), []byte("//"), 0o644)
+	code, out, errs := tern(t, home, "", "capsule", "snapshot", id, project, "--exclude", "node_modules/")
+	if code != 0 || !strings.Contains(out, "1 file,") || !strings.Contains(out, "(through the node)") || !strings.Contains(errs, "left out node_modules/") {
+		t.Fatalf("snapshot by agent id: exit %d, %q, %q", code, out, errs)
+	}
+	code, out, errs = tern(t, home, "", "turn", id, `!call shell {"command": "ls; cat b.txt"}`)
+	if code != 0 || !strings.Contains(out, "from the person") || strings.Contains(out, "a.txt") {
+		t.Fatalf("the tool after the snapshot: exit %d, %q, %q", code, out, errs)
+	}
+
+	// The node's own folder of the agent goes through the node too, and a
+	// folder that is not there is refused, naming it, with exit 2.
+	held := filepath.Join(home, node.CapsulesDir, id)
+	if out := mustTern(t, home, "", "capsule", "snapshot", held, project, "--exclude", "node_modules/"); !strings.Contains(out, "(through the node)") {
+		t.Fatalf("snapshot of the node's folder: %q", out)
+	}
+	missing := filepath.Join(project, "nowhere")
+	if code, _, errs := tern(t, home, "", "capsule", "snapshot", id, missing); code != 2 || !strings.Contains(errs, missing+" does not exist") {
+		t.Fatalf("snapshot of a missing folder: exit %d, %q", code, errs)
+	}
+	ws := filepath.Join(t.TempDir(), "ws")
+	mustTern(t, home, "", "capsule", "materialize", id, ws)
+	if b, err := os.ReadFile(filepath.Join(ws, "b.txt")); err != nil || string(b) != "from the person\n" {
+		t.Fatalf("the materialized snapshot: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "node_modules")); err == nil {
+		t.Fatal("the excluded folder was stored")
+	}
+}

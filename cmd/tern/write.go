@@ -36,8 +36,8 @@ type heldByNode struct {
 }
 
 func (h *heldByNode) Error() string {
-	return fmt.Sprintf("%s is the running tern node's copy of agent %s (process %d): the node is its one writer. Append through it with: tern journal append %s; accept edits with: tern capsule accept %s; to snapshot there, stop the node first",
-		h.path, h.agent, h.pid, h.agent, h.agent)
+	return fmt.Sprintf("%s is the running tern node's copy of agent %s (process %d): the node is its one writer. Append through it with: tern journal append %s; accept edits with: tern capsule accept %s; snapshot with: tern capsule snapshot %s WORKSPACE",
+		h.path, h.agent, h.pid, h.agent, h.agent, h.agent)
 }
 
 // writer is a capsule folder opened to sign events in it as this machine.
