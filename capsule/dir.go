@@ -179,6 +179,9 @@ func OpenDir(ctx context.Context, dir string, log *slog.Logger) (*Dir, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	st, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &notThere{dir}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -299,8 +299,21 @@ func (s *tarSource) list() ([]string, error) {
 func (s *tarSource) close() error { return s.f.Close() }
 
 // openSource opens a capsule folder or tar.
+// notThere is the error of a capsule path with nothing there; it is
+// fs.ErrNotExist.
+type notThere struct{ path string }
+
+func (e *notThere) Error() string {
+	return e.path + ": no capsule folder or tar there"
+}
+
+func (e *notThere) Is(target error) bool { return target == fs.ErrNotExist }
+
 func openSource(path string, lim Limits) (source, error) {
 	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &notThere{path}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -88,11 +88,21 @@ func readPeers(path string) (map[peer.ID]Peer, error) {
 	return byID, nil
 }
 
+// ParsePeerID reads a peer ID as tern prints them (12D3KooW…), failing with
+// what one looks like and where to find it rather than the decoder's words.
+func ParsePeerID(s string) (peer.ID, error) {
+	id, err := peer.Decode(s)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a peer ID (one looks like 12D3KooW… followed by 44 letters and digits; tern id prints this machine's)", s)
+	}
+	return id, nil
+}
+
 // checkPeer validates a peer entry and returns its ID.
 func checkPeer(e Peer) (peer.ID, error) {
-	id, err := peer.Decode(e.ID)
+	id, err := ParsePeerID(e.ID)
 	if err != nil {
-		return "", fmt.Errorf("%q is not a peer ID: %v", e.ID, err)
+		return "", err
 	}
 	for _, a := range e.Addrs {
 		if _, err := ma.NewMultiaddr(a); err != nil {
@@ -164,9 +174,9 @@ func (p *Peers) Add(e Peer) error {
 
 // Remove unpairs a peer; it reports whether the peer was paired.
 func (p *Peers) Remove(idStr string) (bool, error) {
-	id, err := peer.Decode(idStr)
+	id, err := ParsePeerID(idStr)
 	if err != nil {
-		return false, fmt.Errorf("%q is not a peer ID: %v", idStr, err)
+		return false, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

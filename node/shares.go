@@ -74,8 +74,8 @@ func (s *Shares) Set(agent, p string, on bool) error {
 	if !capsule.ValidAgentID(agent) {
 		return fmt.Errorf("%q is not an agent id", agent)
 	}
-	if _, err := peer.Decode(p); err != nil {
-		return fmt.Errorf("%q is not a peer ID: %v", p, err)
+	if _, err := ParsePeerID(p); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

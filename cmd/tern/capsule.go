@@ -13,8 +13,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
 	"github.com/spf13/cobra"
 
 	"github.com/tern-dev/tern/capsule"
@@ -253,9 +251,9 @@ func checkPeerID(flag, s string) error {
 	if s == "" {
 		return fmt.Errorf("%s is empty: give the peer ID (12D3KooW…) that must have signed; did a shell variable go unset?", flag)
 	}
-	id, err := peer.Decode(s)
+	id, err := node.ParsePeerID(s)
 	if err != nil {
-		return fmt.Errorf("%s %q is not a peer ID: %v", flag, s, err)
+		return fmt.Errorf("%s: %w", flag, err)
 	}
 	if id.String() != s {
 		return fmt.Errorf("%s %q is not a peer ID in its canonical spelling; write it as %s", flag, s, id)

@@ -130,6 +130,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short:         "Keep an AI agent's state as plain files and move it between your machines",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Args:          groupArgs,
+		RunE:          showHelp,
 	}
 	root.PersistentFlags().BoolVarP(&e.quiet, "quiet", "q", false, "print no line saying what a command did (data and errors still print)")
 	root.SetIn(stdin)

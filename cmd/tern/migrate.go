@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -141,6 +142,10 @@ func resolvePeer(s string) (string, error) {
 		if p.Name == s {
 			return p.ID, nil
 		}
+	}
+	if strings.HasPrefix(s, "12D3KooW") || strings.HasPrefix(s, "Qm") {
+		_, err := node.ParsePeerID(s) // it was meant as one: say what is wrong with it
+		return "", err
 	}
 	return "", fmt.Errorf("%q is neither a peer ID nor the name of a paired peer (tern peer list shows them)", s)
 }

@@ -174,7 +174,7 @@ func peerCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, addrs, err := peerArg(args[0])
 			if err != nil {
-				return err
+				return fmt.Errorf("peer add: %w; to pair a new machine, give its peer ID or the address tern id prints on it, and --name to name it", err)
 			}
 			for _, a := range args[1:] {
 				if _, err := ma.NewMultiaddr(a); err != nil {
