@@ -262,6 +262,19 @@ func TestWritesToTheNodesFolderGoThroughTheNode(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "(through the node)") {
 		t.Fatalf("snapshot of the node's folder: exit %d, %q, %q", code, out, errs)
 	}
+	// export reads the node's copy, named by its folder too; another
+	// folder is pointed to pack, and an existing tar is kept.
+	tar := filepath.Join(t.TempDir(), "agent.tar")
+	if code, _, errs := tern(t, home, "", "capsule", "export", held, "-o", tar); code != 0 || !strings.Contains(errs, "exported "+id) {
+		t.Fatalf("export of the node's folder: exit %d, %q", code, errs)
+	}
+	if code, _, errs := tern(t, home, "", "capsule", "export", dir, "-o", tar+"2"); code != exitBadInput || !strings.Contains(errs, "tern capsule pack "+dir) {
+		t.Fatalf("export of another folder: exit %d, %q", code, errs)
+	}
+	if code, _, errs := tern(t, home, "", "capsule", "export", id, "-o", tar); code != exitBadInput || !strings.Contains(errs, "--force") {
+		t.Fatalf("export over an existing tar: exit %d, %q", code, errs)
+	}
+	mustTern(t, home, "", "capsule", "export", id, "-o", tar, "--force")
 	// The node's chain of the agent is claimed: another copy cannot be
 	// signed meanwhile, and a command in another process says so at once.
 	cmd := ternProcess(home, draftLine("in the old copy"), "journal", "append", dir)

@@ -527,20 +527,31 @@ func capsuleImportCmd(e *env) *cobra.Command {
 
 func capsuleExportCmd(e *env) *cobra.Command {
 	var out string
+	var force bool
 	c := &cobra.Command{
-		Use:     "export ID -o FILE.tar",
+		Use:     "export AGENT-ID -o FILE.tar [--force]",
 		Example: "  tern capsule export $AGENT -o agent.tar",
 		Short:   "Write the running node's copy of a capsule as a tar",
-		Args:    cobra.ExactArgs(1),
+		Long: "Writes the running node's copy of the agent as a capsule tar and verifies it. The node's\n" +
+			"folder of the agent ($TERN_HOME/capsules/AGENT-ID) names it too; for any other capsule\n" +
+			"folder, tern capsule pack writes the tar.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return fmt.Errorf("capsule export: -o FILE.tar is required")
+			}
+			if _, err := os.Stat(out); err == nil && !force {
+				return fmt.Errorf("capsule export: %s exists; give another name, or --force to replace it", out)
+			}
+			agent, err := heldAgent(args[0])
+			if err != nil {
+				return err
 			}
 			cl, err := e.client()
 			if err != nil {
 				return err
 			}
-			resp, err := cl.Raw(cmd.Context(), http.MethodGet, "/v1/capsules/"+url.PathEscape(args[0])+"/export", nil)
+			resp, err := cl.Raw(cmd.Context(), http.MethodGet, "/v1/capsules/"+url.PathEscape(agent)+"/export", nil)
 			if err != nil {
 				return err
 			}
@@ -564,12 +575,40 @@ func capsuleExportCmd(e *env) *cobra.Command {
 				os.Remove(abs)
 				return checkFailed("the exported tar does not verify: %v", rep.Issues()[0])
 			}
-			e.done("exported %s to %s: %s, verified", args[0], out, plural(rep.Events, "event"))
+			e.done("exported %s to %s: %s, verified", agent, out, plural(rep.Events, "event"))
 			return nil
 		},
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "the tar file to write")
+	c.Flags().BoolVar(&force, "force", false, "replace FILE.tar if it exists")
 	return c
+}
+
+// heldAgent is the agent id arg names: an agent id, or the node's folder
+// of one. Any other capsule folder is refused, saying how to make its tar.
+func heldAgent(arg string) (string, error) {
+	if capsule.ValidAgentID(arg) {
+		return arg, nil
+	}
+	if _, err := os.Stat(arg); err != nil {
+		return "", fmt.Errorf("%q is neither an agent id nor a capsule folder", arg)
+	}
+	home, err := node.Home()
+	if err != nil {
+		return "", err
+	}
+	abs, err := resolved(arg)
+	if err != nil {
+		return "", err
+	}
+	store, err := resolved(filepath.Join(home, node.CapsulesDir))
+	if err != nil {
+		return "", err
+	}
+	if id := filepath.Base(abs); filepath.Dir(abs) == store && capsule.ValidAgentID(id) {
+		return id, nil
+	}
+	return "", fmt.Errorf("%s is a folder, not the node's copy of an agent: write its tar with tern capsule pack %s -o FILE.tar", arg, arg)
 }
 
 func capsuleListCmd(e *env) *cobra.Command {
