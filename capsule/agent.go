@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/tern-dev/tern/memory"
 )
 
 // Agent is agent.json: what the agent is, which model it talks to by
@@ -30,6 +32,63 @@ type Agent struct {
 	// secret set NAME), never the key; empty sends no key.
 	KeySecret string `json:"key_secret,omitempty"`
 	Tools     []Tool `json:"tools"`
+	// Memory chooses how the agent's notes are indexed; absent: the
+	// built-in embedder, notes only.
+	Memory *MemorySettings `json:"memory,omitempty"`
+}
+
+// MemorySettings are agent.json's "memory": the embedder that builds the
+// semantic index, and whether the workspace's text files are indexed too.
+type MemorySettings struct {
+	// Embedder is "builtin" (the default: offline, no download), "openai"
+	// (any OpenAI-compatible /v1/embeddings), "ollama" or "gemini".
+	Embedder  string `json:"embedder,omitempty"`
+	Model     string `json:"model,omitempty"`      // the provider's embedding model
+	BaseURL   string `json:"base_url,omitempty"`   // as for the agent's model; empty: the provider's default
+	KeySecret string `json:"key_secret,omitempty"` // the secret holding the key, never the key
+	Dim       int    `json:"dim,omitempty"`        // the vectors' dimension; 0: the model's own
+	Workspace bool   `json:"workspace,omitempty"`  // index the workspace's text files as well as the notes
+}
+
+// Embedders are the names memory.embedder may take.
+var Embedders = []string{"builtin", "openai", "ollama", "gemini"}
+
+// EmbedderSpec is what the agent's index records as its embedder.
+func (a Agent) EmbedderSpec() memory.EmbedderSpec {
+	m := a.Memory
+	if m == nil || m.Embedder == "" || m.Embedder == "builtin" {
+		return memory.BuiltinSpec
+	}
+	return memory.EmbedderSpec{Name: m.Embedder, Model: m.Model, Dim: m.Dim}
+}
+
+// check checks agent.json's memory settings.
+func (m *MemorySettings) check() error {
+	if m == nil {
+		return nil
+	}
+	if m.Embedder != "" && !slices.Contains(Embedders, m.Embedder) {
+		return fmt.Errorf("memory.embedder %q is not one of %s", m.Embedder, strings.Join(Embedders, ", "))
+	}
+	builtin := m.Embedder == "" || m.Embedder == "builtin"
+	switch {
+	case builtin && (m.Model != "" || m.BaseURL != "" || m.KeySecret != "" || m.Dim != 0):
+		return fmt.Errorf("memory: the built-in embedder takes no model, base_url, key_secret or dim; set memory.embedder to openai, ollama or gemini to use a provider's")
+	case !builtin && m.Model == "":
+		return fmt.Errorf("memory.model is empty: name the %s embedding model to use", m.Embedder)
+	case m.Dim < 0 || m.Dim > 8192:
+		return fmt.Errorf("memory.dim %d: give the vectors' dimension (1 to 8192), or leave it out", m.Dim)
+	}
+	if m.BaseURL != "" {
+		u, err := url.Parse(m.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+			return fmt.Errorf("memory.base_url %q is not an http:// or https:// base URL", m.BaseURL)
+		}
+	}
+	if m.KeySecret != "" && (!secretName.MatchString(m.KeySecret) || looksLikeKey(m.KeySecret)) {
+		return fmt.Errorf("memory.key_secret is not a secret name (a letter, then letters, digits or _): it names the secret that holds the key, never the key itself")
+	}
+	return nil
 }
 
 // Providers are the names agent.json's provider may take: the wire
@@ -87,6 +146,9 @@ func ParseAgent(data []byte) (Agent, error) {
 		return a, fmt.Errorf("agent.json: name is empty")
 	}
 	if err := a.checkModel(); err != nil {
+		return a, fmt.Errorf("agent.json: %v", err)
+	}
+	if err := a.Memory.check(); err != nil {
 		return a, fmt.Errorf("agent.json: %v", err)
 	}
 	for i, t := range a.Tools {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/memory"
 )
 
 // Dir is a capsule folder opened for writing: it holds the folder's lock
@@ -371,9 +372,25 @@ func (d *Dir) Append(ctx context.Context, s journal.Signer, epoch uint64, drafts
 	return d.AppendReserved(ctx, s, epoch, drafts...)
 }
 
+// checkNoteDrafts refuses a memory.note draft whose body is not one.
+func checkNoteDrafts(drafts []journal.Draft) error {
+	for i, dr := range drafts {
+		if dr.Type != memory.NoteType {
+			continue
+		}
+		if err := memory.CheckNoteBody(dr.Body); err != nil {
+			return fmt.Errorf("%w: draft %d: type %q: %v", journal.ErrInvalidDraft, i+1, dr.Type, err)
+		}
+	}
+	return nil
+}
+
 // AppendReserved is Append without the refusal of the types only tern
 // writes: for tern's own code that writes them with what they name.
 func (d *Dir) AppendReserved(ctx context.Context, s journal.Signer, epoch uint64, drafts ...journal.Draft) ([]*journal.Event, error) {
+	if err := checkNoteDrafts(drafts); err != nil {
+		return nil, err
+	}
 	jl, err := d.journalLog()
 	if err != nil {
 		return nil, err
@@ -385,7 +402,13 @@ func (d *Dir) AppendReserved(ctx context.Context, s journal.Signer, epoch uint64
 	if err != nil {
 		return nil, err
 	}
-	return evs, d.commit(nil, nil)
+	var files map[string][]byte
+	if slices.ContainsFunc(evs, namesContent) {
+		if files, err = d.derivedUpdates(nil); err != nil {
+			return evs, err
+		}
+	}
+	return evs, d.commit(files, nil)
 }
 
 // AddEvents stores events that other machines wrote (received by sync or
@@ -418,7 +441,7 @@ func (d *Dir) AddEvents(ctx context.Context, events []*journal.Event) ([]*journa
 // namesContent reports whether e can change snapshot.json or an editable
 // file (see derivedUpdates) when it joins a whole journal.
 func namesContent(e *journal.Event) bool {
-	return e.Type == SnapshotEventType || e.Type == FileUpdatedEventType
+	return e.Type == SnapshotEventType || e.Type == FileUpdatedEventType || e.Type == memory.NoteType
 }
 
 // Events returns the journal's events as the open log holds them, in file
@@ -518,7 +541,12 @@ func (d *Dir) SnapshotWith(ctx context.Context, s journal.Signer, epoch uint64, 
 	if _, err := jl.Append(ctx, s, epoch, journal.Draft{Type: SnapshotEventType, Body: raw}); err != nil {
 		return body, nil, err
 	}
-	return body, left, d.commit(map[string][]byte{SnapshotFile: data}, blobs)
+	files, err := d.derivedUpdates(blobs) // an index of the workspace follows it
+	if err != nil {
+		return body, left, err
+	}
+	files[SnapshotFile] = data
+	return body, left, d.commit(files, blobs)
 }
 
 // commit installs an update: new contents for some layout files, new blobs

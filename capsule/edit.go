@@ -7,15 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/memory"
 )
 
 // Editable lists the files a person may edit in place and then accept with
-// AcceptEdits: the agent definition and the environment spec. Every other
-// file is written only by tern.
-var Editable = []string{AgentFile, EnvironmentFile}
+// AcceptEdits: the agent definition, the environment spec and the working
+// memory (whose edits become note events). Every other file is written
+// only by tern.
+var Editable = []string{AgentFile, EnvironmentFile, NotesFile}
 
 // FileUpdatedEventType is the journal event that records an accepted edit;
 // its body is FileUpdatedBody. The edited content is kept as a blob too, so
@@ -69,6 +72,20 @@ func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, erro
 		if err != nil {
 			return nil, err
 		}
+		if name == NotesFile {
+			evs, err := d.Events()
+			if err != nil {
+				return nil, err
+			}
+			view, _ := journal.Readable(evs)
+			edits, err := memory.Edits(memory.Fold(view), data)
+			if err != nil {
+				return nil, invalidEdit{fmt.Errorf("%s: %w; fix it and accept again", NotesFile, err)}
+			}
+			drafts = append(drafts, edits...)
+			accepted = append(accepted, name)
+			continue
+		}
 		if err := checkEditable(name, data); err != nil {
 			return nil, err
 		}
@@ -95,8 +112,27 @@ func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
-	if _, err := jl.Append(ctx, s, 0, drafts...); err != nil {
+	if len(drafts) > 0 {
+		if _, err := jl.Append(ctx, s, 0, drafts...); err != nil {
+			return nil, err
+		}
+	}
+	derived, err := d.derivedUpdates(blobs)
+	if err != nil {
 		return nil, err
+	}
+	for name, data := range derived {
+		files[name] = data
+	}
+	if slices.Contains(accepted, NotesFile) && files[NotesFile] == nil {
+		// The edit changed nothing the notes say (spaces, say): the
+		// rendering the journal gives replaces it.
+		evs, err := d.Events()
+		if err != nil {
+			return nil, err
+		}
+		view, _ := journal.Readable(evs)
+		files[NotesFile] = memory.Render(memory.Fold(view))
 	}
 	return accepted, d.commit(files, blobs)
 }

@@ -126,17 +126,20 @@ func TestTheLatestAcceptedEditWinsAMerge(t *testing.T) {
 
 func TestCopiesWithDifferentUnacceptedFilesDoNotMerge(t *testing.T) {
 	a, b, _, _ := diverge(t)
-	writeNotesIn := func(dir, text string) {
+	// agent.json written without the file.updated event an accept makes:
+	// there is no latest edit to take.
+	writeAgentIn := func(dir, name string) {
 		d, _ := OpenDir(context.Background(), dir, nil)
 		defer d.Close()
-		if err := d.commit(map[string][]byte{NotesFile: []byte(text)}, nil); err != nil {
+		data, _ := DefaultAgent(name).Encode()
+		if err := d.commit(map[string][]byte{AgentFile: data}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	writeNotesIn(a, "one")
-	writeNotesIn(b, "two")
+	writeAgentIn(a, "one")
+	writeAgentIn(b, "two")
 	_, err := Merge(mustOpen(t, a), mustOpen(t, b), filepath.Join(t.TempDir(), "m"))
-	if err == nil || !strings.Contains(err.Error(), NotesFile) {
-		t.Fatalf("merge of differing notes: %v", err)
+	if err == nil || !strings.Contains(err.Error(), AgentFile) {
+		t.Fatalf("merge of differing agent definitions: %v", err)
 	}
 }

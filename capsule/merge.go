@@ -2,6 +2,7 @@ package capsule
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/memory"
 )
 
 // ErrDiverged means two copies of a capsule differ in a file that tern has
@@ -56,7 +58,7 @@ func Merge(a, b *Capsule, out string) (*MergeResult, error) {
 
 	view, _ := journal.Readable(events)
 	files := map[string][]byte{}
-	for _, name := range []string{AgentFile, EnvironmentFile, NotesFile, IndexFile} {
+	for _, name := range []string{AgentFile, EnvironmentFile} {
 		data, err := mergedFile(a, b, view, name)
 		if err != nil {
 			return nil, fmt.Errorf("merge: %w", err)
@@ -68,6 +70,9 @@ func Merge(a, b *Capsule, out string) (*MergeResult, error) {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
 	files[SnapshotFile] = snap
+	if files[NotesFile], files[IndexFile], err = mergedMemory(a, b, view, files); err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
 	var jbuf bytes.Buffer
 	for _, e := range events {
 		jbuf.Write(e.Line())
@@ -151,6 +156,47 @@ func mergedSnapshot(a, b *Capsule, view []*journal.Event) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", SnapshotFile, ErrDiverged)
 	}
 	return data, nil
+}
+
+// mergedMemory derives the merged capsule's working memory and index from
+// the merged view, reusing the vectors of both copies' indexes.
+func mergedMemory(a, b *Capsule, view []*journal.Event, files map[string][]byte) (md, index []byte, err error) {
+	agent, err := ParseAgent(files[AgentFile])
+	if err != nil {
+		return nil, nil, err
+	}
+	var prev []byte
+	if merged := memory.MergeIndexes(indexOf(a), indexOf(b)); merged != nil {
+		prev = merged.Encode()
+	}
+	var items []memory.Item
+	if agent.Memory != nil && agent.Memory.Workspace {
+		if snap, err := ParseSnapshot(files[SnapshotFile]); err == nil {
+			items = workspaceItems(snap, func(h string) ([]byte, bool) {
+				for _, c := range []*Capsule{a, b} {
+					if want, ok := c.Manifest().Files[BlobPath(h)]; ok {
+						if rc, _, err := c.OpenBlob(h); err == nil {
+							if data, err := readAllClose(rc); err == nil && entryOf(data) == want {
+								return data, true
+							}
+						}
+					}
+				}
+				return nil, false
+			})
+		}
+	}
+	return memory.Derive(context.Background(), view, agent.EmbedderSpec(), items, prev)
+}
+
+// indexOf is c's index, or nil when it has none that parses.
+func indexOf(c *Capsule) *memory.Index {
+	data, err := c.ReadFile(IndexFile)
+	if err != nil {
+		return nil
+	}
+	idx, _ := memory.ParseIndex(data)
+	return idx
 }
 
 // mergedFile returns the merged content of a file that is equal in both

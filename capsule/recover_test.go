@@ -10,13 +10,13 @@ import (
 	"testing"
 )
 
-// crashAfterCommit performs the first half of an update of the notes: the
-// new content as NOTES.next and the manifest that commits it, but not the
+// crashAfterCommit performs the first half of an update of agent.json:
+// the new content as agent.json.next and the manifest that commits it, but not the
 // final rename, as a crash right after the commit point leaves it.
-func crashAfterCommit(t *testing.T, dir string, notes []byte) {
+func crashAfterCommit(t *testing.T, dir string, agent []byte) {
 	t.Helper()
 	c := mustOpen(t, dir)
-	if err := WriteFileAtomic(filepath.Join(dir, filepath.FromSlash(NotesFile))+nextSuffix, notes, 0o644); err != nil {
+	if err := WriteFileAtomic(filepath.Join(dir, filepath.FromSlash(AgentFile))+nextSuffix, agent, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := *c.Manifest()
@@ -24,7 +24,7 @@ func crashAfterCommit(t *testing.T, dir string, notes []byte) {
 	for k, v := range c.Manifest().Files {
 		m.Files[k] = v
 	}
-	m.Files[NotesFile] = entryOf(notes)
+	m.Files[AgentFile] = entryOf(agent)
 	data, err := m.Encode()
 	if err != nil {
 		t.Fatal(err)
@@ -38,16 +38,16 @@ func logTo(buf *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler
 
 func TestACrashAfterTheCommitPointLeavesTheNewCapsule(t *testing.T) {
 	dir := fullCapsule(t, newSigner(t))
-	notes := []byte("new notes\n")
-	crashAfterCommit(t, dir, notes)
+	agent, _ := DefaultAgent("renamed").Encode()
+	crashAfterCommit(t, dir, agent)
 
 	rep := mustVerify(t, dir)
 	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "interrupted update") {
 		t.Errorf("notes = %v", rep.Notes)
 	}
-	got, err := mustOpen(t, dir).ReadFile(NotesFile)
-	if err != nil || !bytes.Equal(got, notes) {
-		t.Fatalf("a reader sees %q, %v; want the committed notes", got, err)
+	got, err := mustOpen(t, dir).ReadFile(AgentFile)
+	if err != nil || !bytes.Equal(got, agent) {
+		t.Fatalf("a reader sees %q, %v; want the committed agent.json", got, err)
 	}
 	packed := filepath.Join(t.TempDir(), "a.tar")
 	packTo(t, dir, packed, PackOptions{})
@@ -62,8 +62,8 @@ func TestACrashAfterTheCommitPointLeavesTheNewCapsule(t *testing.T) {
 	if !strings.Contains(log.String(), "completing an update") {
 		t.Errorf("recovery was not logged: %s", log.String())
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, filepath.FromSlash(NotesFile))); !bytes.Equal(b, notes) {
-		t.Errorf("notes after recovery = %q", b)
+	if b, _ := os.ReadFile(filepath.Join(dir, filepath.FromSlash(AgentFile))); !bytes.Equal(b, agent) {
+		t.Errorf("agent.json after recovery = %q", b)
 	}
 	if rep := mustVerify(t, dir); len(rep.Notes) != 0 {
 		t.Errorf("notes after recovery: %v", rep.Notes)

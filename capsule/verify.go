@@ -1,6 +1,8 @@
 package capsule
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/memory"
 )
 
 // VerifyOptions tune Verify. The zero value checks everything with one
@@ -138,9 +141,75 @@ func Verify(path string, opt VerifyOptions) (*Report, error) {
 
 	r.Bytes = checkHashes(c, opt.Workers, r)
 	checkUnlisted(c, r)
-	checkJournal(c, r)
+	view := checkJournal(c, r)
 	checkContent(c, r)
+	checkMemory(c, view, r)
 	return r, nil
+}
+
+// checkMemory checks that working_memory.md and index.json are what the
+// journal's notes derive (see memory.Derive): a built-in index is rebuilt
+// and compared byte for byte; a provider's must hold only current notes'
+// vectors, and those it lacks are a note (a node that has the key embeds
+// them). It checks nothing while the files it derives from are damaged.
+func checkMemory(c *Capsule, view []*journal.Event, r *Report) {
+	for _, p := range r.Issues() {
+		switch p.File {
+		case JournalFile, AgentFile, SnapshotFile, NotesFile, IndexFile:
+			return
+		}
+	}
+	read := func(name string) []byte {
+		data, _ := c.ReadFile(name)
+		return data
+	}
+	agent, err := ParseAgent(read(AgentFile))
+	if err != nil {
+		return
+	}
+	var files []memory.Item
+	if agent.Memory != nil && agent.Memory.Workspace {
+		if snap, err := ParseSnapshot(read(SnapshotFile)); err == nil {
+			files = workspaceItems(snap, func(h string) ([]byte, bool) {
+				rc, _, err := c.OpenBlob(h)
+				if err != nil {
+					return nil, false
+				}
+				data, err := readAllClose(rc)
+				return data, err == nil
+			})
+		}
+	}
+	spec := agent.EmbedderSpec()
+	md, index, err := memory.Derive(context.Background(), view, spec, files, nil)
+	if err != nil {
+		r.problem(IndexFile, err)
+		return
+	}
+	if !bytes.Equal(read(NotesFile), md) {
+		r.problem(NotesFile, fmt.Errorf("does not match the notes in the journal (its memory.note events); tern memory reindex %s writes it again", c.Path))
+	}
+	held := read(IndexFile)
+	if spec == memory.BuiltinSpec {
+		if !bytes.Equal(held, index) {
+			r.problem(IndexFile, fmt.Errorf("does not match the notes in the journal (altered, or built by another embedder than agent.json names); tern memory reindex %s rebuilds it", c.Path))
+		}
+		return
+	}
+	idx, err := memory.ParseIndex(held)
+	if err != nil {
+		r.problem(IndexFile, fmt.Errorf("%v; tern memory reindex %s rebuilds it", err, c.Path))
+		return
+	}
+	items := append(memory.NoteItems(memory.Fold(view)), files...)
+	carried := memory.Carry(items, spec, idx)
+	if len(idx.Entries) > 0 && !bytes.Equal(held, carried.Encode()) {
+		r.problem(IndexFile, fmt.Errorf("holds vectors of notes that are not current, or of another embedder than agent.json names; tern memory reindex %s rebuilds it", c.Path))
+		return
+	}
+	if n := carried.Missing(items); n > 0 {
+		r.notef("%s: %d of %d texts not yet embedded by %s %s; a search where the key is at hand embeds them", IndexFile, n, len(items), spec.Name, spec.Model)
+	}
 }
 
 // checkHashes hashes every listed file on a pool of workers and returns
@@ -274,14 +343,15 @@ func checkUnlisted(c *Capsule, r *Report) {
 	sortProblems(r.Problems)
 }
 
-// checkJournal parses every line of the journal and checks its chains.
-func checkJournal(c *Capsule, r *Report) {
+// checkJournal parses every line of the journal and checks its chains; it
+// returns the readable view.
+func checkJournal(c *Capsule, r *Report) []*journal.Event {
 	data, err := c.ReadFile(JournalFile)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errNotRegular) { // checkFile and scan name those
 			r.problem(JournalFile, err)
 		}
-		return
+		return nil
 	}
 	sealed := c.Manifest().Files[JournalFile].Size
 	events, bad, torn := journal.Decode(data)
@@ -312,6 +382,7 @@ func checkJournal(c *Capsule, r *Report) {
 	if len(problems) == 0 && len(quarantined) > 0 {
 		r.notef("%s: %d events set aside (by a heal, or written under an epoch that had ended): kept, not read", JournalFile, len(quarantined))
 	}
+	return view
 }
 
 // checkContent parses the agent definition, environment spec, index and

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/memory"
 )
 
 func TestANewCapsuleHasEveryFileOfTheLayoutAndVerifies(t *testing.T) {
@@ -129,7 +132,7 @@ func TestTruncatingAnyFileIsCaughtAndNamed(t *testing.T) {
 	s := newSigner(t)
 	dir := fullCapsule(t, s)
 	// Give the notes a body so that their truncation can be seen too.
-	writeNotes(t, dir, "remember the milk\n")
+	writeNotes(t, dir, s, "remember the milk")
 	for _, name := range capsuleFiles(t, dir) {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		orig, err := os.ReadFile(p)
@@ -155,15 +158,19 @@ func TestTruncatingAnyFileIsCaughtAndNamed(t *testing.T) {
 	mustVerify(t, dir)
 }
 
-// writeNotes replaces the notes through a committed update.
-func writeNotes(t *testing.T, dir, text string) {
+// writeNotes adds a note, signed by s, so the notes file has a body.
+func writeNotes(t *testing.T, dir string, s journal.Signer, text string) {
 	t.Helper()
 	d, err := OpenDir(context.Background(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := d.commit(map[string][]byte{NotesFile: []byte(text)}, nil); err != nil {
+	draft, _, err := memory.AddDraft(text, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Append(context.Background(), s, 0, draft); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,14 +1,19 @@
 package capsule
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"unicode/utf8"
 
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/memory"
 )
 
 // referencedBlobs returns the sha256 names of the blobs the readable
@@ -276,5 +281,67 @@ func (d *Dir) derivedUpdates(extra map[string]FileEntry) (map[string][]byte, err
 			break
 		}
 	}
+	mem, err := d.derivedMemory(view, out, read)
+	if err != nil {
+		return nil, err
+	}
+	for name, data := range mem {
+		if entryOf(data) != held[name] {
+			out[name] = data
+		}
+	}
 	return out, nil
+}
+
+// derivedMemory derives working_memory.md and index.json from the view,
+// with agent.json and snapshot.json as they are about to be (updates over
+// the files held), reusing the index held.
+func (d *Dir) derivedMemory(view []*journal.Event, updates map[string][]byte, read func(hex string) ([]byte, bool)) (map[string][]byte, error) {
+	current := func(name string) []byte {
+		if data, ok := updates[name]; ok {
+			return data
+		}
+		data, _ := d.ReadFile(name)
+		return data
+	}
+	agent, err := ParseAgent(current(AgentFile))
+	if err != nil {
+		agent = Agent{} // a damaged agent.json is verify's to report; the notes still derive
+	}
+	var files []memory.Item
+	if agent.Memory != nil && agent.Memory.Workspace {
+		if snap, err := ParseSnapshot(current(SnapshotFile)); err == nil {
+			files = workspaceItems(snap, read)
+		}
+	}
+	md, index, err := memory.Derive(context.Background(), view, agent.EmbedderSpec(), files, current(IndexFile))
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{NotesFile: md, IndexFile: index}, nil
+}
+
+// Workspace files the index takes: text (UTF-8 without NUL) of at most
+// maxIndexedFile bytes.
+const maxIndexedFile = 1 << 20
+
+// workspaceItems are the snapshot's text files, to index.
+func workspaceItems(snap *Snapshot, read func(hex string) ([]byte, bool)) []memory.Item {
+	var out []memory.Item
+	for _, p := range slices.Sorted(maps.Keys(snap.Entries)) {
+		e := snap.Entries[p]
+		if e.Type != "file" || e.Size > maxIndexedFile {
+			continue
+		}
+		h, err := ParseBlobCID(e.CID)
+		if err != nil {
+			continue
+		}
+		data, ok := read(h)
+		if !ok || !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
+			continue
+		}
+		out = append(out, memory.Item{File: p, CID: e.CID, Text: string(data)})
+	}
+	return out
 }

@@ -1,0 +1,111 @@
+package memory
+
+import (
+	"context"
+	"hash/fnv"
+	"strings"
+	"unicode"
+)
+
+// BuiltinDim is the dimension of the built-in embedder's vectors.
+const BuiltinDim = 384
+
+// Builtin is the embedder that needs no download and no network: feature
+// hashing of a text's words (lowercased, lightly stemmed, stop words left
+// out), their first five letters, its word pairs and its words' character
+// trigrams into BuiltinDim signed buckets (FNV-1a; the hash's top bit picks
+// the sign). Each feature counts once: words weigh 6, five-letter stems 3,
+// pairs 2, trigrams 1. The values are integers, so every machine computes
+// the same vector exactly. It finds notes that share words or word stems
+// with the query, not synonyms; a provider embedder does that.
+type Builtin struct{}
+
+// BuiltinSpec is the spec an index built by Builtin records.
+var BuiltinSpec = EmbedderSpec{Name: "builtin", Model: "tern-hash-v1", Dim: BuiltinDim}
+
+// Spec returns BuiltinSpec.
+func (Builtin) Spec() EmbedderSpec { return BuiltinSpec }
+
+// Embed returns the vector of each text.
+func (Builtin) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, t := range texts {
+		out[i] = builtinVector(t)
+	}
+	return out, nil
+}
+
+func builtinVector(text string) []float32 {
+	v := make([]float32, BuiltinDim)
+	seen := map[string]bool{}
+	add := func(feature string, weight float32) {
+		if seen[feature] {
+			return // presence, not counts: a word said twice is no closer
+		}
+		seen[feature] = true
+		h := fnv.New32a()
+		h.Write([]byte(feature))
+		s := h.Sum32()
+		if s&0x80000000 != 0 {
+			weight = -weight
+		}
+		v[s%BuiltinDim] += weight
+	}
+	words := terms(text)
+	for i, w := range words {
+		add("w:"+w, 6)
+		if r := []rune(w); len(r) > 5 {
+			add("f:"+string(r[:5]), 3) // a crude stem: indent·ation, rotat·ion
+		}
+		if i > 0 {
+			add("p:"+words[i-1]+" "+w, 2)
+		}
+		r := []rune("^" + w + "$")
+		for j := 0; j+3 <= len(r); j++ {
+			add("t:"+string(r[j:j+3]), 1)
+		}
+	}
+	return v
+}
+
+// terms are the stemmed words of text, stop words left out.
+func terms(text string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}) {
+		if stopWords[f] {
+			continue
+		}
+		out = append(out, stem(f))
+	}
+	return out
+}
+
+// stem takes common English endings off a word, so that "deploys",
+// "deployed", "deploying" and "deployment" meet "deploy".
+func stem(w string) string {
+	for _, suf := range []string{"ments", "ment", "ings", "ing", "ied", "ies", "ers", "er", "ed", "es", "s"} {
+		if len(w) > len(suf)+2 && strings.HasSuffix(w, suf) {
+			w = strings.TrimSuffix(w, suf)
+			if suf == "ied" || suf == "ies" {
+				w += "y"
+			}
+			if n := len(w); n > 3 && w[n-1] == w[n-2] && strings.IndexByte("bdgklmnprt", w[n-1]) >= 0 {
+				w = w[:n-1] // logg·ing, plann·ed
+			}
+			break
+		}
+	}
+	return w
+}
+
+var stopWords = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`a an and are as at be but by can do does for from has have how i in
+		is it its me my of on or our so that the their them then there these they this to was we
+		were what when where which who why will with you your`) {
+		stopWords[w] = true
+	}
+}
