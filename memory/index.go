@@ -74,7 +74,8 @@ func NoteItems(notes Notes) []Item {
 func Build(ctx context.Context, items []Item, emb Embedder, prev *Index) (*Index, error) {
 	spec := emb.Spec()
 	reuse := map[string]*Entry{}
-	if prev != nil && prev.Embedder == spec {
+	if prev != nil && sameEmbedder(prev.Embedder, spec) {
+		spec.Dim = prev.Embedder.Dim
 		for i := range prev.Entries {
 			reuse[prev.Entries[i].key()] = &prev.Entries[i]
 		}
@@ -125,7 +126,7 @@ func Build(ctx context.Context, items []Item, emb Embedder, prev *Index) (*Index
 // the key can call; Missing says what is left to embed.
 func Carry(items []Item, spec EmbedderSpec, prev *Index) *Index {
 	idx := &Index{Format: IndexFormat, Embedder: spec}
-	if prev == nil || prev.Embedder.Name != spec.Name || prev.Embedder.Model != spec.Model || spec.Dim != 0 && prev.Embedder.Dim != spec.Dim {
+	if prev == nil || !sameEmbedder(prev.Embedder, spec) {
 		return idx
 	}
 	idx.Embedder = prev.Embedder
@@ -140,6 +141,13 @@ func Carry(items []Item, spec EmbedderSpec, prev *Index) *Index {
 	}
 	idx.sort()
 	return idx
+}
+
+// sameEmbedder reports whether an index built by have serves want: the
+// same embedder and model, and the same dimension unless want leaves it to
+// the model (0).
+func sameEmbedder(have, want EmbedderSpec) bool {
+	return have.Name == want.Name && have.Model == want.Model && (want.Dim == 0 || have.Dim == want.Dim) && have.Dim > 0
 }
 
 // Missing counts the items the index has no vector for.
@@ -270,8 +278,9 @@ type Hit struct {
 }
 
 // Search returns the k entries most similar to query (a vector of the
-// index's embedder), best first, among those keep accepts (nil: all); ties
-// go to the entry that sorts first.
+// index's embedder), best first, among those keep accepts (nil: all) and
+// that share something with it (a cosine above 0); ties go to the entry
+// that sorts first.
 func (idx *Index) Search(query []float32, k int, keep func(*Entry) bool) []Hit {
 	q := quantize(query)
 	if len(q) != idx.Embedder.Dim || k <= 0 {
@@ -296,7 +305,7 @@ func (idx *Index) Search(query []float32, k int, keep func(*Entry) bool) []Hit {
 			dot += int32(x) * int32(q[j])
 		}
 		s := float32(dot) / (e.norm * qnorm)
-		if len(hits) == k && s <= hits[k-1].Score {
+		if s <= 0 || len(hits) == k && s <= hits[k-1].Score {
 			continue
 		}
 		at, _ := slices.BinarySearchFunc(hits, s, func(h Hit, s float32) int { return cmp.Compare(s, h.Score) })

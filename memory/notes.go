@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -146,6 +147,12 @@ func AddDraft(text string, tags []string) (journal.Draft, string, error) {
 	id := NewNoteID()
 	d, err := noteDraft(NoteBody{Note: id, Op: OpAdd, Text: normalText(text), Tags: normalTags(tags)})
 	return d, id, err
+}
+
+// AddDraftAs is AddDraft for a note id chosen by the caller (a tool call
+// that must write the same note when it is run again).
+func AddDraftAs(id, text string, tags []string) (journal.Draft, error) {
+	return noteDraft(NoteBody{Note: id, Op: OpAdd, Text: normalText(text), Tags: normalTags(tags)})
 }
 
 // ReviseDraft is the draft that replaces every current version of n (so it
@@ -296,4 +303,73 @@ func Fold(view []*journal.Event) Notes {
 		}
 	}
 	return out
+}
+
+// ErrNoNote is the error of a note id that names no live note.
+var ErrNoNote = errors.New("no such note")
+
+// NoteView is a note as the API and tern memory list --json show it.
+type NoteView struct {
+	ID       string        `json:"id"`
+	Text     string        `json:"text"` // the latest live version's
+	Tags     []string      `json:"tags"`
+	Time     string        `json:"time"` // when its latest version was written
+	Conflict bool          `json:"conflict"`
+	Versions []VersionView `json:"versions,omitempty"` // in a conflict: every current version
+}
+
+// VersionView is one current version of a note in conflict.
+type VersionView struct {
+	Event   string   `json:"event"`
+	Machine string   `json:"machine"`
+	Time    string   `json:"time"`
+	Removed bool     `json:"removed"`
+	Text    string   `json:"text,omitempty"`
+	Tags    []string `json:"tags,omitempty"`
+}
+
+// View returns the note as the API shows it.
+func (n *Note) View() NoteView {
+	v := NoteView{ID: n.ID, Text: n.Text(), Tags: n.Tags(), Time: n.Time(), Conflict: n.Conflict()}
+	if v.Tags == nil {
+		v.Tags = []string{}
+	}
+	if n.Conflict() {
+		for _, h := range n.Heads {
+			v.Versions = append(v.Versions, VersionView{Event: h.Event, Machine: h.Machine, Time: h.Time, Removed: h.Removed, Text: h.Text, Tags: h.Tags})
+		}
+	}
+	return v
+}
+
+// Views are the live notes' views, in the order they were first written.
+func (ns Notes) Views() []NoteView {
+	out := []NoteView{}
+	for _, n := range ns.Live() {
+		out = append(out, n.View())
+	}
+	return out
+}
+
+// NoteDraft is the draft that adds a note (revise empty) or revises the
+// live note revise of notes, with text and tags; it returns the note's id.
+func NoteDraft(notes Notes, text string, tags []string, revise string) (journal.Draft, string, error) {
+	if revise == "" {
+		return AddDraft(text, tags)
+	}
+	n := notes.Find(revise)
+	if n == nil || n.Removed() {
+		return journal.Draft{}, "", fmt.Errorf("note %s: %w (tern memory list shows them)", revise, ErrNoNote)
+	}
+	d, err := ReviseDraft(n, text, tags)
+	return d, n.ID, err
+}
+
+// ForgetDraft is the draft that removes the live note id of notes.
+func ForgetDraft(notes Notes, id string) (journal.Draft, error) {
+	n := notes.Find(id)
+	if n == nil || n.Removed() {
+		return journal.Draft{}, fmt.Errorf("note %s: %w (tern memory list shows them)", id, ErrNoNote)
+	}
+	return RemoveDraft(n)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/memory"
 	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/render"
 	"github.com/tern-dev/tern/session"
@@ -453,6 +454,10 @@ type callPolicy struct {
 	approval bool
 }
 
+// writes reports whether the call may change the workspace, so that a
+// snapshot follows it.
+func (p callPolicy) writes() bool { return p.effect != tool.Pure && !p.builtin.NoWorkspace }
+
 // policyOf is the policy of a call of name with args in agent a: a
 // built-in tool's effect comes from the tool (http_request's from its
 // method); agent.json's "approval" overrides the default; a declared tool
@@ -506,7 +511,7 @@ func (rt *agentRuntime) reconcile(ctx context.Context, r *runner, v *view, ws st
 		}
 		p := policyOf(v.agent, in.Tool, args)
 		check := session.CheckUnknown
-		c := tool.Call{Workspace: ws, Arguments: args, OperationID: in.OperationID}
+		c := tool.Call{Workspace: ws, Arguments: args, OperationID: in.OperationID, Memory: &turnMemory{rt, r, 0}}
 		if p.isBuilt {
 			if ch, err := p.builtin.Check(ctx, c); err == nil {
 				check = ch
@@ -524,7 +529,7 @@ func (rt *agentRuntime) reconcile(ctx context.Context, r *runner, v *view, ws st
 				continue
 			}
 			err := rt.callTool(ctx, r, in.CallID, in.OperationID, p, c, true)
-			return true, true, err
+			return true, p.writes(), err
 		default:
 			*actions = append(*actions, act)
 		}
@@ -555,7 +560,7 @@ func (rt *agentRuntime) settleCalls(ctx context.Context, r *runner, v *view, ws 
 			return true, false, err
 		case answered:
 			call := tool.Call{Workspace: ws, Arguments: c.Arguments, Approved: true}
-			return true, p.effect != tool.Pure, rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
+			return true, p.writes(), rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
 		case c.Turn != r.turn:
 			// A call of an earlier turn that ended before it ran.
 			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID,
@@ -571,7 +576,7 @@ func (rt *agentRuntime) settleCalls(ctx context.Context, r *runner, v *view, ws 
 			*actions = append(*actions, action(session.KindApproval, c))
 		default:
 			call := tool.Call{Workspace: ws, Arguments: c.Arguments}
-			return true, p.effect != tool.Pure, rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
+			return true, p.writes(), rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
 		}
 	}
 	return false, false, nil
@@ -592,6 +597,51 @@ func toolNames(a capsule.Agent) string {
 	return strings.Join(names, ", ")
 }
 
+// turnMemory is the agent's memory as a tool call of a turn reaches it:
+// searches through the node, notes appended under the call's hold (epoch)
+// as events of the turn.
+type turnMemory struct {
+	rt    *agentRuntime
+	r     *runner
+	epoch uint64
+}
+
+func (m *turnMemory) Search(ctx context.Context, q memory.Query) ([]memory.Result, error) {
+	return m.rt.n.SearchMemory(ctx, m.r.agent, q)
+}
+
+func (m *turnMemory) Notes() (memory.Notes, error) {
+	mem, err := m.rt.n.agentMemory(m.r.agent)
+	if err != nil {
+		return nil, err
+	}
+	return mem.Notes, nil
+}
+
+func (m *turnMemory) Note(ctx context.Context, id, text string, tags []string, revise bool) error {
+	var d journal.Draft
+	var err error
+	if revise {
+		var notes memory.Notes
+		if notes, err = m.Notes(); err != nil {
+			return err
+		}
+		n := notes.Find(id)
+		if n == nil || n.Removed() {
+			return fmt.Errorf("note %s: %w", id, memory.ErrNoNote)
+		}
+		d, err = memory.ReviseDraft(n, text, tags)
+	} else {
+		d, err = memory.AddDraftAs(id, text, tags)
+	}
+	if err != nil {
+		return err
+	}
+	d.Session, d.Turn = m.r.session, m.r.turn
+	_, err = m.rt.appendHeld(ctx, m.r.agent, m.epoch, []journal.Draft{d})
+	return err
+}
+
 // toolResult is a tool_result draft with one text part.
 func toolResult(sessionID, turnID, callID, text string, isError bool) journal.Draft {
 	return draft(sessionID, turnID, "tool_result", map[string]any{
@@ -603,6 +653,7 @@ func toolResult(sessionID, turnID, callID, text string, isError bool) journal.Dr
 // its operation.outcome, all under one hold, so a freeze never splits it.
 func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID string, p callPolicy, c tool.Call, retry bool) error {
 	return rt.hold(r.agent, func(epoch uint64) error {
+		c.Memory = &turnMemory{rt, r, epoch}
 		pure := p.effect == tool.Pure
 		if !pure {
 			c.OperationID = opID

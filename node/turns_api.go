@@ -52,6 +52,10 @@ type PendingAction struct {
 func (n *Node) sessionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/agents/{agent}/sessions", n.handleNewSession)
 	mux.HandleFunc("GET /v1/agents/{agent}/sessions", n.handleSessions)
+	mux.HandleFunc("GET /v1/agents/{agent}/memory", n.handleNotes)
+	mux.HandleFunc("POST /v1/agents/{agent}/memory", n.handleNote)
+	mux.HandleFunc("GET /v1/agents/{agent}/memory/search", n.handleSearch)
+	mux.HandleFunc("DELETE /v1/agents/{agent}/memory/{note}", n.handleForget)
 	mux.HandleFunc("GET /v1/agents/{agent}/actions", n.handleActions)
 	mux.HandleFunc("GET /v1/actions", n.handleActions)
 	mux.HandleFunc("POST /v1/sessions/{session}/turns", n.handleNewTurn)

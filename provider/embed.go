@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/memory"
 	"github.com/tern-dev/tern/render"
 )
@@ -500,4 +501,26 @@ func (geminiEmbed) vectors(body []byte, _ int) ([][]float64, error) {
 		out[i] = x.Values
 	}
 	return out, nil
+}
+
+// EmbedderFor returns the embedder agent.json's memory settings choose:
+// the built-in one by default, or a provider's with its key read from
+// secrets when memory.key_secret names one.
+func EmbedderFor(a capsule.Agent, secrets Secrets) (memory.Embedder, error) {
+	m := a.Memory
+	if a.EmbedderSpec() == memory.BuiltinSpec {
+		return memory.Builtin{}, nil
+	}
+	s := EmbedderSettings{Provider: m.Embedder, Model: m.Model, BaseURL: m.BaseURL, KeySecret: m.KeySecret, Dim: m.Dim}
+	if m.KeySecret != "" {
+		if secrets == nil {
+			return nil, fmt.Errorf("agent.json's memory names the secret %s, and no secret store is open", m.KeySecret)
+		}
+		key, err := secrets.Get(m.KeySecret)
+		if err != nil {
+			return nil, err
+		}
+		s.Key = key
+	}
+	return NewEmbedder(s)
 }

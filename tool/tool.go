@@ -1,5 +1,6 @@
 // Package tool holds tern's built-in tools: read_file, list_files,
-// write_file, shell and http_request (docs/TOOLS.md).
+// write_file, shell, http_request, memory_search and memory_note
+// (docs/TOOLS.md).
 //
 // A tool runs one call at a time against the agent's workspace, a folder on
 // disk, and answers with text for the model. Two kinds of failure stay
@@ -59,6 +60,8 @@ type Call struct {
 	// without the variables whose names look secret (capsule.LooksSecret).
 	// TERN_OPERATION_ID is always added.
 	Env []string
+	// Memory is the agent's memory, for memory_search and memory_note.
+	Memory Memory
 }
 
 // Result is a tool's answer to the model: a tool_result's text.
@@ -79,6 +82,9 @@ type Tool struct {
 	// Classify, if set, gives the effect and approval of one call from its
 	// arguments (http_request: by method); nil means Effect and Approval.
 	Classify func(args json.RawMessage) (effect string, approval bool)
+	// NoWorkspace says the tool never changes the workspace, so the
+	// runtime takes no snapshot after it (the memory tools).
+	NoWorkspace bool
 	// Run runs one call.
 	Run func(ctx context.Context, call Call) (Result, error)
 	// Status, if set, says whether the operation of call (its arguments
@@ -119,7 +125,7 @@ func (t Tool) Check(ctx context.Context, call Call) (session.Check, error) {
 
 // Builtins returns the built-in tools, in the order Defaults lists them.
 func Builtins() []Tool {
-	return []Tool{readFile(), listFiles(), writeFile(), shell(), httpRequest()}
+	return []Tool{readFile(), listFiles(), writeFile(), shell(), httpRequest(), memorySearch(), memoryNote()}
 }
 
 // Builtin returns the built-in tool called name.

@@ -10,7 +10,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 )
 
-// Defaults are the five built-ins as agent.json lists them, and a new
+// Defaults are the seven built-ins as agent.json lists them, and a new
 // agent.json holding them parses.
 func TestDefaults(t *testing.T) {
 	defs := Defaults()
@@ -35,7 +35,7 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("%s has no description", d.Name)
 		}
 	}
-	if want := []string{"read_file", "list_files", "write_file", "shell", "http_request"}; !slices.Equal(names, want) {
+	if want := []string{"read_file", "list_files", "write_file", "shell", "http_request", "memory_search", "memory_note"}; !slices.Equal(names, want) {
 		t.Fatalf("names %v, want %v", names, want)
 	}
 	a := capsule.DefaultAgent("helper")
