@@ -38,10 +38,14 @@ type Dir struct {
 
 	wantMu sync.Mutex
 	wanted wantedCache // the last Wanted answer, and the state it was taken at
+
+	indexMu  sync.Mutex
+	index    *memory.Index // the index this Dir derived last…
+	indexSum FileEntry     // …and the entry of its bytes (see heldIndex)
 }
 
 // emptyIndex is the semantic index of a capsule with no notes.
-var emptyIndex = []byte("{\"entries\":[]}\n")
+var emptyIndex = memory.EmptyIndex
 
 // New creates a capsule folder at dir with every file of the layout: an
 // empty journal, notes, index and snapshot, a default agent.json named

@@ -165,10 +165,7 @@ func mergedMemory(a, b *Capsule, view []*journal.Event, files map[string][]byte)
 	if err != nil {
 		return nil, nil, err
 	}
-	var prev []byte
-	if merged := memory.MergeIndexes(indexOf(a), indexOf(b)); merged != nil {
-		prev = merged.Encode()
-	}
+	prev := memory.MergeIndexes(indexOf(a), indexOf(b))
 	var items []memory.Item
 	if agent.Memory != nil && agent.Memory.Workspace {
 		if snap, err := ParseSnapshot(files[SnapshotFile]); err == nil {
@@ -186,7 +183,11 @@ func mergedMemory(a, b *Capsule, view []*journal.Event, files map[string][]byte)
 			})
 		}
 	}
-	return memory.Derive(context.Background(), view, agent.EmbedderSpec(), items, prev)
+	md, idx, err := memory.Derive(context.Background(), view, agent.EmbedderSpec(), items, prev)
+	if err != nil {
+		return nil, nil, err
+	}
+	return md, idx.Encode(), nil
 }
 
 // indexOf is c's index, or nil when it has none that parses.

@@ -181,7 +181,7 @@ func checkMemory(c *Capsule, view []*journal.Event, r *Report) {
 		}
 	}
 	spec := agent.EmbedderSpec()
-	md, index, err := memory.Derive(context.Background(), view, spec, files, nil)
+	md, derived, err := memory.Derive(context.Background(), view, spec, files, nil)
 	if err != nil {
 		r.problem(IndexFile, err)
 		return
@@ -191,7 +191,7 @@ func checkMemory(c *Capsule, view []*journal.Event, r *Report) {
 	}
 	held := read(IndexFile)
 	if spec == memory.BuiltinSpec {
-		if !bytes.Equal(held, index) {
+		if !bytes.Equal(held, derived.Encode()) {
 			r.problem(IndexFile, fmt.Errorf("does not match the notes in the journal (altered, or built by another embedder than agent.json names); tern memory reindex %s rebuilds it", c.Path))
 		}
 		return

@@ -314,11 +314,28 @@ func (d *Dir) derivedMemory(view []*journal.Event, updates map[string][]byte, re
 			files = workspaceItems(snap, read)
 		}
 	}
-	md, index, err := memory.Derive(context.Background(), view, agent.EmbedderSpec(), files, current(IndexFile))
+	md, idx, err := memory.Derive(context.Background(), view, agent.EmbedderSpec(), files, d.heldIndex(current(IndexFile)))
 	if err != nil {
 		return nil, err
 	}
+	index := idx.Encode()
+	d.indexMu.Lock()
+	d.index, d.indexSum = idx, entryOf(index)
+	d.indexMu.Unlock()
 	return map[string][]byte{NotesFile: md, IndexFile: index}, nil
+}
+
+// heldIndex parses the index the folder holds, or takes the one this Dir
+// derived last when those are its bytes: a 100,000-note index takes a
+// second to parse, and every note appended derives it again.
+func (d *Dir) heldIndex(data []byte) *memory.Index {
+	d.indexMu.Lock()
+	defer d.indexMu.Unlock()
+	if d.index != nil && entryOf(data) == d.indexSum {
+		return d.index
+	}
+	idx, _ := memory.ParseIndex(data)
+	return idx
 }
 
 // Workspace files the index takes: text (UTF-8 without NUL) of at most

@@ -1,8 +1,9 @@
 package memory
 
 import (
+	"cmp"
 	"context"
-	"hash/fnv"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -36,36 +37,49 @@ func (Builtin) Embed(_ context.Context, texts []string) ([][]float32, error) {
 }
 
 func builtinVector(text string) []float32 {
-	v := make([]float32, BuiltinDim)
-	seen := map[string]bool{}
-	add := func(feature string, weight float32) {
-		if seen[feature] {
-			return // presence, not counts: a word said twice is no closer
-		}
-		seen[feature] = true
-		h := fnv.New32a()
-		h.Write([]byte(feature))
-		s := h.Sum32()
-		if s&0x80000000 != 0 {
-			weight = -weight
-		}
-		v[s%BuiltinDim] += weight
+	type feature struct {
+		hash   uint32
+		weight float32
 	}
 	words := terms(text)
+	fs := make([]feature, 0, len(words)*10)
 	for i, w := range words {
-		add("w:"+w, 6)
+		fs = append(fs, feature{fnv1a("w:", w, "", ""), 6})
 		if r := []rune(w); len(r) > 5 {
-			add("f:"+string(r[:5]), 3) // a crude stem: indent·ation, rotat·ion
+			fs = append(fs, feature{fnv1a("f:", string(r[:5]), "", ""), 3}) // a crude stem: indent·ation, rotat·ion
 		}
 		if i > 0 {
-			add("p:"+words[i-1]+" "+w, 2)
+			fs = append(fs, feature{fnv1a("p:", words[i-1], " ", w), 2})
 		}
 		r := []rune("^" + w + "$")
 		for j := 0; j+3 <= len(r); j++ {
-			add("t:"+string(r[j:j+3]), 1)
+			fs = append(fs, feature{fnv1a("t:", string(r[j:j+3]), "", ""), 1})
 		}
 	}
+	// Presence, not counts: a feature said twice is no closer.
+	slices.SortFunc(fs, func(a, b feature) int { return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.weight, b.weight)) })
+	fs = slices.Compact(fs)
+	v := make([]float32, BuiltinDim)
+	for _, f := range fs {
+		w := f.weight
+		if f.hash&0x80000000 != 0 {
+			w = -w
+		}
+		v[f.hash%BuiltinDim] += w
+	}
 	return v
+}
+
+// fnv1a is the 32-bit FNV-1a hash of the concatenation of a, b, c and d.
+func fnv1a(a, b, c, d string) uint32 {
+	h := uint32(2166136261)
+	for _, s := range [4]string{a, b, c, d} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint32(s[i])
+			h *= 16777619
+		}
+	}
+	return h
 }
 
 // terms are the stemmed words of text, stop words left out.

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/tern-dev/tern/journal"
 )
@@ -28,6 +30,9 @@ type Index struct {
 	Format   string       `json:"format"`
 	Embedder EmbedderSpec `json:"embedder"`
 	Entries  []Entry      `json:"entries"` // sorted: notes by note id then version, then files by path
+
+	once sync.Once
+	vecs []int8 // the entries' vectors in one slice (see arena)
 }
 
 // Entry is one indexed text: a note's version or a workspace file.
@@ -216,10 +221,20 @@ func (idx *Index) Encode() []byte {
 	}
 	var b bytes.Buffer
 	spec, _ := json.Marshal(idx.Embedder)
+	b.Grow(len(idx.Entries) * (idx.Embedder.Dim*4/3 + 120))
 	fmt.Fprintf(&b, "{\"format\":%q,\"embedder\":%s,\"entries\":[\n", IndexFormat, spec)
 	for i := range idx.Entries {
-		line, _ := json.Marshal(&idx.Entries[i])
-		b.Write(line)
+		e := &idx.Entries[i]
+		b.WriteByte('{')
+		sep := ""
+		for _, f := range [4][2]string{{"note", e.Note}, {"version", e.Version}, {"file", e.File}, {"cid", e.CID}} {
+			if f[1] != "" {
+				b.WriteString(sep + `"` + f[0] + `":`)
+				writeJSONString(&b, f[1])
+				sep = ","
+			}
+		}
+		b.WriteString(`,"vector":"` + e.Vector + `"}`)
 		if i < len(idx.Entries)-1 {
 			b.WriteByte(',')
 		}
@@ -227,6 +242,18 @@ func (idx *Index) Encode() []byte {
 	}
 	b.WriteString("]}\n")
 	return b.Bytes()
+}
+
+// writeJSONString writes s as a JSON string, as encoding/json would.
+func writeJSONString(b *bytes.Buffer, s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= 0x80 {
+			q, _ := json.Marshal(s)
+			b.Write(q)
+			return
+		}
+	}
+	b.WriteString(`"` + s + `"`)
 }
 
 // ErrBadIndex marks an index.json that is not one: a reader rebuilds it.
@@ -271,6 +298,36 @@ func ParseIndex(data []byte) (*Index, error) {
 	return &idx, nil
 }
 
+// arena returns every entry's vector, one after another in one slice, so
+// that a search reads memory in order; made once per index.
+func (idx *Index) arena() []int8 {
+	idx.once.Do(func() {
+		dim := idx.Embedder.Dim
+		idx.vecs = make([]int8, len(idx.Entries)*dim)
+		for i := range idx.Entries {
+			copy(idx.vecs[i*dim:], idx.Entries[i].vec)
+		}
+	})
+	return idx.vecs
+}
+
+// dot is the dot product of two vectors of one length, four lanes at a time.
+func dot(a, b []int8) int32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 int32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += int32(a[i]) * int32(b[i])
+		s1 += int32(a[i+1]) * int32(b[i+1])
+		s2 += int32(a[i+2]) * int32(b[i+2])
+		s3 += int32(a[i+3]) * int32(b[i+3])
+	}
+	for ; i < len(a); i++ {
+		s0 += int32(a[i]) * int32(b[i])
+	}
+	return s0 + s1 + s2 + s3
+}
+
 // Hit is one search result.
 type Hit struct {
 	Entry *Entry
@@ -294,17 +351,32 @@ func (idx *Index) Search(query []float32, k int, keep func(*Entry) bool) []Hit {
 		return nil
 	}
 	qnorm := float32(math.Sqrt(float64(qn)))
+	// Brute force, on every core for a large index: each part keeps its own
+	// best k, and the parts' lists, in entry order, merge stably.
+	n := len(idx.Entries)
+	parts := min(runtime.GOMAXPROCS(0), max(1, n/20_000))
+	lists := make([][]Hit, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { lists[p] = idx.searchRange(q, qnorm, k, keep, p*n/parts, (p+1)*n/parts) })
+	}
+	wg.Wait()
+	hits := slices.Concat(lists...)
+	slices.SortStableFunc(hits, func(a, b Hit) int { return cmp.Compare(b.Score, a.Score) })
+	return hits[:min(k, len(hits))]
+}
+
+// searchRange is Search over the entries from lo to hi.
+func (idx *Index) searchRange(q []int8, qnorm float32, k int, keep func(*Entry) bool, lo, hi int) []Hit {
 	hits := make([]Hit, 0, k+1)
-	for i := range idx.Entries {
+	dim := idx.Embedder.Dim
+	arena := idx.arena()
+	for i := lo; i < hi; i++ {
 		e := &idx.Entries[i]
 		if e.norm == 0 || keep != nil && !keep(e) {
 			continue
 		}
-		var dot int32
-		for j, x := range e.vec {
-			dot += int32(x) * int32(q[j])
-		}
-		s := float32(dot) / (e.norm * qnorm)
+		s := float32(dot(arena[i*dim:(i+1)*dim], q)) / (e.norm * qnorm)
 		if s <= 0 || len(hits) == k && s <= hits[k-1].Score {
 			continue
 		}
@@ -323,23 +395,21 @@ func (idx *Index) Search(query []float32, k int, keep func(*Entry) bool) []Hit {
 // Derive returns the working memory file and the index for a readable
 // view: the notes rendered, and their index (plus files, the workspace's
 // text files to index) by the embedder spec names. The built-in embedder
-// is run here, reusing prev's vectors; a provider's cannot be (it needs a
-// key and the network), so its index carries prev's vectors for what is
-// still current and leaves the rest for Build, when a node with the key
-// searches. A prev that does not parse is ignored: it is rebuilt.
-func Derive(ctx context.Context, view []*journal.Event, spec EmbedderSpec, files []Item, prev []byte) (md, index []byte, err error) {
+// is run here, reusing prev's vectors (prev may be nil); a provider's
+// cannot be (it needs a key and the network), so its index carries prev's
+// vectors for what is still current and leaves the rest for Build, when a
+// node with the key searches.
+func Derive(ctx context.Context, view []*journal.Event, spec EmbedderSpec, files []Item, prev *Index) (md []byte, idx *Index, err error) {
 	notes := Fold(view)
 	items := append(NoteItems(notes), files...)
-	old, _ := ParseIndex(prev)
-	var idx *Index
 	if spec == BuiltinSpec {
-		if idx, err = Build(ctx, items, Builtin{}, old); err != nil {
+		if idx, err = Build(ctx, items, Builtin{}, prev); err != nil {
 			return nil, nil, err
 		}
 	} else {
-		idx = Carry(items, spec, old)
+		idx = Carry(items, spec, prev)
 	}
-	return Render(notes), idx.Encode(), nil
+	return Render(notes), idx, nil
 }
 
 // MergeIndexes is the union of two indexes built by one spec; where both
