@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/tern-dev/tern/journal"
@@ -48,10 +47,11 @@ func (e invalidEdit) Is(target error) bool { return target == ErrInvalidEdit }
 // is refused and nothing changes. It returns the paths it accepted.
 func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, error) {
 	var (
-		accepted []string
-		files    = map[string][]byte{}
-		blobs    = map[string]FileEntry{}
-		drafts   []journal.Draft
+		notesEdited bool
+		accepted    []string
+		files       = map[string][]byte{}
+		blobs       = map[string]FileEntry{}
+		drafts      []journal.Draft
 	)
 	for _, name := range d.Manifest().Names() {
 		if name == JournalFile {
@@ -78,12 +78,13 @@ func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, erro
 				return nil, err
 			}
 			view, _ := journal.Readable(evs)
-			edits, err := memory.Edits(memory.Fold(view), data)
+			edits, sum, err := memory.Edits(memory.Fold(view), data)
 			if err != nil {
 				return nil, invalidEdit{fmt.Errorf("%s: %w; fix it and accept again", NotesFile, err)}
 			}
 			drafts = append(drafts, edits...)
-			accepted = append(accepted, name)
+			accepted = append(accepted, fmt.Sprintf("%s (%s)", name, sum))
+			notesEdited = true
 			continue
 		}
 		if err := checkEditable(name, data); err != nil {
@@ -124,9 +125,9 @@ func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, erro
 	for name, data := range derived {
 		files[name] = data
 	}
-	if slices.Contains(accepted, NotesFile) && files[NotesFile] == nil {
-		// The edit changed nothing the notes say (spaces, say): the
-		// rendering the journal gives replaces it.
+	if notesEdited {
+		// The file becomes what the journal now derives (derivedUpdates
+		// leaves a hand-edited file alone).
 		evs, err := d.Events()
 		if err != nil {
 			return nil, err

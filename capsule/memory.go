@@ -40,7 +40,9 @@ func (c *Capsule) Memory() (*Memory, error) {
 			})...)
 		}
 	}
-	if data, err := c.ReadFile(IndexFile); err == nil {
+	// An index that is not the one the manifest lists is not used: a
+	// search rebuilds it (see memory.Search).
+	if data, err := c.ReadFile(IndexFile); err == nil && entryOf(data) == c.Manifest().Files[IndexFile] {
 		m.Index, _ = memory.ParseIndex(data)
 	}
 	return m, nil
@@ -48,12 +50,17 @@ func (c *Capsule) Memory() (*Memory, error) {
 
 // WriteIndex stores idx as the capsule's index (a search completed it, or
 // a reindex rebuilt it) together with the working memory the journal
-// derives: derived files, no event.
+// derives, unless a person has edited that and not accepted the edit:
+// derived files, no event.
 func (d *Dir) WriteIndex(idx *memory.Index) error {
 	evs, err := d.Events()
 	if err != nil {
 		return err
 	}
 	view, _ := journal.Readable(evs)
-	return d.commit(map[string][]byte{IndexFile: idx.Encode(), NotesFile: memory.Render(memory.Fold(view))}, nil)
+	files := map[string][]byte{IndexFile: idx.Encode()}
+	if !d.notesEdited(d.Manifest().Files[NotesFile]) {
+		files[NotesFile] = memory.Render(memory.Fold(view)) // a person's unaccepted edit stays theirs
+	}
+	return d.commit(files, nil)
 }

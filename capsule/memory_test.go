@@ -150,9 +150,16 @@ func TestAnAcceptedEditOfTheNotesBecomesNoteEvents(t *testing.T) {
 	})
 	md := string(readFile(t, dir, NotesFile))
 	md = strings.Replace(md, "Change me", "Changed", 1)
-	i := strings.LastIndex(md, "## note_")
-	md = md[:i] + "## new\n\nAdded by hand\n"
+	i, j := strings.LastIndex(md, "## note_"), strings.LastIndex(md, "<!-- shown:")
+	md = md[:i] + "## new\n\nAdded by hand\n\n" + md[j:]
 	os.WriteFile(filepath.Join(dir, filepath.FromSlash(NotesFile)), []byte(md), 0o644)
+
+	// A note written before the edit is accepted neither loses the edit nor
+	// is removed by it.
+	notesIn(t, dir, s, func(memory.Notes) []journal.Draft { return []journal.Draft{addNote(t, "Written meanwhile")} })
+	if got := string(readFile(t, dir, NotesFile)); got != md {
+		t.Fatalf("a note appended overwrote the unaccepted edit:\n%s", got)
+	}
 
 	d, err := OpenDir(context.Background(), dir, nil)
 	if err != nil {
@@ -161,7 +168,7 @@ func TestAnAcceptedEditOfTheNotesBecomesNoteEvents(t *testing.T) {
 	before, _ := d.Events()
 	n := len(before)
 	accepted, err := d.AcceptEdits(context.Background(), s)
-	if err != nil || len(accepted) != 1 || accepted[0] != NotesFile {
+	if err != nil || len(accepted) != 1 || accepted[0] != NotesFile+" (1 revised, 1 removed, 1 added)" {
 		t.Fatalf("accept: %v, %v", accepted, err)
 	}
 	after, _ := d.Events()
@@ -174,7 +181,7 @@ func TestAnAcceptedEditOfTheNotesBecomesNoteEvents(t *testing.T) {
 	for _, v := range m.Notes.Views() {
 		texts = append(texts, v.Text)
 	}
-	if strings.Join(texts, "|") != "Keep|Changed|Added by hand" {
+	if strings.Join(texts, "|") != "Keep|Changed|Written meanwhile|Added by hand" {
 		t.Fatalf("notes after the accept: %v", texts)
 	}
 	if !bytes.Equal(readFile(t, dir, NotesFile), memory.Render(m.Notes)) {

@@ -3,7 +3,6 @@ package capsule
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -208,7 +207,7 @@ func checkMemory(c *Capsule, view []*journal.Event, r *Report) {
 		return
 	}
 	if n := carried.Missing(items); n > 0 {
-		r.notef("%s: %d of %d texts not yet embedded by %s %s; a search where the key is at hand embeds them", IndexFile, n, len(items), spec.Name, spec.Model)
+		r.notef("%s: %d of %d texts not yet embedded by %s %s; the next search that can reach the embedder embeds them", IndexFile, n, len(items), spec.Name, spec.Model)
 	}
 }
 
@@ -270,6 +269,9 @@ func checkFile(c *Capsule, name string) (int64, error) {
 	hint := ""
 	if _, ok := c.src.(dirSource); ok && isEditable(name) {
 		hint = "; if you edited it by hand, accept the edit: tern capsule accept " + c.Path
+	}
+	if _, ok := c.src.(dirSource); ok && name == IndexFile {
+		hint = "; it is derived from the notes: tern memory reindex " + c.Path + " writes it again"
 	}
 	switch {
 	case size < want.Size:
@@ -406,9 +408,8 @@ func checkContent(c *Capsule, r *Report) {
 	parse(AgentFile, func(b []byte) error { _, err := ParseAgent(b); return err })
 	parse(EnvironmentFile, func(b []byte) error { _, err := ParseEnvSpec(b); return err })
 	parse(IndexFile, func(b []byte) error {
-		var v map[string]json.RawMessage
-		if err := json.Unmarshal(b, &v); err != nil {
-			return fmt.Errorf("not a JSON object: %v", err)
+		if _, err := memory.ParseIndex(b); err != nil {
+			return fmt.Errorf("%v; tern memory reindex %s writes it again", err, c.Path)
 		}
 		return nil
 	})

@@ -286,11 +286,22 @@ func (d *Dir) derivedUpdates(extra map[string]FileEntry) (map[string][]byte, err
 		return nil, err
 	}
 	for name, data := range mem {
+		if name == NotesFile && d.notesEdited(held[NotesFile]) {
+			continue // a person's edit, not yet accepted: theirs until they accept it
+		}
 		if entryOf(data) != held[name] {
 			out[name] = data
 		}
 	}
 	return out, nil
+}
+
+// notesEdited reports whether working_memory.md in the folder differs from
+// what the manifest lists (want): a person edited it and has not accepted
+// the edit yet.
+func (d *Dir) notesEdited(want FileEntry) bool {
+	got, err := hashFile(d.path(NotesFile), -1)
+	return err == nil && got != want
 }
 
 // derivedMemory derives working_memory.md and index.json from the view,

@@ -36,11 +36,36 @@ func (Builtin) Embed(_ context.Context, texts []string) ([][]float32, error) {
 	return out, nil
 }
 
+// feature is one hashed feature of a text and its weight.
+type feature struct {
+	hash   uint32
+	weight float32
+}
+
 func builtinVector(text string) []float32 {
-	type feature struct {
-		hash   uint32
-		weight float32
+	v := make([]float32, BuiltinDim)
+	for _, f := range featuresOf(text) {
+		w := f.weight
+		if f.hash&0x80000000 != 0 {
+			w = -w
+		}
+		v[f.hash%BuiltinDim] += w
 	}
+	return v
+}
+
+// builtinFeatures are a text's features as a set: hash → weight.
+func builtinFeatures(text string) map[uint32]float32 {
+	fs := featuresOf(text)
+	m := make(map[uint32]float32, len(fs))
+	for _, f := range fs {
+		m[f.hash] += f.weight
+	}
+	return m
+}
+
+// featuresOf lists a text's features, each once.
+func featuresOf(text string) []feature {
 	words := terms(text)
 	fs := make([]feature, 0, len(words)*10)
 	for i, w := range words {
@@ -58,16 +83,7 @@ func builtinVector(text string) []float32 {
 	}
 	// Presence, not counts: a feature said twice is no closer.
 	slices.SortFunc(fs, func(a, b feature) int { return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.weight, b.weight)) })
-	fs = slices.Compact(fs)
-	v := make([]float32, BuiltinDim)
-	for _, f := range fs {
-		w := f.weight
-		if f.hash&0x80000000 != 0 {
-			w = -w
-		}
-		v[f.hash%BuiltinDim] += w
-	}
-	return v
+	return slices.Compact(fs)
 }
 
 // fnv1a is the 32-bit FNV-1a hash of the concatenation of a, b, c and d.

@@ -41,7 +41,7 @@ func FuzzEdits(f *testing.F) {
 	f.Add([]byte("## new\nTags: a, b\n\ntext\n"))
 	f.Add([]byte("# Working memory\n<!--\n## note_0000000000000000\n-->\n## " + notes[0].ID + "\n\\\\x\n"))
 	f.Fuzz(func(t *testing.T, md []byte) {
-		drafts, err := Edits(notes, md)
+		drafts, _, err := Edits(notes, md)
 		if err != nil {
 			return
 		}

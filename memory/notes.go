@@ -132,7 +132,8 @@ func normalTags(tags []string) []string {
 
 func noteDraft(b NoteBody) (journal.Draft, error) {
 	if err := b.check(); err != nil {
-		return journal.Draft{}, err
+		// The caller gave text and tags, not a body: name them as such.
+		return journal.Draft{}, errors.New(strings.TrimPrefix(err.Error(), "body."))
 	}
 	raw, err := json.Marshal(b)
 	if err != nil {
@@ -205,8 +206,8 @@ func (n *Note) Text() string { return n.live().Text }
 // Tags are the tags of the note's latest live head.
 func (n *Note) Tags() []string { return n.live().Tags }
 
-// Time is the time of the note's latest head.
-func (n *Note) Time() string { return n.Heads[len(n.Heads)-1].Time }
+// Time is when the note's latest live head was written (its text's time).
+func (n *Note) Time() string { return n.live().Time }
 
 func (n *Note) live() Version {
 	for i := len(n.Heads) - 1; i >= 0; i-- {
@@ -325,7 +326,7 @@ type VersionView struct {
 	Time    string   `json:"time"`
 	Removed bool     `json:"removed"`
 	Text    string   `json:"text,omitempty"`
-	Tags    []string `json:"tags,omitempty"`
+	Tags    []string `json:"tags"`
 }
 
 // View returns the note as the API shows it.
@@ -336,7 +337,11 @@ func (n *Note) View() NoteView {
 	}
 	if n.Conflict() {
 		for _, h := range n.Heads {
-			v.Versions = append(v.Versions, VersionView{Event: h.Event, Machine: h.Machine, Time: h.Time, Removed: h.Removed, Text: h.Text, Tags: h.Tags})
+			tags := h.Tags
+			if tags == nil {
+				tags = []string{}
+			}
+			v.Versions = append(v.Versions, VersionView{Event: h.Event, Machine: h.Machine, Time: h.Time, Removed: h.Removed, Text: h.Text, Tags: tags})
 		}
 	}
 	return v

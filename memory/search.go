@@ -1,9 +1,12 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -23,8 +26,8 @@ type Result struct {
 	Score    float32  `json:"score"` // cosine similarity of the query and the text
 	Text     string   `json:"text"`
 	Tags     []string `json:"tags"`
-	Time     string   `json:"time,omitempty"`     // when the version found was written
-	Conflict bool     `json:"conflict,omitempty"` // the note has versions written apart
+	Time     string   `json:"time,omitempty"` // when the version found was written
+	Conflict bool     `json:"conflict"`       // the note has versions written apart
 }
 
 // Search finds the notes and files most like q.Text. It first embeds with
@@ -37,20 +40,26 @@ func Search(ctx context.Context, notes Notes, items []Item, idx *Index, emb Embe
 	if k <= 0 {
 		k = 5
 	}
-	var completed *Index
-	if idx == nil || !sameEmbedder(idx.Embedder, emb.Spec()) || idx.Missing(items) > 0 || len(idx.Entries) != len(items) {
-		built, err := Build(ctx, items, emb, idx)
-		if err != nil {
-			return nil, nil, err
-		}
-		idx, completed = built, built
-	}
 	qv, err := emb.Embed(ctx, []string{q.Text})
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(qv) != 1 {
 		return nil, nil, fmt.Errorf("embedder %s gave no vector for the query", emb.Spec().Name)
+	}
+	var completed *Index
+	if idx == nil || !sameEmbedder(idx.Embedder, emb.Spec()) || idx.Missing(items) > 0 || len(idx.Entries) != len(items) || len(qv[0]) != idx.Embedder.Dim {
+		if idx != nil && len(qv[0]) != idx.Embedder.Dim {
+			idx = nil // the model now answers in another dimension: nothing to reuse
+		}
+		built, err := Build(ctx, items, emb, idx)
+		if err != nil {
+			return nil, nil, err
+		}
+		idx, completed = built, built
+	}
+	for i, t := range q.Tags {
+		q.Tags[i] = strings.ToLower(strings.TrimSpace(t))
 	}
 	type ref struct {
 		note *Note
@@ -89,9 +98,18 @@ func Search(ctx context.Context, notes Notes, items []Item, idx *Index, emb Embe
 		}
 		return true
 	}
+	hits := idx.Search(qv[0], k+len(items)-len(notes.Live()), keep)
+	if _, ok := emb.(Builtin); ok {
+		hits = rerank(hits, q.Text, func(e *Entry) string {
+			if e.File != "" {
+				return texts[e.File]
+			}
+			return versions[e.Version].v.Text
+		})
+	}
 	var out []Result
 	seen := map[string]bool{}
-	for _, h := range idx.Search(qv[0], k+len(items)-len(notes.Live()), keep) {
+	for _, h := range hits {
 		e := h.Entry
 		if e.File != "" {
 			out = append(out, Result{File: e.File, Score: h.Score, Text: texts[e.File], Tags: []string{}})
@@ -108,4 +126,37 @@ func Search(ctx context.Context, notes Notes, items []Item, idx *Index, emb Embe
 		}
 	}
 	return out, completed, nil
+}
+
+// rerank scores the built-in embedder's hits again by the exact overlap of
+// their features with the query's, without the collisions of hashing 384
+// buckets (where "print" and "fold" may share one), and drops those that
+// share no feature: the vectors find candidates, the features judge them.
+func rerank(hits []Hit, query string, text func(*Entry) string) []Hit {
+	qf := builtinFeatures(query)
+	out := hits[:0]
+	for _, h := range hits {
+		if s := featureCosine(qf, builtinFeatures(text(h.Entry))); s > 0 {
+			out = append(out, Hit{h.Entry, s})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Hit) int { return cmp.Compare(b.Score, a.Score) })
+	return out
+}
+
+func featureCosine(a, b map[uint32]float32) float32 {
+	var dot, na, nb float64
+	for h, w := range a {
+		na += float64(w * w)
+		if v, ok := b[h]; ok {
+			dot += float64(w * v)
+		}
+	}
+	for _, w := range b {
+		nb += float64(w * w)
+	}
+	if dot == 0 {
+		return 0
+	}
+	return float32(dot / math.Sqrt(na*nb))
 }

@@ -95,6 +95,38 @@ func (n *Node) SearchMemory(ctx context.Context, agent string, q memory.Query) (
 	return results, nil
 }
 
+// ReindexMemory rebuilds the agent's working_memory.md and index from its
+// journal, reusing nothing, and returns how many texts it indexed.
+func (n *Node) ReindexMemory(ctx context.Context, agent string) (int, error) {
+	m, err := n.agentMemory(agent)
+	if err != nil {
+		return 0, err
+	}
+	emb, err := provider.EmbedderFor(m.Agent, n.cfg.Secrets)
+	if err != nil {
+		return 0, err
+	}
+	idx, err := memory.Build(ctx, m.Items, emb, nil)
+	if err != nil {
+		return 0, err
+	}
+	err = n.store.With(agent, func(d *capsule.Dir) error { return d.WriteIndex(idx) })
+	return len(idx.Entries), err
+}
+
+func (n *Node) handleReindex(w http.ResponseWriter, r *http.Request) {
+	agent, ok := n.pathAgent(w, r)
+	if !ok {
+		return
+	}
+	count, err := n.ReindexMemory(r.Context(), agent)
+	if err != nil {
+		n.httpError(w, memoryStatus(err), err)
+		return
+	}
+	writeJSON(w, map[string]int{"texts": count})
+}
+
 // noteRequest is the body of POST /v1/agents/{agent}/memory.
 type noteRequest struct {
 	Text   string   `json:"text"`

@@ -539,7 +539,7 @@ func capsuleHealCmd(e *env) *cobra.Command {
 				return err
 			}
 			if len(healed) == 0 {
-				fmt.Fprintf(e.stdout, "nothing to heal: this machine's chain in %s is whole\n", args[0])
+				fmt.Fprintf(e.stdout, "nothing to heal: this machine's chain in %s is whole, and %s is now the copy this machine writes the agent in\n", args[0], args[0])
 			} else {
 				fmt.Fprintf(e.stdout, "healed: %s signed again after the kept branch, and a %s event naming what it set aside\n", plural(len(healed)-1, "event"), journal.HealType)
 			}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/provider"
 )
 
 // Exit codes of every tern command.
@@ -78,6 +79,10 @@ func exitCode(err error) int {
 			return exitFailed // the node's own failure, or a node.json that does not match it
 		}
 		return exitBadInput
+	}
+	var perr *provider.Error
+	if errors.As(err, &perr) {
+		return exitFailed // a model or embedding API that failed: trying again may work
 	}
 	switch {
 	case errors.Is(err, node.ErrNotRunning), errors.Is(err, capsule.ErrLocked),

@@ -206,7 +206,7 @@ func memoryListCmd(e *env) *cobra.Command {
 					if ver.Removed {
 						text = "(removed)"
 					}
-					fmt.Fprintf(e.stdout, "    by %s: %s%s\n", shortPeer(ver.Machine), text, tagSuffix(ver.Tags))
+					fmt.Fprintf(e.stdout, "    version …%s by %s: %s%s\n", ver.Event[max(0, len(ver.Event)-10):], shortPeer(ver.Machine), text, tagSuffix(ver.Tags))
 				}
 			}
 			return nil
@@ -331,16 +331,31 @@ func (e *env) searchFolder(ctx context.Context, dir string, q memory.Query) ([]m
 
 func memoryReindexCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "reindex DIR",
-		Short: "Rebuild working_memory.md and the index of a capsule folder from its journal",
+		Use:   "reindex AGENT|DIR",
+		Short: "Rebuild working_memory.md and the index from the journal's notes",
 		Long: "Writes memory/working_memory.md and memory/vector_index/index.json again from the\n" +
 			"journal's notes, trusting nothing of what they held: after verify reports them altered,\n" +
 			"or after agent.json changed the embedder. A provider's embedder takes its key from this\n" +
-			"machine's secrets. The node keeps its own copies derived; this is for folders.",
-		Example: "  tern capsule verify ./agent || tern memory reindex ./agent",
+			"machine's secrets (the node's, for an agent id). The node keeps its copies derived as it\n" +
+			"goes; a reindex there is only needed after a change of embedder.",
+		Example: "  tern capsule verify ./agent || tern memory reindex ./agent\n  tern memory reindex $AGENT",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := readMemory(args[0])
+			t, err := targetOf(args[0])
+			if err != nil {
+				return err
+			}
+			if t.agent != "" {
+				var res struct {
+					Texts int `json:"texts"`
+				}
+				if err := e.nodeDo(cmd.Context(), http.MethodPost, e.memoryPath(t.agent, "/reindex"), nil, &res); err != nil {
+					return err
+				}
+				e.done("reindexed %s through the node: %s", t.agent, plural(res.Texts, "text"))
+				return nil
+			}
+			m, err := readMemory(t.dir)
 			if err != nil {
 				return err
 			}
@@ -358,14 +373,14 @@ func memoryReindexCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w, err := e.openWriter(cmd.Context(), args[0], false)
+			w, err := e.openWriter(cmd.Context(), t.dir, false)
 			if err != nil {
 				return err
 			}
 			if err = errors.Join(w.WriteIndex(idx), w.Close()); err != nil {
 				return err
 			}
-			e.done("reindexed %s: %s by %s", args[0], plural(len(idx.Entries), "text"), idx.Embedder.Name)
+			e.done("reindexed %s: %s by %s", t.dir, plural(len(idx.Entries), "text"), idx.Embedder.Name)
 			return nil
 		},
 	}

@@ -77,21 +77,42 @@ func TestMemoryInACapsuleFolder(t *testing.T) {
 	p := filepath.Join(dir, "memory", "working_memory.md")
 	md, _ := os.ReadFile(p)
 	os.WriteFile(p, []byte(strings.Replace(string(md), "9:30", "10:00", 1)), 0o644)
+	// A note written before the edit is accepted keeps it, and is kept.
+	mustTern(t, home, "", "memory", "note", dir, "Written meanwhile")
+	if b, _ := os.ReadFile(p); !strings.Contains(string(b), "10:00") || strings.Contains(string(b), "meanwhile") {
+		t.Fatalf("a note written meanwhile overwrote the edit:\n%s", b)
+	}
 	if code, out, errs := tern(t, home, "", "capsule", "verify", dir); code == 0 || !strings.Contains(out+errs, "tern capsule accept") {
 		t.Fatalf("verify of an unaccepted edit: exit %d %q %q", code, out, errs)
 	}
-	mustTern(t, home, "", "capsule", "accept", dir)
-	if out := mustTern(t, home, "", "memory", "list", dir); !strings.Contains(out, "Stand-up is at 10:00") {
+	if out := mustTern(t, home, "", "capsule", "accept", dir); !strings.Contains(out, "(1 revised, 0 removed, 0 added)") {
+		t.Fatalf("accept says %q", out)
+	}
+	if out := mustTern(t, home, "", "memory", "list", dir); !strings.Contains(out, "Stand-up is at 10:00") || !strings.Contains(out, "Written meanwhile") {
 		t.Fatalf("after the accepted edit: %q", out)
 	}
 	mustTern(t, home, "", "memory", "forget", dir, a)
 	var notes []memory.NoteView
 	json.Unmarshal([]byte(mustTern(t, home, "", "memory", "list", dir, "--json")), &notes)
-	if len(notes) != 1 || notes[0].Text != "Stand-up is at 10:00" {
+	if len(notes) != 2 || notes[0].Text != "Stand-up is at 10:00" {
 		t.Fatalf("list --json: %+v", notes)
 	}
 	mustTern(t, home, "", "capsule", "verify", dir)
 	if code, _, errs := tern(t, home, "", "memory", "note", dir, "   "); code != exitBadInput || !strings.Contains(errs, "a note needs text") {
 		t.Fatalf("an empty note: exit %d, %q", code, errs)
+	}
+
+	// An embedder that cannot be reached is a failure to try again (3),
+	// not bad input.
+	ag := filepath.Join(dir, "agent.json")
+	b, _ := os.ReadFile(ag)
+	var def map[string]any
+	json.Unmarshal(b, &def)
+	def["memory"] = map[string]any{"embedder": "ollama", "model": "nomic-embed-text", "base_url": "http://127.0.0.1:9"}
+	b, _ = json.MarshalIndent(def, "", "  ")
+	os.WriteFile(ag, append(b, '\n'), 0o644)
+	mustTern(t, home, "", "capsule", "accept", dir)
+	if code, _, errs := tern(t, home, "", "memory", "search", dir, "stand-up"); code != 3 || !strings.Contains(errs, "ollama") {
+		t.Fatalf("search with an unreachable embedder: exit %d, %q", code, errs)
 	}
 }
