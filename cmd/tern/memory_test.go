@@ -116,3 +116,27 @@ func TestMemoryInACapsuleFolder(t *testing.T) {
 		t.Fatalf("search with an unreachable embedder: exit %d, %q", code, errs)
 	}
 }
+
+// With "workspace": true, the workspace's text files are searched too.
+func TestMemorySearchesTheWorkspaceWhenAgentJSONAsks(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	ag := filepath.Join(dir, "agent.json")
+	b, _ := os.ReadFile(ag)
+	var def map[string]any
+	json.Unmarshal(b, &def)
+	def["memory"] = map[string]any{"workspace": true}
+	b, _ = json.MarshalIndent(def, "", "  ")
+	os.WriteFile(ag, append(b, '\n'), 0o644)
+	mustTern(t, home, "", "capsule", "accept", dir)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "RUNBOOK.md"), []byte("Deploys go through the staging cluster first.\n"), 0o644)
+	os.WriteFile(filepath.Join(ws, "logo.png"), []byte{0x89, 'P', 'N', 'G', 0, 1}, 0o644)
+	mustTern(t, home, "", "capsule", "snapshot", dir, ws)
+	var results []memory.Result
+	json.Unmarshal([]byte(mustTern(t, home, "", "memory", "search", dir, "staging cluster", "--json")), &results)
+	if len(results) == 0 || results[0].File != "RUNBOOK.md" {
+		t.Fatalf("search of the workspace: %+v", results)
+	}
+	mustTern(t, home, "", "capsule", "verify", dir)
+}
