@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"reflect"
 	"regexp"
@@ -35,6 +36,90 @@ type Agent struct {
 	// Memory chooses how the agent's notes are indexed; absent: the
 	// built-in embedder, notes only.
 	Memory *MemorySettings `json:"memory,omitempty"`
+	// MCPServers are the MCP servers whose tools the agent gets, by name,
+	// in the shape other MCP clients use.
+	MCPServers map[string]MCPServer `json:"mcp_servers,omitempty"`
+}
+
+// MCPServer is one MCP server of agent.json: a command run over stdio, or
+// a streamable HTTP endpoint. Values of env and headers may name a secret
+// as ${NAME}; every secret it lists is also in a stdio server's
+// environment under its own name. No secret's value is in the capsule.
+type MCPServer struct {
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Secrets []string          `json:"secrets,omitempty"`
+}
+
+var mcpServerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_-]{0,31}$`)
+
+// checkMCPServers checks agent.json's mcp_servers.
+func checkMCPServers(servers map[string]MCPServer) error {
+	for _, name := range slices.Sorted(maps.Keys(servers)) {
+		s := servers[name]
+		at := fmt.Sprintf("mcp_servers.%s", name)
+		switch {
+		case !mcpServerName.MatchString(name) || strings.Contains(name, "__"):
+			return fmt.Errorf("mcp_servers: %q is not a server name (letters, digits, _ and -, at most 32, no __): its tools are offered as mcp__NAME__TOOL", name)
+		case (s.Command == "") == (s.URL == ""):
+			return fmt.Errorf("%s: give either command (a stdio server) or url (a streamable HTTP server)", at)
+		case s.Command != "" && len(s.Headers) > 0:
+			return fmt.Errorf("%s: headers are for an HTTP server; a stdio server takes env", at)
+		case s.URL != "" && (len(s.Args) > 0 || len(s.Env) > 0):
+			return fmt.Errorf("%s: args and env are for a stdio server; an HTTP server takes headers", at)
+		}
+		if s.URL != "" {
+			u, err := url.Parse(s.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+				return fmt.Errorf("%s: url %q is not an http:// or https:// URL (a token goes in a secret, named in headers as ${NAME})", at, s.URL)
+			}
+		}
+		for _, sec := range s.Secrets {
+			if !secretName.MatchString(sec) || looksLikeKey(sec) {
+				return fmt.Errorf("%s: secrets: %q is not a secret name (a letter, then letters, digits or _): list the names of secrets (tern secret set NAME), never their values", at, sec)
+			}
+		}
+		for _, m := range []map[string]string{s.Env, s.Headers} {
+			for k, v := range m {
+				for _, ref := range secretRefs(v) {
+					if !slices.Contains(s.Secrets, ref) {
+						return fmt.Errorf("%s: %s names ${%s}, which secrets does not list", at, k, ref)
+					}
+				}
+				if looksLikeKey(strings.TrimSpace(secretRef.ReplaceAllString(v, ""))) {
+					return fmt.Errorf("%s: %s looks like a key or token: put it in a secret (tern secret set NAME), list NAME in secrets and write ${NAME} here", at, k)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+var secretRef = regexp.MustCompile(`\$\{([A-Za-z][A-Za-z0-9_]*)\}`)
+
+// secretRefs are the secret names a value refers to as ${NAME}.
+func secretRefs(v string) []string {
+	var out []string
+	for _, m := range secretRef.FindAllStringSubmatch(v, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// ExpandSecrets replaces each ${NAME} in v with get(NAME).
+func ExpandSecrets(v string, get func(name string) (string, error)) (string, error) {
+	var err error
+	out := secretRef.ReplaceAllStringFunc(v, func(ref string) string {
+		val, e := get(ref[2 : len(ref)-1])
+		if e != nil && err == nil {
+			err = e
+		}
+		return val
+	})
+	return out, err
 }
 
 // MemorySettings are agent.json's "memory": the embedder that builds the
@@ -149,6 +234,9 @@ func ParseAgent(data []byte) (Agent, error) {
 		return a, fmt.Errorf("agent.json: %v", err)
 	}
 	if err := a.Memory.check(); err != nil {
+		return a, fmt.Errorf("agent.json: %v", err)
+	}
+	if err := checkMCPServers(a.MCPServers); err != nil {
 		return a, fmt.Errorf("agent.json: %v", err)
 	}
 	for i, t := range a.Tools {

@@ -1,0 +1,376 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/tern-dev/tern/capsule"
+)
+
+// MCPPrefix begins the name of every tool an MCP server gives an agent:
+// mcp__SERVER__TOOL, a name every provider accepts.
+const MCPPrefix = "mcp__"
+
+// Secrets gives the value of a named secret (the node's keyring).
+type Secrets interface {
+	Get(name string) (string, error)
+}
+
+// MCP is an agent's MCP servers (agent.json's mcp_servers), each connected
+// on first use and kept until Close: stdio servers run in the agent's
+// workspace; secrets come from this machine, never from the capsule.
+type MCP struct {
+	servers   map[string]capsule.MCPServer
+	secrets   Secrets
+	workspace string
+
+	mu    sync.Mutex
+	conns map[string]*mcpConn
+}
+
+// mcpConn is one server's session and the tools it last listed.
+type mcpConn struct {
+	session *mcp.ClientSession
+	tools   []*mcp.Tool
+	stale   bool // the server said its tools changed
+}
+
+// NewMCP returns the MCP servers of an agent, not yet connected.
+func NewMCP(servers map[string]capsule.MCPServer, secrets Secrets, workspace string) *MCP {
+	return &MCP{servers: servers, secrets: secrets, workspace: workspace, conns: map[string]*mcpConn{}}
+}
+
+// MCPServerState is what tern mcp list and the runtime know of a server.
+type MCPServerState struct {
+	Name  string     `json:"name"`
+	Kind  string     `json:"kind"` // "stdio" or "http"
+	State string     `json:"state"`
+	Error string     `json:"error,omitempty"`
+	Tools []MCPTools `json:"tools"`
+}
+
+// MCPTools is one tool of a server as an agent sees it.
+type MCPTools struct {
+	Name     string `json:"name"` // as offered to the model: mcp__SERVER__TOOL
+	Tool     string `json:"tool"` // as the server names it
+	Effect   string `json:"effect"`
+	Approval bool   `json:"approval"`
+}
+
+// Tools connects to every server not yet connected and returns their
+// tools as built-in tools named mcp__SERVER__TOOL, with each server's
+// state. A server that cannot be reached is in the states with its error
+// and gives no tools; the others still do.
+func (m *MCP) Tools(ctx context.Context) ([]Tool, []MCPServerState) {
+	var tools []Tool
+	var states []MCPServerState
+	for _, name := range sortedKeys(m.servers) {
+		st := MCPServerState{Name: name, Kind: "stdio", State: "connected", Tools: []MCPTools{}}
+		if m.servers[name].URL != "" {
+			st.Kind = "http"
+		}
+		list, err := m.list(ctx, name)
+		if err != nil {
+			st.State, st.Error = "unavailable", err.Error()
+		}
+		for _, t := range list {
+			tl := m.tool(name, t)
+			tools = append(tools, tl)
+			st.Tools = append(st.Tools, MCPTools{Name: tl.Name, Tool: t.Name, Effect: tl.Effect, Approval: tl.Approval})
+		}
+		states = append(states, st)
+	}
+	return tools, states
+}
+
+// Close ends every session (a stdio server's process with it).
+func (m *MCP) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, c := range m.conns {
+		c.session.Close()
+		delete(m.conns, name)
+	}
+}
+
+// list returns a server's tools, connecting first if need be, and listing
+// again after the server said they changed.
+func (m *MCP) list(ctx context.Context, name string) ([]*mcp.Tool, error) {
+	c, err := m.conn(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	tools, stale := c.tools, c.stale
+	m.mu.Unlock()
+	if tools != nil && !stale {
+		return tools, nil
+	}
+	var out []*mcp.Tool
+	for t, err := range c.session.Tools(ctx, nil) {
+		if err != nil {
+			m.drop(name, c)
+			return nil, fmt.Errorf("mcp server %s: listing its tools: %w", name, err)
+		}
+		out = append(out, t)
+	}
+	if out == nil {
+		out = []*mcp.Tool{}
+	}
+	m.mu.Lock()
+	c.tools, c.stale = out, false
+	m.mu.Unlock()
+	return out, nil
+}
+
+// conn returns the server's session, connecting when there is none.
+func (m *MCP) conn(ctx context.Context, name string) (*mcpConn, error) {
+	m.mu.Lock()
+	c := m.conns[name]
+	m.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	s, ok := m.servers[name]
+	if !ok {
+		return nil, fmt.Errorf("agent.json declares no MCP server %q", name)
+	}
+	transport, err := m.transport(name, s)
+	if err != nil {
+		return nil, err
+	}
+	c = &mcpConn{}
+	client := mcp.NewClient(&mcp.Implementation{Name: "tern", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			m.mu.Lock()
+			c.stale = true
+			m.mu.Unlock()
+		},
+	})
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	session, err := client.Connect(cctx, transport, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcp server %s: %s", name, connectError(s, err))
+	}
+	c.session = session
+	m.mu.Lock()
+	if old := m.conns[name]; old != nil { // another call connected meanwhile
+		m.mu.Unlock()
+		session.Close()
+		return old, nil
+	}
+	m.conns[name] = c
+	m.mu.Unlock()
+	return c, nil
+}
+
+// drop forgets a session that failed, so the next use connects again.
+func (m *MCP) drop(name string, c *mcpConn) {
+	m.mu.Lock()
+	if m.conns[name] == c {
+		delete(m.conns, name)
+	}
+	m.mu.Unlock()
+	c.session.Close()
+}
+
+func connectError(s capsule.MCPServer, err error) string {
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return fmt.Sprintf("its command %q cannot be run on this machine (%v): install it, or fix command in agent.json's mcp_servers", s.Command, ee.Err)
+	}
+	if s.URL != "" {
+		return fmt.Sprintf("cannot connect to %s: %v", s.URL, err)
+	}
+	return fmt.Sprintf("%s did not start as an MCP server: %v", s.Command, err)
+}
+
+// transport is how tern reaches server s: its command over stdio, or its
+// URL over streamable HTTP, with ${SECRET}s expanded from this machine.
+func (m *MCP) transport(name string, s capsule.MCPServer) (mcp.Transport, error) {
+	get := func(secret string) (string, error) {
+		if m.secrets == nil {
+			return "", fmt.Errorf("mcp server %s needs the secret %s, and no secret store is open", name, secret)
+		}
+		v, err := m.secrets.Get(secret)
+		if err != nil {
+			return "", fmt.Errorf("mcp server %s needs the secret %s: %w", name, secret, err)
+		}
+		return v, nil
+	}
+	if s.URL != "" {
+		headers := http.Header{}
+		for k, v := range s.Headers {
+			val, err := capsule.ExpandSecrets(v, get)
+			if err != nil {
+				return nil, err
+			}
+			headers.Set(k, val)
+		}
+		return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: headerTransport{headers, http.DefaultTransport}}}, nil
+	}
+	path, err := exec.LookPath(s.Command)
+	if err != nil {
+		return nil, fmt.Errorf("mcp server %s: its command %q is not on this machine's PATH: install it, or fix command in agent.json's mcp_servers", name, s.Command)
+	}
+	cmd := exec.Command(path, s.Args...)
+	cmd.Dir = m.workspace
+	cmd.Env = shellEnv(nil)
+	for _, sec := range s.Secrets {
+		v, err := get(sec)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Env = append(cmd.Env, sec+"="+v)
+	}
+	for _, k := range sortedKeys(s.Env) {
+		v, err := capsule.ExpandSecrets(s.Env[k], get)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	return &mcp.CommandTransport{Command: cmd}, nil
+}
+
+// headerTransport adds a server's headers to each request.
+type headerTransport struct {
+	headers http.Header
+	next    http.RoundTripper
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.headers {
+		r.Header[k] = v
+	}
+	return h.next.RoundTrip(r)
+}
+
+var unsafeNameChars = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
+
+// MCPToolName is the name the model sees for tool of server: every
+// provider accepts [a-zA-Z0-9_-]{1,64}.
+func MCPToolName(server, tool string) string {
+	n := MCPPrefix + server + "__" + unsafeNameChars.ReplaceAllString(tool, "_")
+	if len(n) > 64 {
+		n = n[:64]
+	}
+	return n
+}
+
+// tool makes one server tool a Tool: its effect from the server's
+// annotations (readOnlyHint: pure; idempotentHint: idempotent; anything
+// else at-most-once, which needs approval by default).
+func (m *MCP) tool(server string, t *mcp.Tool) Tool {
+	effect := AtMostOnce
+	if a := t.Annotations; a != nil {
+		switch {
+		case a.ReadOnlyHint:
+			effect = Pure
+		case a.IdempotentHint:
+			effect = Idempotent
+		}
+	}
+	params, err := json.Marshal(t.InputSchema)
+	if err != nil || string(params) == "null" {
+		params = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	name := t.Name
+	return Tool{
+		Name:        MCPToolName(server, name),
+		Description: t.Description,
+		Parameters:  params,
+		Effect:      effect,
+		Approval:    effect == AtMostOnce,
+		NoWorkspace: true,
+		Run: func(ctx context.Context, c Call) (Result, error) {
+			return m.call(ctx, server, name, c.Arguments)
+		},
+	}
+}
+
+// call calls a tool of a server. A server that fails mid-call is
+// forgotten (the next call connects again) and the call is an error the
+// runtime keeps as an intent without outcome: never retried blind.
+func (m *MCP) call(ctx context.Context, server, name string, args json.RawMessage) (Result, error) {
+	c, err := m.conn(ctx, server)
+	if err != nil {
+		return Result{}, err
+	}
+	var a map[string]any
+	if len(args) > 0 {
+		if err := json.Unmarshal(args, &a); err != nil {
+			return failf("the arguments are not a JSON object: %v", err)
+		}
+	}
+	res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: a})
+	if err != nil {
+		if ctx.Err() == nil {
+			m.drop(server, c)
+		}
+		return Result{}, fmt.Errorf("mcp server %s, tool %s: %w", server, name, err)
+	}
+	return mcpResult(res), nil
+}
+
+// mcpResult is an MCP tool result as the model reads it: text parts as
+// they are, structured content as JSON, an embedded resource's text, and a
+// line saying what an image, audio or binary resource was (the bytes are
+// not kept in the journal).
+func mcpResult(res *mcp.CallToolResult) Result {
+	var parts []string
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			parts = append(parts, c.Text)
+		case *mcp.ImageContent:
+			parts = append(parts, fmt.Sprintf("[an image, %s, %d bytes, not shown]", c.MIMEType, len(c.Data)))
+		case *mcp.AudioContent:
+			parts = append(parts, fmt.Sprintf("[audio, %s, %d bytes, not shown]", c.MIMEType, len(c.Data)))
+		case *mcp.EmbeddedResource:
+			if r := c.Resource; r != nil && r.Text != "" {
+				parts = append(parts, fmt.Sprintf("[resource %s]\n%s", r.URI, r.Text))
+			} else if r != nil {
+				parts = append(parts, fmt.Sprintf("[resource %s, %s, %d bytes, not shown]", r.URI, r.MIMEType, len(r.Blob)))
+			}
+		case *mcp.ResourceLink:
+			parts = append(parts, fmt.Sprintf("[resource link %s: %s]", c.URI, c.Name))
+		default:
+			b, _ := json.Marshal(c)
+			parts = append(parts, string(b))
+		}
+	}
+	if res.StructuredContent != nil && len(parts) == 0 {
+		b, _ := json.Marshal(res.StructuredContent)
+		parts = append(parts, string(b))
+	}
+	out := strings.Join(parts, "\n")
+	cut := false
+	if len(out) > OutputCap {
+		out, cut = out[:OutputCap]+"\n[the result was cut at 64 KiB]", true
+	}
+	return Result{Output: out, IsError: res.IsError, Cut: cut}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
