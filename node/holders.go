@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -490,11 +492,21 @@ func (hs *holders) promote(h *holder, staging string, rec fencing.Record) error 
 }
 
 // secretsResolve checks that every secret the agent needs (its
-// environment's and its model key's) resolves on this machine, so that a
+// environment's, its model key's and its MCP servers') resolves on this
+// machine, and that each stdio MCP server's command is here, so that a
 // migration aborts before the point of no return rather than moving an
 // agent that cannot run here. A node without a secret store (tests, the
 // simulator) checks nothing: the names were checked when the spec was.
 func (hs *holders) secretsResolve(env capsule.EnvSpec, agent capsule.Agent) error {
+	// Each stdio MCP server's command must run here: the agent would
+	// otherwise lose its tools on arrival.
+	for _, name := range slices.Sorted(maps.Keys(agent.MCPServers)) {
+		if cmd := agent.MCPServers[name].Command; cmd != "" {
+			if _, err := exec.LookPath(cmd); err != nil {
+				return fmt.Errorf("the MCP server %s needs the command %q, which is not on this machine's PATH: install it here, then migrate again", name, cmd)
+			}
+		}
+	}
 	store := hs.n.cfg.Secrets
 	if store == nil {
 		return nil
@@ -502,6 +514,9 @@ func (hs *holders) secretsResolve(env capsule.EnvSpec, agent capsule.Agent) erro
 	names := slices.Clone(env.Secrets)
 	if agent.KeySecret != "" {
 		names = append(names, agent.KeySecret)
+	}
+	for _, name := range slices.Sorted(maps.Keys(agent.MCPServers)) {
+		names = append(names, agent.MCPServers[name].Secrets...)
 	}
 	for _, name := range names {
 		if _, err := store.Get(name); err != nil {

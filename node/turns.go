@@ -56,6 +56,7 @@ type agentRuntime struct {
 	live         map[string]*liveTurn // by turn, while it runs here
 	sessions     map[string]string    // session → agent, as learnt
 	sessionLocks keyedLocks           // by session: one request that starts or cancels a turn at a time
+	mcps         map[string]*agentMCP // by agent: its MCP servers' sessions, while it runs here
 	workspaces   keyedLocks           // by agent: its working folder, for a tool call and the snapshot after it, or a snapshot by hand
 	models       func(provider.Settings) (provider.Model, error)
 
@@ -178,6 +179,60 @@ func (rt *agentRuntime) stopAgent(agent string) {
 			r.cancel(errNotHere)
 		}
 	}
+	if am := rt.mcps[agent]; am != nil {
+		delete(rt.mcps, agent)
+		go am.m.Close() // the node that runs it next connects with its own keyring
+	}
+}
+
+// agentMCP is an agent's MCP servers as the runtime connected them, and
+// the declaration they were connected by.
+type agentMCP struct {
+	servers string // agent.json's mcp_servers, as JSON
+	m       *tool.MCP
+}
+
+// addMCPTools offers the turn the tools of the agent's MCP servers,
+// connecting to them on first use (again when agent.json changed them): it
+// adds their definitions to v.agent.Tools (those agent.json does not list
+// itself) and keeps them in v.mcp. A server that cannot be reached is
+// logged, and its tools are not offered.
+func (rt *agentRuntime) addMCPTools(ctx context.Context, agent string, v *view, ws string) {
+	if len(v.agent.MCPServers) == 0 {
+		return
+	}
+	key, _ := json.Marshal(v.agent.MCPServers)
+	rt.mu.Lock()
+	if rt.mcps == nil {
+		rt.mcps = map[string]*agentMCP{}
+	}
+	am := rt.mcps[agent]
+	if am == nil || am.servers != string(key) {
+		if am != nil {
+			go am.m.Close()
+		}
+		am = &agentMCP{servers: string(key), m: tool.NewMCP(v.agent.MCPServers, rt.n.cfg.Secrets, ws)}
+		rt.mcps[agent] = am
+		m := am.m
+		rt.n.spawn(func() {
+			<-rt.n.ctx.Done()
+			m.Close()
+		})
+	}
+	rt.mu.Unlock()
+	tools, states := am.m.Tools(ctx)
+	for _, st := range states {
+		if st.Error != "" {
+			rt.n.log.Warn("an MCP server of the agent cannot be reached; its tools are not offered", "agent", agent, "server", st.Name, "err", st.Error)
+		}
+	}
+	v.mcp = map[string]tool.Tool{}
+	for _, t := range tools {
+		v.mcp[t.Name] = t
+		if !slices.ContainsFunc(v.agent.Tools, func(d capsule.Tool) bool { return d.Name == t.Name }) {
+			v.agent.Tools = append(v.agent.Tools, t.Definition())
+		}
+	}
 }
 
 // resume starts a runner for every running turn of the agent: after the
@@ -246,10 +301,11 @@ func (rt *agentRuntime) agentOf(sessionID string) (string, error) {
 // view is what one pass of a runner reads: the agent's definition and the
 // session's events and state.
 type view struct {
-	agent  capsule.Agent
+	agent  capsule.Agent    // as accepted, with its MCP servers' tools added to Tools
 	events []*journal.Event // the session's readable events, in order
 	sess   *session.Session
 	turn   *session.Turn
+	mcp    map[string]tool.Tool // the MCP servers' tools, by the name the model sees
 }
 
 func (rt *agentRuntime) load(agent, sessionID, turnID string) (*view, error) {
@@ -367,6 +423,7 @@ func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error 
 		if v.turn.Status != session.Running {
 			return nil
 		}
+		rt.addMCPTools(ctx, r.agent, v, ws)
 		var actions []session.Action
 		changed, err := rt.runTools(ctx, r, v, ws, &actions)
 		if err != nil {
@@ -463,12 +520,21 @@ func (p callPolicy) writes() bool { return p.effect != tool.Pure && !p.builtin.N
 // method); agent.json's "approval" overrides the default; a declared tool
 // that is not built in is the client's (at-most-once, its effect as
 // declared).
-func policyOf(a capsule.Agent, name string, args json.RawMessage) callPolicy {
+func policyOf(a capsule.Agent, name string, args json.RawMessage, mcpTools map[string]tool.Tool) callPolicy {
 	var p callPolicy
 	i := slices.IndexFunc(a.Tools, func(t capsule.Tool) bool { return t.Name == name })
 	p.declared = i >= 0
 	p.builtin, p.isBuilt = tool.Builtin(name)
-	if p.isBuilt {
+	if t, ok := mcpTools[name]; ok {
+		// Declared by mcp_servers; agent.json may still list it, to
+		// give it another effect or approval.
+		p.builtin, p.isBuilt, p.declared = t, true, true
+		p.effect, p.approval = t.Effect, t.Approval
+		if i >= 0 && a.Tools[i].Effect != "" {
+			p.effect = a.Tools[i].Effect
+			p.approval = p.effect == tool.AtMostOnce
+		}
+	} else if p.isBuilt {
 		p.effect, p.approval = p.builtin.EffectOf(args)
 	} else {
 		p.effect, p.approval = tool.AtMostOnce, true
@@ -477,7 +543,7 @@ func policyOf(a capsule.Agent, name string, args json.RawMessage) callPolicy {
 			p.approval = p.effect != tool.Pure
 		}
 	}
-	if p.declared && a.Tools[i].Approval != nil {
+	if i >= 0 && a.Tools[i].Approval != nil {
 		p.approval = *a.Tools[i].Approval
 	}
 	return p
@@ -509,7 +575,7 @@ func (rt *agentRuntime) reconcile(ctx context.Context, r *runner, v *view, ws st
 				toolResult(r.session, r.turn, in.CallID, text, !happened))
 			return true, false, err
 		}
-		p := policyOf(v.agent, in.Tool, args)
+		p := policyOf(v.agent, in.Tool, args, v.mcp)
 		check := session.CheckUnknown
 		c := tool.Call{Workspace: ws, Arguments: args, OperationID: in.OperationID, Memory: &turnMemory{rt, r, 0}}
 		if p.isBuilt {
@@ -542,7 +608,7 @@ func (rt *agentRuntime) reconcile(ctx context.Context, r *runner, v *view, ws st
 // the loop reloads before the next.
 func (rt *agentRuntime) settleCalls(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed, wrote bool, err error) {
 	for _, c := range v.sess.Open() {
-		p := policyOf(v.agent, c.Tool, c.Arguments)
+		p := policyOf(v.agent, c.Tool, c.Arguments, v.mcp)
 		approvalID := session.ActionID(session.KindApproval, c.Event)
 		outputID := session.ActionID(session.KindToolOutput, c.Event)
 		if ans, ok := v.sess.Answered(outputID); ok {

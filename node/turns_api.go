@@ -56,6 +56,7 @@ func (n *Node) sessionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/agents/{agent}/memory", n.handleNote)
 	mux.HandleFunc("GET /v1/agents/{agent}/memory/search", n.handleSearch)
 	mux.HandleFunc("POST /v1/agents/{agent}/memory/reindex", n.handleReindex)
+	mux.HandleFunc("GET /v1/agents/{agent}/mcp", n.handleMCP)
 	mux.HandleFunc("DELETE /v1/agents/{agent}/memory/{note}", n.handleForget)
 	mux.HandleFunc("GET /v1/agents/{agent}/actions", n.handleActions)
 	mux.HandleFunc("GET /v1/actions", n.handleActions)

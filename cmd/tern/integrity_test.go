@@ -14,11 +14,13 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/tool/mcptest"
 )
 
 // TestMain lets a test run this binary as the tern command itself, in a
 // child process: with TERN_TEST_AS_CLI=1 the arguments are tern's.
 func TestMain(m *testing.M) {
+	mcptest.ServeIfAsked() // with TERN_TEST_AS_MCP=1, an MCP server on stdio
 	if os.Getenv("TERN_TEST_AS_CLI") == "1" {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
