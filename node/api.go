@@ -79,6 +79,7 @@ func (n *Node) routes() http.Handler {
 		metrics = n.auth(metrics)
 	}
 	root.Handle("GET /metrics", metrics)
+	root.HandleFunc("GET "+mcpCallbackPath, n.handleMCPCallback) // admitted by its state: see there
 	root.Handle("/", n.auth(mux))
 	var host, port string // left empty (refusing every request) if the address does not parse
 	if api, err := url.Parse(n.info.API); err == nil {

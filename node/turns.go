@@ -192,17 +192,19 @@ type agentMCP struct {
 	m       *tool.MCP
 }
 
-// addMCPTools offers the turn the tools of the agent's MCP servers,
-// connecting to them on first use (again when agent.json changed them): it
-// adds their definitions to v.agent.Tools (those agent.json does not list
-// itself) and keeps them in v.mcp. A server that cannot be reached is
-// logged, and its tools are not offered.
-func (rt *agentRuntime) addMCPTools(ctx context.Context, agent string, v *view, ws string) {
-	if len(v.agent.MCPServers) == 0 {
-		return
-	}
-	key, _ := json.Marshal(v.agent.MCPServers)
+// mcpEnv is where an agent's MCP servers run on this node: its keyring,
+// the agent's workspace, and the node's callback for authorizations.
+func (rt *agentRuntime) mcpEnv(ws string) tool.MCPEnv {
+	return tool.MCPEnv{Secrets: rt.n.cfg.Secrets, Workspace: ws, RedirectURL: rt.n.info.API + mcpCallbackPath}
+}
+
+// mcpOf returns the agent's MCP servers as the runtime connects them,
+// made on first use and again when agent.json changes them; closed when
+// the agent stops running here or the node stops.
+func (rt *agentRuntime) mcpOf(agent string, servers map[string]capsule.MCPServer, ws string) *tool.MCP {
+	key, _ := json.Marshal(servers)
 	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	if rt.mcps == nil {
 		rt.mcps = map[string]*agentMCP{}
 	}
@@ -211,7 +213,7 @@ func (rt *agentRuntime) addMCPTools(ctx context.Context, agent string, v *view, 
 		if am != nil {
 			go am.m.Close()
 		}
-		am = &agentMCP{servers: string(key), m: tool.NewMCP(v.agent.MCPServers, rt.n.cfg.Secrets, ws)}
+		am = &agentMCP{servers: string(key), m: tool.NewMCP(servers, rt.mcpEnv(ws))}
 		rt.mcps[agent] = am
 		m := am.m
 		rt.n.spawn(func() {
@@ -219,10 +221,24 @@ func (rt *agentRuntime) addMCPTools(ctx context.Context, agent string, v *view, 
 			m.Close()
 		})
 	}
-	rt.mu.Unlock()
-	tools, states := am.m.Tools(ctx)
+	return am.m
+}
+
+// addMCPTools offers the turn the tools of the agent's MCP servers: it
+// adds their definitions to v.agent.Tools (those agent.json does not list
+// itself) and keeps them in v.mcp. A server that waits for authorization
+// is in v.mcpAuth; one that cannot be reached is logged, and its tools
+// are not offered.
+func (rt *agentRuntime) addMCPTools(ctx context.Context, agent string, v *view, ws string) {
+	if len(v.agent.MCPServers) == 0 {
+		return
+	}
+	tools, states := rt.mcpOf(agent, v.agent.MCPServers, ws).Tools(ctx)
 	for _, st := range states {
-		if st.Error != "" {
+		switch st.State {
+		case tool.MCPNeedsAuthorization:
+			v.mcpAuth = append(v.mcpAuth, st)
+		case tool.MCPUnavailable:
 			rt.n.log.Warn("an MCP server of the agent cannot be reached; its tools are not offered", "agent", agent, "server", st.Name, "err", st.Error)
 		}
 	}
@@ -233,6 +249,48 @@ func (rt *agentRuntime) addMCPTools(ctx context.Context, agent string, v *view, 
 			v.agent.Tools = append(v.agent.Tools, t.Definition())
 		}
 	}
+}
+
+// mcpAuthActionID is the id of the mcp_auth action of turn about server.
+func mcpAuthActionID(turn, server string) string {
+	return session.ActionID(session.KindMCPAuth, turn+"_"+server)
+}
+
+// mcpAuthActions are the mcp_auth actions of the servers that wait for
+// authorization, but for those the answers this turn continues with
+// declined: the turn runs without their tools, and a later turn asks
+// again.
+func mcpAuthActions(v *view) []session.Action {
+	var out []session.Action
+	for _, st := range v.mcpAuth {
+		if v.turn.Continues != "" {
+			ans, ok := v.sess.Answered(mcpAuthActionID(v.turn.Continues, st.Name))
+			if ok && ans.Approve != nil && !*ans.Approve {
+				continue
+			}
+		}
+		out = append(out, session.Action{ID: mcpAuthActionID(v.turn.ID, st.Name), Kind: session.KindMCPAuth,
+			Tool: tool.MCPPrefix + st.Name, Server: st.Name, URL: st.AuthorizationURL, Scopes: st.Scopes})
+	}
+	return out
+}
+
+// authorizeMCP gives the agent's MCP server the authorization a person
+// answered an mcp_auth action with.
+func (rt *agentRuntime) authorizeMCP(ctx context.Context, agent, server, value string) error {
+	var a capsule.Agent
+	if err := rt.n.store.With(agent, func(d *capsule.Dir) error {
+		var err error
+		a, err = d.AcceptedAgent()
+		return err
+	}); err != nil {
+		return err
+	}
+	ws, err := rt.workspace(agent)
+	if err != nil {
+		return err
+	}
+	return rt.mcpOf(agent, a.MCPServers, ws).Authorize(ctx, server, value)
 }
 
 // resume starts a runner for every running turn of the agent: after the
@@ -306,6 +364,8 @@ type view struct {
 	sess   *session.Session
 	turn   *session.Turn
 	mcp    map[string]tool.Tool // the MCP servers' tools, by the name the model sees
+	// mcpAuth are the MCP servers that wait for a person to authorize tern.
+	mcpAuth []tool.MCPServerState
 }
 
 func (rt *agentRuntime) load(agent, sessionID, turnID string) (*view, error) {
@@ -429,6 +489,7 @@ func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error 
 		if err != nil {
 			return err
 		}
+		actions = append(actions, mcpAuthActions(v)...)
 		if len(actions) > 0 {
 			_, err := rt.appendTurn(ctx, r.agent, draft(r.session, r.turn, session.TurnEnded,
 				map[string]any{"status": session.Paused, "required_actions": actions}))

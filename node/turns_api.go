@@ -282,6 +282,10 @@ func (n *Node) handleNewTurn(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(body)
 		return
 	}
+	if err := rt.authorizeAnswers(r.Context(), agent, st.Session(sessionID).Pending(), req.Responses); err != nil {
+		n.httpError(w, http.StatusUnprocessableEntity, err)
+		return
+	}
 	if active := st.Session(sessionID).Active(); active != nil {
 		rt.stop(sessionID) // cancel_active: its runner stops before its end is written
 	}

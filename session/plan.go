@@ -152,8 +152,8 @@ func (st *State) Plan(session string, req Request) ([]journal.Draft, error) {
 			body["approve"] = *r.Approve
 		case len(r.Output) > 0:
 			body["output"] = r.Output
-		default:
-			body["authorization"] = r.Authorization
+		default: // the code or token itself goes to the node's keyring, never to the journal
+			body["authorized"] = true
 		}
 		add(req.Turn, ActionAnswered, body)
 	}

@@ -31,7 +31,7 @@ const (
 	SessionCreated   = "session.created"  // {} : an empty session exists
 	TurnStarted      = "turn.started"     // {"continues"?: turn, "model"?: {"provider","name"}}
 	TurnEnded        = "turn.ended"       // {"status", "error"?, "cancelled_by"?, "required_actions"?: [Action]}
-	ActionAnswered   = "action.answered"  // {"action_id", "kind", "approve"? | "output"? | "authorization"?}
+	ActionAnswered   = "action.answered"  // {"action_id", "kind", "approve"? | "output"? | "authorized"?}
 	OperationIntent  = "operation.intent" // {"operation_id", "call_id", "tool", "effect"}
 	OperationOutcome = "operation.outcome"
 )
@@ -72,6 +72,12 @@ type Action struct {
 	Message string `json:"message"`
 	// Operation is the operation id a reconcile action is about.
 	Operation string `json:"operation,omitempty"`
+	// Server, URL and Scopes are an mcp_auth action's: the MCP server that
+	// waits for authorization, where the person authorizes it, and the
+	// scopes it asks for.
+	Server string   `json:"server,omitempty"`
+	URL    string   `json:"url,omitempty"`
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // ActionID is the id of the action about the call in event callEvent: a

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,12 +32,30 @@ type Secrets interface {
 // on first use and kept until Close: stdio servers run in the agent's
 // workspace; secrets come from this machine, never from the capsule.
 type MCP struct {
-	servers   map[string]capsule.MCPServer
-	secrets   Secrets
-	workspace string
+	servers map[string]capsule.MCPServer
+	env     MCPEnv
+	ctx     context.Context // ends at Close: the connections' lifetime
+	cancel  context.CancelFunc
 
-	mu    sync.Mutex
-	conns map[string]*mcpConn
+	mu      sync.Mutex
+	closed  bool
+	conns   map[string]*mcpConn
+	dialing map[string]*dialing     // connections under way
+	pending map[string]*pendingAuth // authorizations servers wait for
+}
+
+// MCPEnv is where an agent's MCP servers run on this machine.
+type MCPEnv struct {
+	// Secrets gives the values of the secrets servers name; if it also
+	// has Set(name, value string) error, OAuth tokens are kept there (and
+	// only there), under MCPTokenSecret of the server.
+	Secrets Secrets
+	// Workspace is the folder stdio servers run in.
+	Workspace string
+	// RedirectURL is where an authorization server sends the person's
+	// browser back to with the code (the node's /v1/mcp/callback); empty:
+	// http://127.0.0.1/callback, whose address the person copies.
+	RedirectURL string
 }
 
 // mcpConn is one server's session and the tools it last listed.
@@ -47,17 +66,33 @@ type mcpConn struct {
 }
 
 // NewMCP returns the MCP servers of an agent, not yet connected.
-func NewMCP(servers map[string]capsule.MCPServer, secrets Secrets, workspace string) *MCP {
-	return &MCP{servers: servers, secrets: secrets, workspace: workspace, conns: map[string]*mcpConn{}}
+func NewMCP(servers map[string]capsule.MCPServer, env MCPEnv) *MCP {
+	if env.RedirectURL == "" {
+		env.RedirectURL = "http://127.0.0.1/callback"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &MCP{servers: servers, env: env, ctx: ctx, cancel: cancel,
+		conns: map[string]*mcpConn{}, dialing: map[string]*dialing{}, pending: map[string]*pendingAuth{}}
 }
+
+// The states of a server.
+const (
+	MCPConnected          = "connected"
+	MCPUnavailable        = "unavailable"
+	MCPNeedsAuthorization = "needs_authorization"
+)
 
 // MCPServerState is what tern mcp list and the runtime know of a server.
 type MCPServerState struct {
-	Name  string     `json:"name"`
-	Kind  string     `json:"kind"` // "stdio" or "http"
-	State string     `json:"state"`
-	Error string     `json:"error,omitempty"`
-	Tools []MCPTools `json:"tools"`
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`  // "stdio" or "http"
+	State string `json:"state"` // connected, unavailable or needs_authorization
+	Error string `json:"error,omitempty"`
+	// AuthorizationURL is where the person authorizes tern, when the
+	// server needs it; Scopes are the scopes it asks for.
+	AuthorizationURL string     `json:"authorization_url,omitempty"`
+	Scopes           []string   `json:"scopes,omitempty"`
+	Tools            []MCPTools `json:"tools"`
 }
 
 // MCPTools is one tool of a server as an agent sees it.
@@ -76,13 +111,18 @@ func (m *MCP) Tools(ctx context.Context) ([]Tool, []MCPServerState) {
 	var tools []Tool
 	var states []MCPServerState
 	for _, name := range sortedKeys(m.servers) {
-		st := MCPServerState{Name: name, Kind: "stdio", State: "connected", Tools: []MCPTools{}}
+		st := MCPServerState{Name: name, Kind: "stdio", State: MCPConnected, Tools: []MCPTools{}}
 		if m.servers[name].URL != "" {
 			st.Kind = "http"
 		}
 		list, err := m.list(ctx, name)
-		if err != nil {
-			st.State, st.Error = "unavailable", err.Error()
+		var need *AuthorizationNeeded
+		switch {
+		case errors.As(err, &need):
+			st.State, st.Error = MCPNeedsAuthorization, err.Error()
+			st.AuthorizationURL, st.Scopes = need.URL, need.Scopes
+		case err != nil:
+			st.State, st.Error = MCPUnavailable, err.Error()
 		}
 		for _, t := range list {
 			tl := m.tool(name, t)
@@ -94,10 +134,13 @@ func (m *MCP) Tools(ctx context.Context) ([]Tool, []MCPServerState) {
 	return tools, states
 }
 
-// Close ends every session (a stdio server's process with it).
+// Close ends every session (a stdio server's process with it) and every
+// authorization waiting.
 func (m *MCP) Close() {
+	m.cancel()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.closed = true
 	for name, c := range m.conns {
 		c.session.Close()
 		delete(m.conns, name)
@@ -134,23 +177,107 @@ func (m *MCP) list(ctx context.Context, name string) ([]*mcp.Tool, error) {
 	return out, nil
 }
 
-// conn returns the server's session, connecting when there is none.
+// conn returns the server's session, connecting when there is none. A
+// server that asks for authorization gives an *AuthorizationNeeded while
+// its connection waits for Authorize.
 func (m *MCP) conn(ctx context.Context, name string) (*mcpConn, error) {
-	m.mu.Lock()
-	c := m.conns[name]
-	m.mu.Unlock()
-	if c != nil {
-		return c, nil
-	}
-	s, ok := m.servers[name]
-	if !ok {
+	if _, ok := m.servers[name]; !ok {
 		return nil, fmt.Errorf("agent.json declares no MCP server %q", name)
 	}
-	transport, err := m.transport(name, s)
+	m.mu.Lock()
+	if c := m.conns[name]; c != nil {
+		m.mu.Unlock()
+		return c, nil
+	}
+	if m.closed {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("mcp server %s: its connections were closed", name)
+	}
+	d := m.dialing[name]
+	if d == nil {
+		d = &dialing{done: make(chan struct{}), asked: make(chan struct{})}
+		m.dialing[name] = d
+		go m.dial(name, d)
+	}
+	m.mu.Unlock()
+	for {
+		select {
+		case <-d.done:
+			return d.conn, d.err
+		default:
+		}
+		select {
+		case <-d.done:
+			return d.conn, d.err
+		case <-d.asked:
+			m.mu.Lock()
+			p := m.pending[name]
+			m.mu.Unlock()
+			if p == nil { // being answered: wait for the connection
+				select {
+				case <-d.done:
+					return d.conn, d.err
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return nil, &AuthorizationNeeded{Server: name, URL: p.url, Scopes: p.scopes}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// dialing is one server's connection under way.
+type dialing struct {
+	done      chan struct{} // closed when it connected or failed
+	conn      *mcpConn
+	err       error
+	asked     chan struct{} // closed when the server asked for authorization
+	askOnce   sync.Once
+	waiting   atomic.Bool // for a person: the connect timeout does not apply
+	abandoned atomic.Bool // its authorization was answered otherwise: no more asking
+}
+
+// connectTimeout bounds a connection that waits for no person.
+const connectTimeout = 60 * time.Second
+
+// dial connects to server name for d, under the MCP's lifetime rather than
+// a caller's: a connection waiting for authorization outlives the turn
+// that found it waiting.
+func (m *MCP) dial(name string, d *dialing) {
+	ctx, cancel := context.WithCancel(m.ctx)
+	defer cancel()
+	timer := time.AfterFunc(connectTimeout, func() {
+		if !d.waiting.Load() {
+			cancel()
+		}
+	})
+	defer timer.Stop()
+	c, err := m.connect(ctx, name, d)
+	m.mu.Lock()
+	if m.dialing[name] == d {
+		delete(m.dialing, name)
+	}
+	if err == nil && m.closed {
+		c.session.Close()
+		c, err = nil, fmt.Errorf("mcp server %s: its connections were closed", name)
+	} else if err == nil {
+		m.conns[name] = c
+	}
+	m.mu.Unlock()
+	d.conn, d.err = c, err
+	close(d.done)
+}
+
+// connect opens a session with server name.
+func (m *MCP) connect(ctx context.Context, name string, d *dialing) (*mcpConn, error) {
+	s := m.servers[name]
+	transport, err := m.transport(name, s, d)
 	if err != nil {
 		return nil, err
 	}
-	c = &mcpConn{}
+	c := &mcpConn{}
 	client := mcp.NewClient(&mcp.Implementation{Name: "tern", Version: "1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			m.mu.Lock()
@@ -158,21 +285,11 @@ func (m *MCP) conn(ctx context.Context, name string) (*mcpConn, error) {
 			m.mu.Unlock()
 		},
 	})
-	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	session, err := client.Connect(cctx, transport, nil)
+	session, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return nil, fmt.Errorf("mcp server %s: %s", name, connectError(s, err))
 	}
 	c.session = session
-	m.mu.Lock()
-	if old := m.conns[name]; old != nil { // another call connected meanwhile
-		m.mu.Unlock()
-		session.Close()
-		return old, nil
-	}
-	m.conns[name] = c
-	m.mu.Unlock()
 	return c, nil
 }
 
@@ -198,13 +315,14 @@ func connectError(s capsule.MCPServer, err error) string {
 }
 
 // transport is how tern reaches server s: its command over stdio, or its
-// URL over streamable HTTP, with ${SECRET}s expanded from this machine.
-func (m *MCP) transport(name string, s capsule.MCPServer) (mcp.Transport, error) {
+// URL over streamable HTTP (with OAuth unless its headers authorize it),
+// with ${SECRET}s expanded from this machine.
+func (m *MCP) transport(name string, s capsule.MCPServer, d *dialing) (mcp.Transport, error) {
 	get := func(secret string) (string, error) {
-		if m.secrets == nil {
+		if m.env.Secrets == nil {
 			return "", fmt.Errorf("mcp server %s needs the secret %s, and no secret store is open", name, secret)
 		}
-		v, err := m.secrets.Get(secret)
+		v, err := m.env.Secrets.Get(secret)
 		if err != nil {
 			return "", fmt.Errorf("mcp server %s needs the secret %s: %w", name, secret, err)
 		}
@@ -219,14 +337,22 @@ func (m *MCP) transport(name string, s capsule.MCPServer) (mcp.Transport, error)
 			}
 			headers.Set(k, val)
 		}
-		return &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: headerTransport{headers, http.DefaultTransport}}}, nil
+		t := &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: &http.Client{Transport: headerTransport{headers, http.DefaultTransport}}}
+		if headers.Get("Authorization") == "" {
+			h, err := m.oauth(name, d)
+			if err != nil {
+				return nil, err
+			}
+			t.OAuthHandler = h
+		}
+		return t, nil
 	}
 	path, err := exec.LookPath(s.Command)
 	if err != nil {
 		return nil, fmt.Errorf("mcp server %s: its command %q is not on this machine's PATH: install it, or fix command in agent.json's mcp_servers", name, s.Command)
 	}
 	cmd := exec.Command(path, s.Args...)
-	cmd.Dir = m.workspace
+	cmd.Dir = m.env.Workspace
 	cmd.Env = shellEnv(nil)
 	for _, sec := range s.Secrets {
 		v, err := get(sec)

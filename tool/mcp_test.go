@@ -3,8 +3,10 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +55,7 @@ func TestMCPToolsOverStdioAndHTTPWithTheirEffectsAndResults(t *testing.T) {
 	m := NewMCP(map[string]capsule.MCPServer{
 		"local": stdioServer(t),
 		"web":   {URL: srv.URL},
-	}, nil, t.TempDir())
+	}, MCPEnv{Workspace: t.TempDir()})
 	defer m.Close()
 	ctx := context.Background()
 	tools, states := m.Tools(ctx)
@@ -111,7 +113,7 @@ func TestAnMCPServerThatCannotBeReachedSaysWhy(t *testing.T) {
 	m := NewMCP(map[string]capsule.MCPServer{
 		"gone":   {Command: "tern-no-such-mcp-server"},
 		"secret": {Command: "sh", Secrets: []string{"GITHUB_TOKEN"}},
-	}, mapSecrets{}, t.TempDir())
+	}, MCPEnv{Secrets: mapSecrets{}, Workspace: t.TempDir()})
 	defer m.Close()
 	tools, states := m.Tools(context.Background())
 	if len(tools) != 0 {
@@ -133,5 +135,97 @@ func TestMCPToolNamesAreOnesEveryProviderAccepts(t *testing.T) {
 		if got := MCPToolName(in[0], in[1]); got != want {
 			t.Errorf("%v: %s, want %s", in, got, want)
 		}
+	}
+}
+
+func (m mapSecrets) Set(name, value string) error { m[name] = value; return nil }
+
+// A server behind OAuth: the connection waits for a person, who opens the
+// URL and gives back the address the browser came back to; the token is
+// kept in the keyring only, refreshed there, and a later connection uses
+// it without asking.
+func TestAnMCPServerBehindOAuthIsAuthorizedOnceAndItsTokenRefreshedInTheKeyring(t *testing.T) {
+	o := mcptest.NewOAuthServer()
+	defer o.Close()
+	o.TokenLife = 5 * time.Second // under oauth2's 10 s margin: every use refreshes
+	keyring := mapSecrets{}
+	servers := map[string]capsule.MCPServer{"web": {URL: o.URL + "/mcp"}}
+	m := NewMCP(servers, MCPEnv{Secrets: keyring, RedirectURL: "http://127.0.0.1:9/callback"})
+	defer m.Close()
+	ctx := context.Background()
+
+	_, states := m.Tools(ctx)
+	st := states[0]
+	if st.State != MCPNeedsAuthorization || !strings.HasPrefix(st.AuthorizationURL, o.URL+"/authorize?") || strings.Join(slices.Sorted(slices.Values(st.Scopes)), " ") != "offline_access tools:call tools:read" {
+		t.Fatalf("before authorization: %+v", st)
+	}
+	if _, err := m.conn(ctx, "web"); !errors.As(err, new(*AuthorizationNeeded)) {
+		t.Fatalf("asked again: %v", err)
+	}
+	if err := m.Authorize(ctx, "web", "http://127.0.0.1:9/callback?code=forged&state=other"); err == nil || !strings.Contains(err.Error(), "state differs") {
+		t.Fatalf("an answer to another authorization: %v", err)
+	}
+	back, err := mcptest.Consent(st.AuthorizationURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Authorize(ctx, "web", back); err != nil {
+		t.Fatal(err)
+	}
+	tools, states := m.Tools(ctx)
+	if states[0].State != MCPConnected {
+		t.Fatalf("after authorization: %+v", states[0])
+	}
+	res, err := toolNamed(t, tools, "mcp__web__echo").Run(ctx, Call{Arguments: json.RawMessage(`{"text":"authorized"}`)})
+	if err != nil || res.Output != "echo: authorized" {
+		t.Fatalf("a call: %+v %v", res, err)
+	}
+	if o.RefreshCount() == 0 {
+		t.Fatal("a token about to expire was not refreshed")
+	}
+	var kept storedToken
+	json.Unmarshal([]byte(keyring[MCPTokenSecret("web")]), &kept)
+	issued := o.Tokens()
+	if kept.AccessToken == "" || kept.RefreshToken == "" || kept.TokenURL != o.URL+"/token" ||
+		!slices.Contains(issued, kept.AccessToken) || kept.AccessToken == issued[0] {
+		t.Fatalf("the keyring keeps %+v; issued %v", kept, issued)
+	}
+
+	// Another connection (a restart) uses the kept token, refreshing it.
+	again := NewMCP(servers, MCPEnv{Secrets: keyring})
+	defer again.Close()
+	if _, states := again.Tools(ctx); states[0].State != MCPConnected {
+		t.Fatalf("with the kept token: %+v", states[0])
+	}
+}
+
+// An access token pasted by the person is kept and used.
+func TestAnMCPServerTakesAPastedToken(t *testing.T) {
+	o := mcptest.NewOAuthServer()
+	defer o.Close()
+	keyring := mapSecrets{}
+	m := NewMCP(map[string]capsule.MCPServer{"web": {URL: o.URL + "/mcp"}}, MCPEnv{Secrets: keyring})
+	defer m.Close()
+	ctx := context.Background()
+	_, states := m.Tools(ctx)
+	if states[0].State != MCPNeedsAuthorization {
+		t.Fatalf("%+v", states[0])
+	}
+	if err := m.Authorize(ctx, "web", "not-a-token-it-issued"); err == nil || !strings.Contains(err.Error(), "refused the token") {
+		t.Fatalf("a wrong token: %v", err)
+	}
+	// A token got elsewhere (here: from a flow of another client).
+	other := NewMCP(map[string]capsule.MCPServer{"web": {URL: o.URL + "/mcp"}}, MCPEnv{Secrets: mapSecrets{}})
+	defer other.Close()
+	_, st := other.Tools(ctx)
+	back, _ := mcptest.Consent(st[0].AuthorizationURL)
+	if err := other.Authorize(ctx, "web", back); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Authorize(ctx, "web", o.Tokens()[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, states := m.Tools(ctx); states[0].State != MCPConnected {
+		t.Fatalf("with the pasted token: %+v", states[0])
 	}
 }

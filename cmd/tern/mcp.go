@@ -108,7 +108,7 @@ func (e *env) mcpOfFolder(ctx context.Context, dir string) ([]tool.MCPServerStat
 	if err != nil {
 		return nil, err
 	}
-	m := tool.NewMCP(a.MCPServers, store, wd)
+	m := tool.NewMCP(a.MCPServers, tool.MCPEnv{Secrets: store, Workspace: wd})
 	defer m.Close()
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()

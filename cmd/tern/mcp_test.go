@@ -1,12 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/tern-dev/tern/internal/secrets"
+	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/tool"
 	"github.com/tern-dev/tern/tool/mcptest"
 )
@@ -91,4 +103,162 @@ func TestMCPListOfAFolderSaysWhatCannotBeReached(t *testing.T) {
 	if code, _, errs := tern(t, home, "", "capsule", "accept", dir); code != exitBadInput || !strings.Contains(errs, "looks like a key or token") {
 		t.Fatalf("a token in agent.json: exit %d, %q", code, errs)
 	}
+}
+
+// An agent's MCP server behind OAuth: the turn pauses with an mcp_auth
+// action carrying the URL and scopes; the person opens it and answers with
+// the address the browser came back to; the continuing turn goes on with
+// the server's tools. No code or token is in the home folder (the keyring
+// there is sealed), the capsule, the logs or an API answer.
+func TestAnMCPServerBehindOAuthPausesTheTurnUntilItIsAuthorized(t *testing.T) {
+	o := mcptest.NewOAuthServer()
+	t.Cleanup(o.Close)
+	home := secretHome(t)
+	store, err := secrets.Open(home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	n, err := node.Start(home, node.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond, Secrets: store},
+		slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	id := importAgent(t, home, func(a map[string]any) {
+		a["mcp_servers"] = map[string]any{"web": map[string]any{"url": o.URL + "/mcp"}}
+	})
+
+	var answers []string // every API answer and output, for the grep
+	code, out, errs := tern(t, home, "", "turn", id, "hello")
+	answers = append(answers, out, errs)
+	if code != 0 || !strings.Contains(errs, "paused") || !strings.Contains(errs, "mcp_auth web: open "+o.URL+"/authorize?") {
+		t.Fatalf("the turn: exit %d, %q, %q", code, out, errs)
+	}
+	out = mustTern(t, home, "", "actions", "--json")
+	answers = append(answers, out)
+	var pending []node.PendingAction
+	json.Unmarshal([]byte(out), &pending)
+	if len(pending) != 1 || pending[0].Kind != "mcp_auth" || pending[0].Server != "web" || strings.Join(slices.Sorted(slices.Values(pending[0].Scopes)), " ") != "offline_access tools:call tools:read" {
+		t.Fatalf("pending %+v", pending)
+	}
+	back, err := mcptest.Consent(pending[0].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(back, n.Info().API+"/v1/mcp/callback?") {
+		t.Fatalf("the browser is sent back to %s, not to the node", back)
+	}
+	code, out, errs = tern(t, home, "", "respond", pending[0].ID, "--authorization", "http://127.0.0.1:9/elsewhere?code=forged&state=wrong")
+	if code == 0 || !strings.Contains(errs, "state differs") {
+		t.Fatalf("an answer to another authorization: exit %d, %q", code, errs)
+	}
+	out = mustTern(t, home, "", "respond", pending[0].ID, "--authorization", back)
+	answers = append(answers, out)
+	out = mustTern(t, home, "", "turn", id, `!call mcp__web__echo {"text": "authorized"}`)
+	answers = append(answers, out)
+	if !strings.Contains(out, "echo: authorized") {
+		t.Fatalf("a call after the authorization: %q", out)
+	}
+	out = mustTern(t, home, "", "mcp", "list", id, "--json")
+	answers = append(answers, out, mustTern(t, home, "", "journal", "log", id, "--json"))
+	var states []tool.MCPServerState
+	if json.Unmarshal([]byte(out), &states); len(states) != 1 || states[0].State != tool.MCPConnected {
+		t.Fatalf("mcp list: %s", out)
+	}
+	n.Close()
+
+	secretsIn := append(o.Tokens(), codeOf(t, back))
+	for _, s := range secretsIn {
+		for i, a := range append(answers, logs.String()) {
+			if strings.Contains(a, s) {
+				t.Fatalf("answer %d shows %s: %q", i, s, a)
+			}
+		}
+	}
+	filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		for _, s := range secretsIn {
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("%s holds %s", p, s)
+			}
+		}
+		return nil
+	})
+	if v, err := store.Get(tool.MCPTokenSecret("web")); err != nil || !strings.Contains(v, o.Tokens()[0]) {
+		t.Fatalf("the keyring: %v", err)
+	}
+}
+
+// When the browser runs on the node's machine it follows the redirect to
+// the node's callback, which finishes the authorization and continues the
+// turn: nothing to paste.
+func TestTheNodesCallbackFinishesAnMCPAuthorization(t *testing.T) {
+	o := mcptest.NewOAuthServer()
+	t.Cleanup(o.Close)
+	home := secretHome(t)
+	store, err := secrets.Open(home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(home, node.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond, Secrets: store}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	id := importAgent(t, home, func(a map[string]any) {
+		a["mcp_servers"] = map[string]any{"web": map[string]any{"url": o.URL + "/mcp"}}
+	})
+	tern(t, home, "", "turn", id, "hello")
+	pending := pendingIDs(t, home)
+	if len(pending) != 1 {
+		t.Fatalf("pending %v", pending)
+	}
+	var acts []node.PendingAction
+	json.Unmarshal([]byte(mustTern(t, home, "", "actions", "--json")), &acts)
+	resp, err := http.Get(acts[0].URL) // the browser, following the redirect
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "web is authorized; turn turn_") {
+		t.Fatalf("the callback page: %d %s", resp.StatusCode, page)
+	}
+	if left := pendingIDs(t, home); len(left) != 0 {
+		t.Fatalf("still pending: %v", left)
+	}
+	// The same address again finds nothing waiting.
+	resp, err = http.Get(acts[0].URL)
+	if err == nil {
+		page, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a second visit: %v %s", err, page)
+	}
+}
+
+// codeOf is the authorization code in the address the browser came back to.
+func codeOf(t *testing.T, back string) string {
+	u, err := url.Parse(back)
+	if err != nil || u.Query().Get("code") == "" {
+		t.Fatalf("no code in %s", back)
+	}
+	return u.Query().Get("code")
+}
+
+// syncWriter serializes writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -330,8 +330,21 @@ func oneLine(s string, n int) string {
 
 func printActions(w io.Writer, actions []session.Action) {
 	for _, a := range actions {
-		fmt.Fprintf(w, "  %s  %s %s %s\n", a.ID, a.Kind, a.Tool, oneLine(string(a.Arguments), 120))
+		fmt.Fprintf(w, "  %s  %s\n", a.ID, actionLine(a))
 	}
+}
+
+// actionLine says what an action asks: the tool and its arguments, or
+// where to authorize an MCP server.
+func actionLine(a session.Action) string {
+	if a.Kind == session.KindMCPAuth {
+		scopes := ""
+		if len(a.Scopes) > 0 {
+			scopes = " (scopes: " + strings.Join(a.Scopes, " ") + ")"
+		}
+		return fmt.Sprintf("%s %s: open %s%s, then tern respond %s --authorization ADDRESS-YOU-CAME-BACK-TO", a.Kind, a.Server, a.URL, scopes, a.ID)
+	}
+	return fmt.Sprintf("%s %s %s", a.Kind, a.Tool, oneLine(string(a.Arguments), 120))
 }
 
 func actionsCmd(e *env) *cobra.Command {
@@ -360,7 +373,7 @@ func actionsCmd(e *env) *cobra.Command {
 				fmt.Fprintln(e.stderr, "no turn waits for an action")
 			}
 			for _, a := range pending {
-				fmt.Fprintf(e.stdout, "%s  %s %s %s  (session %s)\n", a.ID, a.Kind, a.Tool, oneLine(string(a.Arguments), 120), a.Session)
+				fmt.Fprintf(e.stdout, "%s  %s  (session %s)\n", a.ID, actionLine(a.Action), a.Session)
 			}
 			return nil
 		},
@@ -419,25 +432,42 @@ func answerCmd(e *env, verb string, approve bool) *cobra.Command {
 }
 
 func respondCmd(e *env) *cobra.Command {
-	var outputs []string
+	var outputs, authorizations []string
 	var approve, deny []string
 	var asJSON bool
 	c := &cobra.Command{
-		Use:     "respond ACTION_ID... --output JSON... [--approve ID...] [--deny ID...]",
-		Example: "  tern respond act_client_output_… --output '{\"temp_c\": 18}'",
-		Short:   "Give the output of client-side tool calls a turn waits for",
+		Use: "respond ACTION_ID... (--output JSON... | --authorization VALUE...) [--approve ID...] [--deny ID...]",
+		Example: "  tern respond act_client_output_… --output '{\"temp_c\": 18}'\n" +
+			"  tern respond act_mcp_auth_… --authorization 'http://127.0.0.1:7777/v1/mcp/callback?code=…&state=…'",
+		Short: "Give the output of client-side tool calls, or an MCP server's authorization, a turn waits for",
 		Long: "Answers client_output actions with the tools' outputs (JSON, one --output per action, in\n" +
-			"the same order), in a continuing turn that it follows like tern turn. Other actions of\n" +
-			"the same turn are answered in the same request with --approve and --deny: a paused turn\n" +
-			"takes all its answers at once. (tern deny declines a client_output action: the call gets\n" +
-			"an error result.)",
+			"the same order), or mcp_auth actions with --authorization: the address your browser was\n" +
+			"sent back to after you opened the action's URL (or its code=…&state=… part), an access\n" +
+			"token the server's owner gave you, or \"done\" when the node's own callback page said the\n" +
+			"server is authorized. The token goes to this node's keyring, never to the journal. The\n" +
+			"continuing turn is followed like tern turn. Other actions of the same turn are answered\n" +
+			"in the same request with --approve and --deny: a paused turn takes all its answers at\n" +
+			"once. (tern deny declines any action: a client_output call gets an error result; an\n" +
+			"mcp_auth, the turn goes on without that server's tools.)",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(outputs) != len(args) {
+			answers := answerSet{}
+			switch {
+			case len(authorizations) > 0 && len(outputs) > 0:
+				return fmt.Errorf("respond: give --output or --authorization, not both (answer the other actions in the next command)")
+			case len(authorizations) > 0:
+				if len(authorizations) != len(args) {
+					return fmt.Errorf("respond: %d actions and %d --authorization values: give one per action, in order", len(args), len(authorizations))
+				}
+				for i, id := range args {
+					if err := answers.add(id, "authorization", authorizations[i]); err != nil {
+						return fmt.Errorf("respond: %w", err)
+					}
+				}
+			case len(outputs) != len(args):
 				return fmt.Errorf("respond: %d actions and %d --output values: give one --output per action, in order", len(args), len(outputs))
 			}
-			answers := answerSet{}
-			for i, id := range args {
+			for i, id := range args[:len(outputs)] {
 				if !json.Valid([]byte(outputs[i])) {
 					return fmt.Errorf("respond: --output %q (for %s) is not JSON (a string is written with quotes: '\"done\"')", outputs[i], id)
 				}
@@ -455,7 +485,7 @@ func respondCmd(e *env) *cobra.Command {
 		},
 	}
 	c.Flags().StringArrayVar(&outputs, "output", nil, "a tool's output, as JSON (once per action, in order)")
-	c.MarkFlagRequired("output")
+	c.Flags().StringArrayVar(&authorizations, "authorization", nil, "an MCP server's authorization: the address the browser came back to, a token, or done (once per action, in order)")
 	c.Flags().StringSliceVar(&approve, "approve", nil, "actions to approve in the same turn")
 	c.Flags().StringSliceVar(&deny, "deny", nil, "actions to deny in the same turn")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the continuing turn as JSON when it ends")
