@@ -2,6 +2,8 @@ package capsule
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -159,6 +161,31 @@ func (c *Capsule) Snapshot() (*Snapshot, error) {
 // the content (materialize does, as it copies).
 func (c *Capsule) OpenBlob(hexSum string) (io.ReadCloser, int64, error) {
 	return c.src.open(BlobPath(hexSum))
+}
+
+// ReadBlob returns the bytes of the blob cid names, checked against its
+// hash; a blob over limit bytes is refused unread.
+func (c *Capsule) ReadBlob(cid string, limit int64) ([]byte, error) {
+	sum, err := ParseBlobCID(cid)
+	if err != nil {
+		return nil, err
+	}
+	r, size, err := c.OpenBlob(sum)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	if size > limit {
+		return nil, fmt.Errorf("blob %s is %d bytes, over the %d a request may carry", cid, size, limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
+		return nil, fmt.Errorf("blob %s: %w", cid, ErrHashMismatch)
+	}
+	return data, nil
 }
 
 // sameBytes reports whether two files of two capsules hold the same bytes.

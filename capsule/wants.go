@@ -373,3 +373,27 @@ func workspaceItems(snap *Snapshot, read func(hex string) ([]byte, bool)) []memo
 	}
 	return out
 }
+
+// PutBlob stores data as a blob of the capsule, listed in its manifest,
+// and returns its CID, for an event about to name it (an image a tool
+// answered with). Written to a temporary file, fsynced and renamed: a
+// crash leaves the blob whole or not at all.
+func (d *Dir) PutBlob(data []byte) (string, error) {
+	e, err := putBlob(d.dir, bytes.NewReader(data))
+	if err != nil {
+		return "", err
+	}
+	if err := syncDir(d.path(BlobDir)); err != nil {
+		return "", err
+	}
+	if d.BlobSize(e.SHA256) != e.Size {
+		files, err := d.derivedUpdates(map[string]FileEntry{BlobPath(e.SHA256): e})
+		if err != nil {
+			return "", err
+		}
+		if err := d.commit(files, map[string]FileEntry{BlobPath(e.SHA256): e}); err != nil {
+			return "", err
+		}
+	}
+	return BlobCID(e.SHA256), nil
+}

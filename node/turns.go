@@ -796,6 +796,12 @@ func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID st
 			if ctx.Err() != nil {
 				return ctx.Err() // cancelled: the intent stays without outcome, to reconcile
 			}
+			if errors.Is(err, tool.ErrUncertain) && !pure && !retry {
+				// The intent stays without outcome: the next pass
+				// reconciles it (a person says, for an at-most-once call).
+				rt.n.log.Warn("a tool call may or may not have taken effect; it is reconciled, not run again blind", "agent", r.agent, "call", callID, "err", err)
+				return nil
+			}
 			res = tool.Result{Output: fmt.Sprintf("The tool could not run: %v", err), IsError: true}
 		}
 		drafts := []journal.Draft{}
@@ -806,10 +812,58 @@ func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID st
 			}
 			drafts = append(drafts, draft(r.session, r.turn, session.OperationOutcome, map[string]any{"operation_id": opID, "status": status}))
 		}
-		drafts = append(drafts, toolResult(r.session, r.turn, callID, res.Output, res.IsError))
-		_, err = rt.appendHeld(ctx, r.agent, epoch, drafts)
+		result, err := rt.toolResultOf(r, callID, res)
+		if err != nil {
+			return err
+		}
+		_, err = rt.appendHeld(ctx, r.agent, epoch, append(drafts, result))
 		return err
 	})
+}
+
+// agentBlobs gives render the blobs of an agent's capsule: the images and
+// files of its messages and tool results.
+type agentBlobs struct {
+	store *Store
+	agent string
+}
+
+// maxRequestBlob bounds one image or file read into a request body.
+const maxRequestBlob = 64 << 20
+
+func (b agentBlobs) Blob(cid string) (data []byte, err error) {
+	err = b.store.With(b.agent, func(d *capsule.Dir) error {
+		data, err = d.ReadBlob(cid, maxRequestBlob)
+		return err
+	})
+	return data, err
+}
+
+// toolResultOf is the tool_result draft of res: its text, and its images
+// and files stored as blobs of the capsule first, named by CID.
+func (rt *agentRuntime) toolResultOf(r *runner, callID string, res tool.Result) (journal.Draft, error) {
+	if len(res.Media) == 0 {
+		return toolResult(r.session, r.turn, callID, res.Output, res.IsError), nil
+	}
+	var content []any
+	if res.Output != "" {
+		content = append(content, map[string]string{"type": "text", "text": res.Output})
+	}
+	err := rt.n.store.With(r.agent, func(d *capsule.Dir) error {
+		for _, m := range res.Media {
+			cid, err := d.PutBlob(m.Data)
+			if err != nil {
+				return fmt.Errorf("keeping the %s the tool answered with: %w", m.Kind, err)
+			}
+			part := map[string]string{"type": m.Kind, "cid": cid, "media_type": m.MediaType}
+			if m.Kind == "file" {
+				part["name"] = m.Name
+			}
+			content = append(content, part)
+		}
+		return nil
+	})
+	return draft(r.session, r.turn, "tool_result", map[string]any{"call_id": callID, "content": content, "is_error": res.IsError}), err
 }
 
 // step takes one model step: it renders the session for the turn's
@@ -829,7 +883,7 @@ func (rt *agentRuntime) step(ctx context.Context, r *runner, v *view, lt *liveTu
 	target := render.Target{Provider: s.Wire(), Model: s.Model, Host: s.Host(), Stream: true}
 	var res *provider.Result
 	for attempt := 0; ; attempt++ {
-		req, err := render.Render(render.Request{Events: v.events, Agent: v.agent, Target: target})
+		req, err := render.Render(render.Request{Events: v.events, Agent: v.agent, Target: target, Blobs: agentBlobs{rt.n.store, r.agent}})
 		if err != nil {
 			return rt.fail(ctx, r, fmt.Sprintf("the request could not be rendered: %v", err))
 		}

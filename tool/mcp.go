@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tern-dev/tern/capsule"
@@ -423,54 +425,75 @@ func (m *MCP) tool(server string, t *mcp.Tool) Tool {
 		Approval:    effect == AtMostOnce,
 		NoWorkspace: true,
 		Run: func(ctx context.Context, c Call) (Result, error) {
-			return m.call(ctx, server, name, c.Arguments)
+			return m.call(ctx, server, name, c.Arguments, effect != AtMostOnce)
 		},
 	}
 }
 
-// call calls a tool of a server. A server that fails mid-call is
-// forgotten (the next call connects again) and the call is an error the
-// runtime keeps as an intent without outcome: never retried blind.
-func (m *MCP) call(ctx context.Context, server, name string, args json.RawMessage) (Result, error) {
-	c, err := m.conn(ctx, server)
-	if err != nil {
-		return Result{}, err
-	}
+// call calls a tool of a server. An answer of the server, error or not,
+// is a result. A connection that fails during the call is forgotten (the
+// next use connects again, to a restarted server too); the call is then
+// made once more on a new connection when repeating it is harmless
+// (repeatable: the server's annotations say read-only or idempotent), and
+// otherwise fails with ErrUncertain: the runtime keeps its intent without
+// outcome, to be reconciled, never retried blind.
+func (m *MCP) call(ctx context.Context, server, name string, args json.RawMessage, repeatable bool) (Result, error) {
 	var a map[string]any
 	if len(args) > 0 {
 		if err := json.Unmarshal(args, &a); err != nil {
 			return failf("the arguments are not a JSON object: %v", err)
 		}
 	}
-	res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: a})
-	if err != nil {
-		if ctx.Err() == nil {
-			m.drop(server, c)
+	for attempt := 1; ; attempt++ {
+		c, err := m.conn(ctx, server)
+		if err != nil {
+			return Result{}, err // not sent: certain
 		}
-		return Result{}, fmt.Errorf("mcp server %s, tool %s: %w", server, name, err)
+		res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: a})
+		if err == nil {
+			return mcpResult(res), nil
+		}
+		if ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+		var answered *jsonrpc.Error
+		if errors.As(err, &answered) {
+			return Result{Output: fmt.Sprintf("mcp server %s refused the call: %s", server, answered.Message), IsError: true}, nil
+		}
+		m.drop(server, c)
+		if !repeatable || attempt == 2 {
+			return Result{}, fmt.Errorf("mcp server %s, tool %s: the connection failed during the call (%v): %w", server, name, err, ErrUncertain)
+		}
 	}
-	return mcpResult(res), nil
 }
 
 // mcpResult is an MCP tool result as the model reads it: text parts as
-// they are, structured content as JSON, an embedded resource's text, and a
-// line saying what an image, audio or binary resource was (the bytes are
-// not kept in the journal).
+// they are, structured content as JSON (when no text stands for it), an
+// embedded resource's text; images, audio and binary resources as media
+// the runtime keeps as blobs.
 func mcpResult(res *mcp.CallToolResult) Result {
 	var parts []string
+	var media []Media
+	addMedia := func(kind, mediaType, name string, data []byte) {
+		if len(data) > MediaCap {
+			parts = append(parts, fmt.Sprintf("[%s %s, %s, %d bytes: over the %d MiB kept, left out]", kind, name, mediaType, len(data), MediaCap>>20))
+			return
+		}
+		media = append(media, Media{Kind: kind, MediaType: mediaType, Name: name, Data: data})
+	}
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
 			parts = append(parts, c.Text)
 		case *mcp.ImageContent:
-			parts = append(parts, fmt.Sprintf("[an image, %s, %d bytes, not shown]", c.MIMEType, len(c.Data)))
+			addMedia("image", c.MIMEType, "", c.Data)
 		case *mcp.AudioContent:
-			parts = append(parts, fmt.Sprintf("[audio, %s, %d bytes, not shown]", c.MIMEType, len(c.Data)))
+			addMedia("file", c.MIMEType, "audio", c.Data)
 		case *mcp.EmbeddedResource:
-			if r := c.Resource; r != nil && r.Text != "" {
+			if r := c.Resource; r != nil && r.Blob == nil {
 				parts = append(parts, fmt.Sprintf("[resource %s]\n%s", r.URI, r.Text))
 			} else if r != nil {
-				parts = append(parts, fmt.Sprintf("[resource %s, %s, %d bytes, not shown]", r.URI, r.MIMEType, len(r.Blob)))
+				addMedia("file", r.MIMEType, path.Base(r.URI), r.Blob)
 			}
 		case *mcp.ResourceLink:
 			parts = append(parts, fmt.Sprintf("[resource link %s: %s]", c.URI, c.Name))
@@ -488,7 +511,7 @@ func mcpResult(res *mcp.CallToolResult) Result {
 	if len(out) > OutputCap {
 		out, cut = out[:OutputCap]+"\n[the result was cut at 64 KiB]", true
 	}
-	return Result{Output: out, IsError: res.IsError, Cut: cut}
+	return Result{Output: out, IsError: res.IsError, Cut: cut, Media: media}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

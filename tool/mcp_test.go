@@ -86,7 +86,7 @@ func TestMCPToolsOverStdioAndHTTPWithTheirEffectsAndResults(t *testing.T) {
 		if r := run("fail", `{}`); !r.IsError || !strings.Contains(r.Output, "it failed, as asked") {
 			t.Errorf("%s fail: %+v", server, r)
 		}
-		if r := run("picture", `{}`); !strings.Contains(r.Output, "[an image, image/png, 8 bytes, not shown]") {
+		if r := run("picture", `{}`); r.Output != "a picture:" || len(r.Media) != 1 || r.Media[0].Kind != "image" || r.Media[0].MediaType != "image/png" || string(r.Media[0].Data) != "\x89PNG...." {
 			t.Errorf("%s picture: %+v", server, r)
 		}
 	}

@@ -23,6 +23,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -64,12 +65,34 @@ type Call struct {
 	Memory Memory
 }
 
-// Result is a tool's answer to the model: a tool_result's text.
+// ErrUncertain wraps the error of a call that may or may not have taken
+// effect (a server that went away during it): the runtime leaves its
+// intent without an outcome, to be reconciled rather than run again.
+var ErrUncertain = errors.New("the call may or may not have taken effect")
+
+// Result is a tool's answer to the model: a tool_result's text, and the
+// images and files it came with.
 type Result struct {
 	Output  string // the text the model reads
 	IsError bool   // the call failed, and Output says why (tool_result's is_error)
 	Cut     bool   // part of the output was left out at OutputCap; Output ends with a note saying so
+	Media   []Media
 }
+
+// Media is an image or a file a tool answered with: the runtime keeps its
+// bytes as a blob of the capsule, and the tool_result names it by CID (a
+// part {"type": "image"|"file", "cid", "media_type", "name"?}), which
+// each renderer sends as the provider takes it or describes in text.
+type Media struct {
+	Kind      string // "image" or "file"
+	MediaType string
+	Name      string // a file's name, if it has one
+	Data      []byte
+}
+
+// MediaCap is the largest image or file a result keeps; a larger one is
+// described in the text instead.
+const MediaCap = 20 << 20
 
 // Tool is one tool: its definition for agent.json, its default effect and
 // approval, and how to run it.

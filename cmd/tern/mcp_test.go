@@ -66,6 +66,18 @@ func TestATurnCallsTheToolsOfTheAgentsMCPServers(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"sum":5`) {
 		t.Fatalf("an MCP tool over HTTP: exit %d, %q, %q", code, out, errs)
 	}
+	// An image comes back as a blob of the capsule, named by the result.
+	mustTern(t, home, "", "turn", id, `!call mcp__web__picture {}`)
+	log := mustTern(t, home, "", "journal", "log", id, "--json")
+	if !strings.Contains(log, `{"cid":"bafk`) || !strings.Contains(log, `"media_type":"image/png","type":"image"}`) || strings.Contains(log, "not available") {
+		t.Fatalf("the picture's result: %s", log)
+	}
+	exported := filepath.Join(t.TempDir(), "a.tar")
+	mustTern(t, home, "", "capsule", "export", id, "-o", exported)
+	if code, out, errs := tern(t, home, "", "capsule", "verify", exported); code != 0 {
+		t.Fatalf("verify: %q %q", out, errs)
+	}
+
 	code, _, errs = tern(t, home, "", "turn", id, `!call mcp__local__record_call {}`)
 	if code != 0 || !strings.Contains(errs, "paused") {
 		t.Fatalf("an at-most-once MCP tool: exit %d, %q", code, errs)
@@ -261,4 +273,41 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// A stdio server that dies during an at-most-once call: the call is not
+// run again blind; the turn pauses for a person to say whether it took
+// effect, and the next call finds the server started again.
+func TestAnMCPServerThatDiesMidCallIsReconciledAndRestarted(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	runNode(t, home)
+	id := importAgent(t, home, func(a map[string]any) {
+		a["mcp_servers"] = map[string]any{"local": map[string]any{"command": exe, "env": map[string]string{mcptest.EnvStdio: "1"}}}
+	})
+	if out := mustTern(t, home, "", "turn", id, `!call mcp__local__echo {"text": "before"}`); !strings.Contains(out, "echo: before") {
+		t.Fatalf("before: %q", out)
+	}
+	tern(t, home, "", "turn", id, `!call mcp__local__vanish {}`)
+	approvals := pendingIDs(t, home)
+	if len(approvals) != 1 || !strings.HasPrefix(approvals[0], "act_approval_") {
+		t.Fatalf("pending %v", approvals)
+	}
+	code, _, errs := tern(t, home, "", "approve", approvals[0])
+	if code != 0 || !strings.Contains(errs, "paused") {
+		t.Fatalf("the call that ends its server: exit %d, %q", code, errs)
+	}
+	reconcile := pendingIDs(t, home)
+	if len(reconcile) != 1 || !strings.HasPrefix(reconcile[0], "act_reconcile_") {
+		t.Fatalf("after the server died: pending %v", reconcile)
+	}
+	if out := mustTern(t, home, "", "deny", reconcile[0]); !strings.Contains(out, "did not take effect") {
+		t.Fatalf("the person's answer: %q", out)
+	}
+	if out := mustTern(t, home, "", "turn", id, `!call mcp__local__echo {"text": "after"}`); !strings.Contains(out, "echo: after") {
+		t.Fatalf("the server started again: %q", out)
+	}
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -133,25 +130,4 @@ type capsuleBlobs struct{ c *capsule.Capsule }
 
 var _ render.Blobs = capsuleBlobs{}
 
-func (b capsuleBlobs) Blob(cid string) ([]byte, error) {
-	sum, err := capsule.ParseBlobCID(cid)
-	if err != nil {
-		return nil, err
-	}
-	r, size, err := b.c.OpenBlob(sum)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	if size > maxRenderBlob {
-		return nil, fmt.Errorf("blob %s is %d bytes, over the %d a request may carry", cid, size, maxRenderBlob)
-	}
-	data, err := io.ReadAll(io.LimitReader(r, maxRenderBlob+1))
-	if err != nil {
-		return nil, err
-	}
-	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
-		return nil, fmt.Errorf("blob %s: %w", cid, capsule.ErrHashMismatch)
-	}
-	return data, nil
-}
+func (b capsuleBlobs) Blob(cid string) ([]byte, error) { return b.c.ReadBlob(cid, maxRenderBlob) }

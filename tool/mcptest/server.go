@@ -41,6 +41,7 @@ type sum struct {
 //   - record_call (no hints: at-most-once) counts a call and answers "recorded N";
 //   - fail answers an error result;
 //   - picture answers an image;
+//   - vanish ends the server's process during the call (over stdio);
 //   - grow adds the tool grown (tools/list_changed).
 func NewServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "tern-test", Version: "1"}, nil)
@@ -64,6 +65,13 @@ func NewServer() *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "picture", Description: "Answers an image.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a picture:"}, &mcp.ImageContent{MIMEType: "image/png", Data: []byte("\x89PNG....")}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "vanish", Description: "Ends the server during the call (served over stdio); never to repeat blind."},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			if os.Getenv(EnvStdio) == "1" {
+				os.Exit(3)
+			}
+			return nil, nil, errors.New("vanish ends only a server of its own process")
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "grow", Description: "Adds the tool grown."},
 		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
