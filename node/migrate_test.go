@@ -736,3 +736,30 @@ func TestAMigrationToAMachineWithoutTheAgentsSecretAborts(t *testing.T) {
 	targetSecrets["MODEL_KEY"] = "k"
 	mustMigrate(t, a, b, agent)
 }
+
+// A target without the command of one of the agent's stdio MCP servers
+// refuses to prepare: the migration aborts naming the server and the
+// command, the agent runs on at the source, and it moves once the command
+// is installed.
+func TestAMigrationToAMachineWithoutAnMCPServersCommandAborts(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	connectAll(t, a, b)
+	agent := heldBy(t, a, func(dir string) {
+		acceptEdit(t, a, dir, capsule.AgentFile, `{"name":"mover","instructions":"","provider":"offline","model":"tern-offline","tools":[],`+
+			`"mcp_servers":{"files":{"command":"tern-test-mcp-files","args":["--root","."]}}}`+"\n")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := a.Migrate(ctx, agent, b.host.ID())
+	if err != nil || out.Outcome != "aborted" || !strings.Contains(out.Reason, `the MCP server files needs the command "tern-test-mcp-files"`) {
+		t.Fatalf("%+v %v: want aborted, naming the server and its command", out, err)
+	}
+	eventually(t, "a runs the agent again", func() bool { return a.runs(agent) })
+
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "tern-test-mcp-files"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	mustMigrate(t, a, b, agent)
+}

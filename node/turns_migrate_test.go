@@ -3,16 +3,19 @@ package node
 import (
 	"context"
 	"encoding/json"
-
-	"github.com/tern-dev/tern/capsule"
-	"github.com/tern-dev/tern/tool"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/tool"
+	"github.com/tern-dev/tern/tool/mcptest"
 )
 
 // A turn paused for approval on a moves with the agent to b: b lists the
@@ -182,5 +185,64 @@ func TestAMoveDuringAToolCallWaitsForItAndTheStreamGoesOn(t *testing.T) {
 	got := strings.Join(types, " ")
 	if !strings.Contains(got, "operation.intent operation.outcome tool_result") || !strings.HasSuffix(got, "turn.ended") {
 		t.Fatalf("the turn across the move: %s", got)
+	}
+}
+
+// After a move the target connects to the agent's MCP servers itself,
+// with its own secrets, and the source lets go of its connections.
+func TestAfterAMoveTheTargetReconnectsToTheAgentsMCPServersWithItsOwnSecrets(t *testing.T) {
+	var mu sync.Mutex
+	keys := map[string]bool{} // the X-Key values the server saw
+	handler := mcptest.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys[r.Header.Get("X-Key")] = true
+		mu.Unlock()
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	start := func(key string) *Node {
+		home := t.TempDir()
+		n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond,
+			Secrets: mapSecrets{"MCP_KEY": key}}, testLog(home))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	a, b := start("laptop"), start("desktop")
+	connectAll(t, a, b)
+	agent := heldBy(t, a, func(dir string) {
+		ag := capsule.DefaultAgent("mover")
+		ag.MCPServers = map[string]capsule.MCPServer{"web": {URL: srv.URL, Headers: map[string]string{"X-Key": "${MCP_KEY}"}, Secrets: []string{"MCP_KEY"}}}
+		data, err := ag.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		acceptEdit(t, a, dir, capsule.AgentFile, string(data))
+	})
+	echo := func(n *Node, text string) {
+		t.Helper()
+		sessionID := newSession(t, n, agent)
+		_, turn := startTurn(t, n, sessionID, map[string]any{"text": `!call mcp__web__echo {"text": "` + text + `"}`})
+		follow(t, n, sessionID, turn["id"].(string), -1, nil)
+		if ti := getTurn(t, n, sessionID, turn["id"].(string)); ti.Status != "completed" {
+			t.Fatalf("the turn on %s: %+v", text, ti)
+		}
+	}
+	echo(a, "on the laptop")
+	mustMigrate(t, a, b, agent)
+	a.turns.mu.Lock()
+	held := a.turns.mcps[agent]
+	a.turns.mu.Unlock()
+	if held != nil {
+		t.Fatal("the source keeps its MCP connections after the move")
+	}
+	echo(b, "on the desktop")
+	mu.Lock()
+	defer mu.Unlock()
+	if !keys["laptop"] || !keys["desktop"] {
+		t.Fatalf("the server saw the keys %v; want each machine's own", keys)
 	}
 }
