@@ -95,6 +95,8 @@ func (e *env) mcpOfFolder(ctx context.Context, dir string) ([]tool.MCPServerStat
 	if err != nil {
 		return nil, err
 	}
+	// The keyring gives the servers' secrets and the OAuth tokens kept for
+	// HTTP servers; a server that needs neither works without it.
 	var store provider.Secrets
 	for _, s := range a.MCPServers {
 		if len(s.Secrets) > 0 {
@@ -102,6 +104,11 @@ func (e *env) mcpOfFolder(ctx context.Context, dir string) ([]tool.MCPServerStat
 				return nil, err
 			}
 			break
+		}
+		if s.URL != "" {
+			if kr, err := openSecrets(e); err == nil {
+				store = kr
+			}
 		}
 	}
 	wd, err := os.Getwd()
