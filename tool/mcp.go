@@ -456,6 +456,10 @@ func (m *MCP) call(ctx context.Context, server, name string, args json.RawMessag
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
+		if errors.Is(err, errAuthorizeAgain) { // refused unserved: certain
+			m.drop(server, c)
+			return Result{}, fmt.Errorf("mcp server %s, tool %s: %w", server, name, errAuthorizeAgain)
+		}
 		var answered *jsonrpc.Error
 		if errors.As(err, &answered) {
 			return Result{Output: fmt.Sprintf("mcp server %s refused the call: %s", server, answered.Message), IsError: true}, nil

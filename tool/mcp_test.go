@@ -197,6 +197,17 @@ func TestAnMCPServerBehindOAuthIsAuthorizedOnceAndItsTokenRefreshedInTheKeyring(
 	if _, states := again.Tools(ctx); states[0].State != MCPConnected {
 		t.Fatalf("with the kept token: %+v", states[0])
 	}
+
+	// Tokens revoked mid-session: an at-most-once call is refused unserved
+	// (certain, not to reconcile), and the server asks for authorization.
+	o.Revoke()
+	_, err = toolNamed(t, tools, "mcp__web__record_call").Run(ctx, Call{Arguments: json.RawMessage(`{}`)})
+	if err == nil || errors.Is(err, ErrUncertain) || !strings.Contains(err.Error(), "asks for authorization again") {
+		t.Fatalf("a call after the revocation: %v", err)
+	}
+	if _, states := m.Tools(ctx); states[0].State != MCPNeedsAuthorization {
+		t.Fatalf("after the revocation: %+v", states[0])
+	}
 }
 
 // An access token pasted by the person is kept and used.

@@ -46,6 +46,10 @@ func (e *AuthorizationNeeded) Error() string {
 // authorization of that server waits here.
 var ErrNoAuthorizationWaiting = errors.New("no authorization of that server waits on this machine")
 
+// errAuthorizeAgain: a server refused the token of an open session; the
+// request was not served, and the next connection asks the person.
+var errAuthorizeAgain = errors.New("the server asks for authorization again; the next turn asks for it")
+
 // ErrNotAuthorized: Authorize was told "done", and the server is not
 // connected.
 var ErrNotAuthorized = errors.New("it is not authorized yet")
@@ -108,7 +112,7 @@ func (m *MCP) fetcher(name string, d *dialing) auth.AuthorizationCodeFetcher {
 		select {
 		case <-d.done: // an open session was refused: its next connection asks
 			m.forget(name)
-			return nil, fmt.Errorf("mcp server %s asks for authorization again; the next turn asks for it", name)
+			return nil, errAuthorizeAgain
 		default:
 		}
 		if d.abandoned.Load() { // the SDK retries: the person answered otherwise

@@ -132,6 +132,14 @@ func NewOAuthServer() *OAuthServer {
 	return o
 }
 
+// Revoke makes every access and refresh token issued so far invalid.
+func (o *OAuthServer) Revoke() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	clear(o.access)
+	clear(o.refresh)
+}
+
 // Tokens returns every token the server issued.
 func (o *OAuthServer) Tokens() []string {
 	o.mu.Lock()
