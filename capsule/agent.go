@@ -46,6 +46,9 @@ type Agent struct {
 // as ${NAME}; every secret it lists is also in a stdio server's
 // environment under its own name. No secret's value is in the capsule.
 type MCPServer struct {
+	// Type is optional, as in other clients' files: "stdio", or "http"
+	// (also "streamable-http", "streamableHttp") for a url.
+	Type    string            `json:"type,omitempty"`
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
@@ -64,8 +67,16 @@ func checkMCPServers(servers map[string]MCPServer) error {
 		switch {
 		case !mcpServerName.MatchString(name) || strings.Contains(name, "__"):
 			return fmt.Errorf("mcp_servers: %q is not a server name (letters, digits, _ and -, at most 32, no __): its tools are offered as mcp__NAME__TOOL", name)
+		case s.Type == "sse":
+			return fmt.Errorf("%s: type \"sse\" is the older HTTP+SSE transport, which tern does not speak: give the server's streamable HTTP url (often ending in /mcp) and type \"http\"", at)
+		case s.Type != "" && s.Type != "stdio" && s.Type != "http" && s.Type != "streamable-http" && s.Type != "streamableHttp":
+			return fmt.Errorf("%s: type %q is not \"stdio\" or \"http\"", at, s.Type)
 		case (s.Command == "") == (s.URL == ""):
 			return fmt.Errorf("%s: give either command (a stdio server) or url (a streamable HTTP server)", at)
+		case s.Type == "stdio" && s.Command == "":
+			return fmt.Errorf("%s: type \"stdio\" needs command, not url", at)
+		case s.Type != "" && s.Type != "stdio" && s.URL == "":
+			return fmt.Errorf("%s: type %q needs url, not command", at, s.Type)
 		case s.Command != "" && len(s.Headers) > 0:
 			return fmt.Errorf("%s: headers are for an HTTP server; a stdio server takes env", at)
 		case s.URL != "" && (len(s.Args) > 0 || len(s.Env) > 0):
@@ -74,7 +85,7 @@ func checkMCPServers(servers map[string]MCPServer) error {
 		if s.URL != "" {
 			u, err := url.Parse(s.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-				return fmt.Errorf("%s: url %q is not an http:// or https:// URL (a token goes in a secret, named in headers as ${NAME})", at, s.URL)
+				return fmt.Errorf("%s: url %q is not an http:// or https:// URL with a host and no user part", at, s.URL)
 			}
 		}
 		for _, sec := range s.Secrets {
@@ -341,7 +352,11 @@ func describeJSONError(data []byte, err error) string {
 		return "the file ends in the middle of its JSON"
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return "unknown field " + f + " (a newer tern's field, or a typo?)"
+		where := ""
+		if i := bytes.Index(data, []byte(f)); i >= 0 { // f is quoted: the key's first occurrence
+			where = lineCol(data, int64(i)) + ": "
+		}
+		return where + "unknown field " + f + " (a newer tern's field, or a typo?)"
 	}
 	return strings.TrimPrefix(err.Error(), "json: ")
 }

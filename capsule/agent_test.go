@@ -27,7 +27,17 @@ func TestAgentJSONNamesAProviderAndModelTernKnows(t *testing.T) {
 		// A wrong type says which field, where, and what it must be, in JSON's words.
 		{`"provider":"ollama","model":5`, `line 1, column 71: "model" must be a string, not a number`},
 		{`"provider":"ollama","model":"m","tools":"read_file"`, `"tools" must be a list, not a string`},
-		{`"provider":"ollama","model":"m","modle":"x"`, `unknown field "modle"`},
+		{`"provider":"ollama","model":"m","modle":"x"`, `line 1, column 74: unknown field "modle"`},
+		// mcp_servers: the shape other MCP clients write, checked.
+		{`"provider":"ollama","model":"m","mcp_servers":{"a__b":{"command":"x"}} `, `"a__b" is not a server name`},
+		{`"provider":"ollama","model":"m","mcp_servers":{"fs":{"command":"x","url":"http://h/mcp"}} `, `mcp_servers.fs: give either command`},
+		{`"provider":"ollama","model":"m","mcp_servers":{"fs":{"type":"sse","url":"http://h/sse"}} `, `the older HTTP+SSE transport`},
+		{`"provider":"ollama","model":"m","mcp_servers":{"fs":{"type":"stdio","url":"http://h/mcp"}} `, `type "stdio" needs command`},
+		{`"provider":"ollama","model":"m","mcp_servers":{"fs":{"type":"websocket","command":"x"}} `, `type "websocket" is not`},
+		{`"provider":"ollama","model":"m","mcp_servers":{"gh":{"url":"ftp://h/mcp"}} `, `is not an http:// or https:// URL`},
+		{`"provider":"ollama","model":"m","mcp_servers":{"gh":{"url":"https://h/mcp","headers":{"X":"${GH}"}}} `, `names ${GH}, which secrets does not list`},
+		{`"provider":"ollama","model":"m","mcp_servers":{"gh":{"url":"https://h/mcp","headers":{"Authorization":"Bearer ghp_AbCdEf0123456789XyZaBcDeF0123"}}} `, `looks like a key or token`},
+		{`"provider":"ollama","model":"m","mcp_servers":{"fs":{"command":"x","cwd":"/tmp"}} `, `unknown field "cwd"`},
 	} {
 		fields := strings.TrimSuffix(c.fields, "}")
 		_, err := ParseAgent([]byte(`{"name":"a","instructions":"","tools":[],` + fields + `}`))
@@ -40,6 +50,11 @@ func TestAgentJSONNamesAProviderAndModelTernKnows(t *testing.T) {
 		msg := strings.TrimPrefix(fmt.Sprint(err), "agent.json: ")
 		if err == nil || strings.Contains(msg, "Go ") || strings.Contains(msg, "json:") {
 			t.Errorf("%q: %v, want an error in a person's words", bad, err)
+		}
+	}
+	for _, good := range []string{`{"type":"stdio","command":"npx","args":["-y","x"]}`, `{"type":"http","url":"https://h/mcp"}`, `{"type":"streamable-http","url":"http://127.0.0.1:3001/mcp"}`} {
+		if _, err := ParseAgent([]byte(`{"name":"a","instructions":"","provider":"ollama","model":"m","tools":[],"mcp_servers":{"s":` + good + `}}`)); err != nil {
+			t.Errorf("%s: %v", good, err)
 		}
 	}
 	a, err := ParseAgent([]byte(`{"name":"a","instructions":"","provider":"openai-chat","model":"qwen2.5-7b","base_url":"http://127.0.0.1:8080/v1","key_secret":"LOCAL_KEY","tools":[]}`))

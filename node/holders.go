@@ -25,6 +25,7 @@ import (
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/render"
+	"github.com/tern-dev/tern/tool"
 )
 
 // StagingDir holds, inside $TERN_HOME, what a node prepares for an agent
@@ -503,7 +504,7 @@ func (hs *holders) secretsResolve(env capsule.EnvSpec, agent capsule.Agent) erro
 	for _, name := range slices.Sorted(maps.Keys(agent.MCPServers)) {
 		if cmd := agent.MCPServers[name].Command; cmd != "" {
 			if _, err := exec.LookPath(cmd); err != nil {
-				return fmt.Errorf("the MCP server %s needs the command %q, which is not on this machine's PATH: install it here, then migrate again", name, cmd)
+				return fmt.Errorf("the MCP server %s needs the command %q, which %s: install it here, then migrate again", name, cmd, tool.MissingCommand(cmd))
 			}
 		}
 	}

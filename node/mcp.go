@@ -55,7 +55,7 @@ func (n *Node) MCPServers(ctx context.Context, agent string) ([]tool.MCPServerSt
 		m = tool.NewMCP(a.MCPServers, n.turns.mcpEnv(ws))
 		defer m.Close()
 	}
-	_, states := m.Tools(ctx)
+	states := tool.WithOverrides(m.Status(ctx), a.Tools)
 	if states == nil {
 		states = []tool.MCPServerState{}
 	}

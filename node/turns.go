@@ -190,6 +190,7 @@ func (rt *agentRuntime) stopAgent(agent string) {
 type agentMCP struct {
 	servers string // agent.json's mcp_servers, as JSON
 	m       *tool.MCP
+	found   map[string]string // by server: what the runtime last logged of it ("" reachable)
 }
 
 // mcpEnv is where an agent's MCP servers run on this node: its keyring,
@@ -234,12 +235,20 @@ func (rt *agentRuntime) addMCPTools(ctx context.Context, agent string, v *view, 
 		return
 	}
 	tools, states := rt.mcpOf(agent, v.agent.MCPServers, ws).Tools(ctx)
+	v.mcpDown = map[string]string{}
 	for _, st := range states {
 		switch st.State {
 		case tool.MCPNeedsAuthorization:
 			v.mcpAuth = append(v.mcpAuth, st)
 		case tool.MCPUnavailable:
-			rt.n.log.Warn("an MCP server of the agent cannot be reached; its tools are not offered", "agent", agent, "server", st.Name, "err", st.Error)
+			v.mcpDown[st.Name] = st.Error
+			if rt.mcpNews(agent, st.Name, st.Error) {
+				rt.n.log.Warn("an MCP server of the agent cannot be reached; its tools are not offered", "agent", agent, "server", st.Name, "err", st.Error)
+			}
+		default:
+			if rt.mcpNews(agent, st.Name, "") {
+				rt.n.log.Info("an MCP server of the agent is reachable again", "agent", agent, "server", st.Name)
+			}
 		}
 	}
 	v.mcp = map[string]tool.Tool{}
@@ -249,6 +258,24 @@ func (rt *agentRuntime) addMCPTools(ctx context.Context, agent string, v *view, 
 			v.agent.Tools = append(v.agent.Tools, t.Definition())
 		}
 	}
+}
+
+// mcpNews records what the runtime last found of an agent's MCP server
+// ("" when reachable) and reports whether it differs from what it found
+// before, and so is worth a log line: once per change, not per step.
+func (rt *agentRuntime) mcpNews(agent, server, problem string) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	am := rt.mcps[agent]
+	if am == nil {
+		return problem != ""
+	}
+	if am.found == nil {
+		am.found = map[string]string{}
+	}
+	before, seen := am.found[server]
+	am.found[server] = problem
+	return before != problem && (seen || problem != "")
 }
 
 // mcpAuthActionID is the id of the mcp_auth action of turn about server.
@@ -366,6 +393,8 @@ type view struct {
 	mcp    map[string]tool.Tool // the MCP servers' tools, by the name the model sees
 	// mcpAuth are the MCP servers that wait for a person to authorize tern.
 	mcpAuth []tool.MCPServerState
+	// mcpDown says why each MCP server that cannot be reached cannot.
+	mcpDown map[string]string
 }
 
 func (rt *agentRuntime) load(agent, sessionID, turnID string) (*view, error) {
@@ -590,11 +619,12 @@ func policyOf(a capsule.Agent, name string, args json.RawMessage, mcpTools map[s
 		// Declared by mcp_servers; agent.json may still list it, to
 		// give it another effect or approval.
 		p.builtin, p.isBuilt, p.declared = t, true, true
-		p.effect, p.approval = t.Effect, t.Approval
-		if i >= 0 && a.Tools[i].Effect != "" {
-			p.effect = a.Tools[i].Effect
-			p.approval = p.effect == tool.AtMostOnce
+		var decl *capsule.Tool
+		if i >= 0 {
+			decl = &a.Tools[i]
 		}
+		p.effect, p.approval = tool.MCPPolicy(t, decl)
+		return p
 	} else if p.isBuilt {
 		p.effect, p.approval = p.builtin.EffectOf(args)
 	} else {
@@ -694,8 +724,7 @@ func (rt *agentRuntime) settleCalls(ctx context.Context, r *runner, v *view, ws 
 				"This call never ran: its turn ended before it did. Call it again if it is still needed.", true))
 			return true, false, err
 		case !p.declared:
-			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID,
-				fmt.Sprintf("There is no tool %q: agent.json declares %s.", c.Tool, toolNames(v.agent)), true))
+			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID, noTool(v, c.Tool), true))
 			return true, false, err
 		case !p.isBuilt:
 			*actions = append(*actions, action(session.KindToolOutput, c))
@@ -711,6 +740,24 @@ func (rt *agentRuntime) settleCalls(ctx context.Context, r *runner, v *view, ws 
 
 func action(kind session.Kind, c session.Call) session.Action {
 	return session.Action{ID: session.ActionID(kind, c.Event), Kind: kind, Tool: c.Tool, CallID: c.CallID, Arguments: c.Arguments, Message: c.Event}
+}
+
+// noTool says why there is no tool name to call: an MCP server that cannot
+// be reached or waits for authorization, or a name agent.json does not
+// declare.
+func noTool(v *view, name string) string {
+	if rest, ok := strings.CutPrefix(name, tool.MCPPrefix); ok {
+		server, _, _ := strings.Cut(rest, "__")
+		if why, down := v.mcpDown[server]; down {
+			return fmt.Sprintf("The MCP server %s cannot be reached now, so %s is not offered: %s", server, name, why)
+		}
+		for _, st := range v.mcpAuth {
+			if st.Name == server {
+				return fmt.Sprintf("The MCP server %s waits for a person to authorize tern, so %s is not offered yet.", server, name)
+			}
+		}
+	}
+	return fmt.Sprintf("There is no tool %q: agent.json declares %s.", name, toolNames(v.agent))
 }
 
 func toolNames(a capsule.Agent) string {
@@ -842,15 +889,19 @@ func (b agentBlobs) Blob(cid string) (data []byte, err error) {
 // toolResultOf is the tool_result draft of res: its text, and its images
 // and files stored as blobs of the capsule first, named by CID.
 func (rt *agentRuntime) toolResultOf(r *runner, callID string, res tool.Result) (journal.Draft, error) {
-	if len(res.Media) == 0 {
+	if len(res.Parts) == 0 {
 		return toolResult(r.session, r.turn, callID, res.Output, res.IsError), nil
 	}
 	var content []any
-	if res.Output != "" {
-		content = append(content, map[string]string{"type": "text", "text": res.Output})
-	}
 	err := rt.n.store.With(r.agent, func(d *capsule.Dir) error {
-		for _, m := range res.Media {
+		for _, p := range res.Parts {
+			m := p.Media
+			if m == nil {
+				if p.Text != "" {
+					content = append(content, map[string]string{"type": "text", "text": p.Text})
+				}
+				continue
+			}
 			cid, err := d.PutBlob(m.Data)
 			if err != nil {
 				return fmt.Errorf("keeping the %s the tool answered with: %w", m.Kind, err)

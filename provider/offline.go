@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tern-dev/tern/render"
 	"strings"
 )
 
@@ -55,6 +56,12 @@ func (m offlineModel) Step(ctx context.Context, body []byte, deltas func(Delta))
 	}
 	msgs := req.Messages
 	last := msgs[len(msgs)-1]
+	media := 0 // images and files of the tool results, which render moved to a user message after them
+	if n := len(msgs); n > 1 && last.Role == "user" && msgs[n-2].Role == "tool" && strings.HasPrefix(textOf(last.Content), render.ToolMediaLead) {
+		media = partsOtherThanText(last.Content)
+		msgs = msgs[:n-1]
+		last = msgs[n-2]
+	}
 	switch last.Role {
 	case "tool":
 		names := map[string]string{}
@@ -75,7 +82,11 @@ func (m offlineModel) Step(ctx context.Context, body []byte, deltas func(Delta))
 			}
 			quotes = append(quotes, fmt.Sprintf("%s returned %s", name, cut(textOf(msg.Content), 200)))
 		}
-		say(a.text, "Done: "+strings.TrimSuffix(strings.Join(quotes, "; "), ".")+".") // one period, even after a result's own
+		done := "Done: " + strings.TrimSuffix(strings.Join(quotes, "; "), ".") + "." // one period, even after a result's own
+		if media > 0 {
+			done += fmt.Sprintf(" I also got %d image(s) or file(s).", media)
+		}
+		say(a.text, done)
 	case "user":
 		var reasons, rest []string
 		calls := 0
@@ -140,6 +151,21 @@ func textOf(content json.RawMessage) string {
 		}
 	}
 	return b.String()
+}
+
+// partsOtherThanText counts the parts of content that are not text.
+func partsOtherThanText(content json.RawMessage) int {
+	var parts []struct {
+		Type string `json:"type"`
+	}
+	json.Unmarshal(content, &parts)
+	n := 0
+	for _, p := range parts {
+		if p.Type != "text" {
+			n++
+		}
+	}
+	return n
 }
 
 // cut is s cut to n runes.

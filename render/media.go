@@ -46,6 +46,11 @@ func (c *blobCache) get(cid string) ([]byte, error) {
 	return r.data, r.err
 }
 
+// ToolMediaLead begins the user message in which OpenAI Chat, whose tool
+// messages take only text, is given the images and files of the tool
+// results just before it.
+const ToolMediaLead = "Media returned by the tool calls above:"
+
 // media is what a renderer does with one image or file part.
 type media struct {
 	data []byte // the blob, when the part goes in as data

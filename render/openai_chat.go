@@ -202,7 +202,7 @@ func (p *plan) chatStep(w *writer, u *unit, l *list) {
 	if len(moved) > 0 {
 		l.next()
 		w.raw(`{"role":"user","content":`)
-		chatContent(w, append([]piece{{lit: "Media returned by the tool calls above:"}}, moved...))
+		chatContent(w, append([]piece{{lit: ToolMediaLead}}, moved...))
 		w.raw("}")
 	}
 }

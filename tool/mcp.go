@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
 	"net/http"
 	"os/exec"
 	"path"
@@ -134,6 +136,24 @@ func (m *MCP) Tools(ctx context.Context) ([]Tool, []MCPServerState) {
 		states = append(states, st)
 	}
 	return tools, states
+}
+
+// Status is Tools as a person asks for it: an open session is pinged
+// first, and one that does not answer is connected again, so that a
+// server that went away shows as unavailable rather than as it was.
+func (m *MCP) Status(ctx context.Context) []MCPServerState {
+	m.mu.Lock()
+	open := maps.Clone(m.conns)
+	m.mu.Unlock()
+	for name, c := range open {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := c.session.Ping(pctx, nil); err != nil {
+			m.drop(name, c)
+		}
+		cancel()
+	}
+	_, states := m.Tools(ctx)
+	return states
 }
 
 // Close ends every session (a stdio server's process with it) and every
@@ -351,7 +371,7 @@ func (m *MCP) transport(name string, s capsule.MCPServer, d *dialing) (mcp.Trans
 	}
 	path, err := exec.LookPath(s.Command)
 	if err != nil {
-		return nil, fmt.Errorf("mcp server %s: its command %q is not on this machine's PATH: install it, or fix command in agent.json's mcp_servers", name, s.Command)
+		return nil, fmt.Errorf("mcp server %s: its command %q %s: install it, or fix command in agent.json's mcp_servers", name, s.Command, MissingCommand(s.Command))
 	}
 	cmd := exec.Command(path, s.Args...)
 	cmd.Dir = m.env.Workspace
@@ -371,6 +391,15 @@ func (m *MCP) transport(name string, s capsule.MCPServer, d *dialing) (mcp.Trans
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	return &mcp.CommandTransport{Command: cmd}, nil
+}
+
+// MissingCommand says how command is missing: a path names no executable
+// file; a bare name is not on PATH.
+func MissingCommand(command string) string {
+	if strings.ContainsRune(command, '/') {
+		return "is not an executable file on this machine"
+	}
+	return "is not on this machine's PATH"
 }
 
 // headerTransport adds a server's headers to each request.
@@ -399,6 +428,40 @@ func MCPToolName(server, tool string) string {
 	return n
 }
 
+// MCPPolicy is the effect and approval of MCP tool t once agent.json's
+// entry for it (decl, by its mcp__ name; nil if none) is applied: an
+// effect there replaces the server's (an at-most-once one then needs
+// approval), and an approval there decides.
+func MCPPolicy(t Tool, decl *capsule.Tool) (effect string, approval bool) {
+	effect, approval = t.Effect, t.Approval
+	if decl == nil {
+		return effect, approval
+	}
+	if decl.Effect != "" {
+		effect, approval = decl.Effect, decl.Effect == AtMostOnce
+	}
+	if decl.Approval != nil {
+		approval = *decl.Approval
+	}
+	return effect, approval
+}
+
+// WithOverrides returns the states with agent.json's entries for their
+// tools (decls) applied, as the runtime applies them.
+func WithOverrides(states []MCPServerState, decls []capsule.Tool) []MCPServerState {
+	for i := range states {
+		for j, tl := range states[i].Tools {
+			k := slices.IndexFunc(decls, func(d capsule.Tool) bool { return d.Name == tl.Name })
+			if k < 0 {
+				continue
+			}
+			e, a := MCPPolicy(Tool{Effect: tl.Effect, Approval: tl.Approval}, &decls[k])
+			states[i].Tools[j].Effect, states[i].Tools[j].Approval = e, a
+		}
+	}
+	return states
+}
+
 // tool makes one server tool a Tool: its effect from the server's
 // annotations (readOnlyHint: pure; idempotentHint: idempotent; anything
 // else at-most-once, which needs approval by default).
@@ -423,7 +486,7 @@ func (m *MCP) tool(server string, t *mcp.Tool) Tool {
 		Parameters:  params,
 		Effect:      effect,
 		Approval:    effect == AtMostOnce,
-		NoWorkspace: true,
+		NoWorkspace: m.servers[server].URL != "", // a stdio server runs in the workspace, and may write it
 		Run: func(ctx context.Context, c Call) (Result, error) {
 			return m.call(ctx, server, name, c.Arguments, effect != AtMostOnce)
 		},
@@ -433,10 +496,11 @@ func (m *MCP) tool(server string, t *mcp.Tool) Tool {
 // call calls a tool of a server. An answer of the server, error or not,
 // is a result. A connection that fails during the call is forgotten (the
 // next use connects again, to a restarted server too); the call is then
-// made once more on a new connection when repeating it is harmless
-// (repeatable: the server's annotations say read-only or idempotent), and
-// otherwise fails with ErrUncertain: the runtime keeps its intent without
-// outcome, to be reconciled, never retried blind.
+// made again on a new connection when repeating it is harmless
+// (repeatable: the server's annotations say read-only or idempotent) or
+// it never reached the server, and otherwise fails with ErrUncertain: the
+// runtime keeps its intent without outcome, to be reconciled, never
+// retried blind.
 func (m *MCP) call(ctx context.Context, server, name string, args json.RawMessage, repeatable bool) (Result, error) {
 	var a map[string]any
 	if len(args) > 0 {
@@ -444,9 +508,20 @@ func (m *MCP) call(ctx context.Context, server, name string, args json.RawMessag
 			return failf("the arguments are not a JSON object: %v", err)
 		}
 	}
-	for attempt := 1; ; attempt++ {
+	var last error
+	for attempt := 0; attempt < len(mcpRetryDelays)+1; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-time.After(mcpRetryDelays[attempt-1]):
+			case <-ctx.Done():
+				return Result{}, ctx.Err()
+			}
+		}
 		c, err := m.conn(ctx, server)
 		if err != nil {
+			if last != nil {
+				return Result{}, fmt.Errorf("mcp server %s, tool %s: %v; connecting again: %w", server, name, last, err)
+			}
 			return Result{}, err // not sent: certain
 		}
 		res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: a})
@@ -461,14 +536,32 @@ func (m *MCP) call(ctx context.Context, server, name string, args json.RawMessag
 			return Result{}, fmt.Errorf("mcp server %s, tool %s: %w", server, name, errAuthorizeAgain)
 		}
 		var answered *jsonrpc.Error
-		if errors.As(err, &answered) {
+		if errors.As(err, &answered) && answered.Code != rejectedByTransport {
 			return Result{Output: fmt.Sprintf("mcp server %s refused the call: %s", server, answered.Message), IsError: true}, nil
 		}
 		m.drop(server, c)
-		if !repeatable || attempt == 2 {
+		last = err
+		if !repeatable && !neverSent(err) {
 			return Result{}, fmt.Errorf("mcp server %s, tool %s: the connection failed during the call (%v): %w", server, name, err, ErrUncertain)
 		}
 	}
+	return Result{}, fmt.Errorf("mcp server %s, tool %s: the connection failed, also on a new one: %v", server, name, last)
+}
+
+// mcpRetryDelays are the waits before each new attempt of a call whose
+// connection failed, giving a restarting server time to come back.
+var mcpRetryDelays = []time.Duration{300 * time.Millisecond, time.Second}
+
+// rejectedByTransport is the JSON-RPC code the SDK gives a request its
+// transport could not deliver (or whose HTTP answer was an error status):
+// not an answer of the server.
+const rejectedByTransport = -32005
+
+// neverSent reports whether err says the request never left this machine:
+// its connection could not even be opened.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // mcpResult is an MCP tool result as the model reads it: text parts as
@@ -476,46 +569,64 @@ func (m *MCP) call(ctx context.Context, server, name string, args json.RawMessag
 // embedded resource's text; images, audio and binary resources as media
 // the runtime keeps as blobs.
 func mcpResult(res *mcp.CallToolResult) Result {
-	var parts []string
-	var media []Media
+	var parts []string // the texts
+	var ordered []Part // the texts and media, in order
+	media := false
+	addText := func(t string) {
+		parts = append(parts, t)
+		ordered = append(ordered, Part{Text: t})
+	}
 	addMedia := func(kind, mediaType, name string, data []byte) {
 		if len(data) > MediaCap {
-			parts = append(parts, fmt.Sprintf("[%s %s, %s, %d bytes: over the %d MiB kept, left out]", kind, name, mediaType, len(data), MediaCap>>20))
+			addText(fmt.Sprintf("[%s %s, %s, %d bytes: over the %d MiB kept, left out]", kind, name, mediaType, len(data), MediaCap>>20))
 			return
 		}
-		media = append(media, Media{Kind: kind, MediaType: mediaType, Name: name, Data: data})
+		media = true
+		ordered = append(ordered, Part{Media: &Media{Kind: kind, MediaType: mediaType, Name: name, Data: data}})
 	}
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
-			parts = append(parts, c.Text)
+			addText(c.Text)
 		case *mcp.ImageContent:
 			addMedia("image", c.MIMEType, "", c.Data)
 		case *mcp.AudioContent:
 			addMedia("file", c.MIMEType, "audio", c.Data)
 		case *mcp.EmbeddedResource:
 			if r := c.Resource; r != nil && r.Blob == nil {
-				parts = append(parts, fmt.Sprintf("[resource %s]\n%s", r.URI, r.Text))
+				addText(fmt.Sprintf("[resource %s]\n%s", r.URI, r.Text))
 			} else if r != nil {
 				addMedia("file", r.MIMEType, path.Base(r.URI), r.Blob)
 			}
 		case *mcp.ResourceLink:
-			parts = append(parts, fmt.Sprintf("[resource link %s: %s]", c.URI, c.Name))
+			addText(fmt.Sprintf("[resource link %s: %s]", c.URI, c.Name))
 		default:
 			b, _ := json.Marshal(c)
-			parts = append(parts, string(b))
+			addText(string(b))
 		}
 	}
 	if res.StructuredContent != nil && len(parts) == 0 {
 		b, _ := json.Marshal(res.StructuredContent)
-		parts = append(parts, string(b))
+		addText(string(b))
 	}
 	out := strings.Join(parts, "\n")
-	cut := false
+	r := Result{Output: out, IsError: res.IsError}
 	if len(out) > OutputCap {
-		out, cut = out[:OutputCap]+"\n[the result was cut at 64 KiB]", true
+		r.Output, r.Cut = out[:OutputCap]+"\n[the result was cut at 64 KiB]", true
+		if media { // the cut text first, then the media
+			cut := []Part{{Text: r.Output}}
+			for _, p := range ordered {
+				if p.Media != nil {
+					cut = append(cut, p)
+				}
+			}
+			ordered = cut
+		}
 	}
-	return Result{Output: out, IsError: res.IsError, Cut: cut, Media: media}
+	if media {
+		r.Parts = ordered
+	}
+	return r
 }
 
 func sortedKeys[V any](m map[string]V) []string {

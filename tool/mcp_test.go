@@ -86,7 +86,8 @@ func TestMCPToolsOverStdioAndHTTPWithTheirEffectsAndResults(t *testing.T) {
 		if r := run("fail", `{}`); !r.IsError || !strings.Contains(r.Output, "it failed, as asked") {
 			t.Errorf("%s fail: %+v", server, r)
 		}
-		if r := run("picture", `{}`); r.Output != "a picture:" || len(r.Media) != 1 || r.Media[0].Kind != "image" || r.Media[0].MediaType != "image/png" || string(r.Media[0].Data) != "\x89PNG...." {
+		if r := run("picture", `{}`); r.Output != "a picture:" || len(r.Parts) != 2 || r.Parts[0].Text != "a picture:" || r.Parts[1].Media == nil ||
+			r.Parts[1].Media.Kind != "image" || r.Parts[1].Media.MediaType != "image/png" || string(r.Parts[1].Media.Data) != "\x89PNG...." {
 			t.Errorf("%s picture: %+v", server, r)
 		}
 	}

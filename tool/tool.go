@@ -76,7 +76,15 @@ type Result struct {
 	Output  string // the text the model reads
 	IsError bool   // the call failed, and Output says why (tool_result's is_error)
 	Cut     bool   // part of the output was left out at OutputCap; Output ends with a note saying so
-	Media   []Media
+	// Parts, when the tool answered with images or files, are its text and
+	// media in the order it gave them (Output is then their text, joined).
+	Parts []Part
+}
+
+// Part is one part of a result: a text, or an image or file.
+type Part struct {
+	Text  string
+	Media *Media
 }
 
 // Media is an image or a file a tool answered with: the runtime keeps its

@@ -119,6 +119,5 @@ func (e *env) mcpOfFolder(ctx context.Context, dir string) ([]tool.MCPServerStat
 	defer m.Close()
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	_, states := m.Tools(ctx)
-	return states, nil
+	return tool.WithOverrides(m.Status(ctx), a.Tools), nil
 }

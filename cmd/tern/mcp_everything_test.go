@@ -132,6 +132,11 @@ func TestTheReferenceMCPServerOverStdioAndHTTP(t *testing.T) {
 	}
 
 	stop()
+	states = nil
+	json.Unmarshal([]byte(mustTern(t, home, "", "mcp", "list", id, "--json")), &states)
+	if len(states) != 2 || states[1].State != tool.MCPUnavailable {
+		t.Fatalf("mcp list with the HTTP server stopped: %+v", states)
+	}
 	startEverythingHTTP(t, bin, port)
 	call("mcp__web__echo", `{"message": "after a restart"}`, "Echo: after a restart")
 }

@@ -41,6 +41,8 @@ func TestATurnCallsTheToolsOfTheAgentsMCPServers(t *testing.T) {
 			"local": map[string]any{"command": exe, "env": map[string]string{mcptest.EnvStdio: "1"}},
 			"web":   map[string]any{"url": web.URL},
 		}
+		// agent.json may override what a server's annotations say.
+		a["tools"] = append(a["tools"].([]any), map[string]any{"name": "mcp__local__add", "effect": "at-most-once"})
 	})
 
 	var states []tool.MCPServerState
@@ -54,7 +56,7 @@ func TestATurnCallsTheToolsOfTheAgentsMCPServers(t *testing.T) {
 	for _, tl := range states[0].Tools {
 		effects[tl.Name] = tl.Effect
 	}
-	if effects["mcp__local__echo"] != "pure" || effects["mcp__local__add"] != "idempotent" || effects["mcp__local__record_call"] != "at-most-once" {
+	if effects["mcp__local__echo"] != "pure" || effects["mcp__local__add"] != "at-most-once" || effects["mcp__local__record_call"] != "at-most-once" {
 		t.Fatalf("effects %v", effects)
 	}
 
@@ -67,7 +69,9 @@ func TestATurnCallsTheToolsOfTheAgentsMCPServers(t *testing.T) {
 		t.Fatalf("an MCP tool over HTTP: exit %d, %q, %q", code, out, errs)
 	}
 	// An image comes back as a blob of the capsule, named by the result.
-	mustTern(t, home, "", "turn", id, `!call mcp__web__picture {}`)
+	if out := mustTern(t, home, "", "turn", id, `!call mcp__web__picture {}`); !strings.Contains(out, "Done: mcp__web__picture returned a picture:") || !strings.Contains(out, "I also got 1 image(s)") {
+		t.Fatalf("the picture's turn: %q", out)
+	}
 	log := mustTern(t, home, "", "journal", "log", id, "--json")
 	if !strings.Contains(log, `{"cid":"bafk`) || !strings.Contains(log, `"media_type":"image/png","type":"image"}`) || strings.Contains(log, "not available") {
 		t.Fatalf("the picture's result: %s", log)
@@ -309,5 +313,18 @@ func TestAnMCPServerThatDiesMidCallIsReconciledAndRestarted(t *testing.T) {
 	}
 	if out := mustTern(t, home, "", "turn", id, `!call mcp__local__echo {"text": "after"}`); !strings.Contains(out, "echo: after") {
 		t.Fatalf("the server started again: %q", out)
+	}
+}
+
+// A call of a tool whose MCP server cannot be reached says so, and why.
+func TestACallOfAnUnreachableMCPServersToolSaysWhy(t *testing.T) {
+	home := t.TempDir()
+	runNode(t, home)
+	id := importAgent(t, home, func(a map[string]any) {
+		a["mcp_servers"] = map[string]any{"gone": map[string]any{"command": "tern-no-such-mcp-server"}}
+	})
+	out := mustTern(t, home, "", "turn", id, `!call mcp__gone__list {}`)
+	if !strings.Contains(out, "The MCP server gone cannot be reached now") || !strings.Contains(out, `"tern-no-such-mcp-server" is not on this machine's PATH`) {
+		t.Fatalf("the call: %q", out)
 	}
 }

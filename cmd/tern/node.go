@@ -138,7 +138,7 @@ func nodeCmd(e *env) *cobra.Command {
 	c.Flags().BoolVar(&flags.Strict, "strict", false, "an agent this node held when it stopped runs again only after a paired peer confirms no other node took it over")
 	c.Flags().BoolVar(&newIdentity, "new-identity", false, "make a new machine key when node.key is missing from a home that holds capsules or peers (never replaces a key)")
 	c.Flags().StringVar(&logFormat, "log-format", "text", "text (one line per record, for people) or json (for machines)")
-	c.Flags().StringArrayVar(&flags.Listen, "listen", nil, "multiaddr to listen on (repeatable; default TCP and QUIC on every interface, free ports)")
+	c.Flags().StringArrayVar(&flags.Listen, "listen", nil, "multiaddr to listen on (repeatable; default: TCP and QUIC on every interface, port 4001 or the next free one)")
 	c.Flags().StringVar(&flags.API, "api", "127.0.0.1:0", "loopback host:port of the HTTP API (port 0: a free one)")
 	c.Flags().BoolVar(&flags.NoMDNS, "no-mdns", false, "do not look for peers on the LAN")
 	c.Flags().BoolVar(&flags.NAT, "nat", false, "enable AutoNAT, port mapping, hole punching, and paired peers with addresses as relays")
