@@ -129,3 +129,9 @@ func removeLeftovers(home string, log interface{ Warn(string, ...any) }) {
 		}
 	}
 }
+
+// CopyHome copies the home of a stopped node to to (which must not exist),
+// as a backup taken with cp -a would: a node started on the copy later is
+// a machine restored from an old backup, which fencing must stop from
+// running what has moved on since.
+func CopyHome(home, to string) error { return copyTree(home, to) }

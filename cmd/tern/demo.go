@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/memory"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/render"
@@ -22,41 +24,104 @@ import (
 )
 
 func demoCmd(e *env) *cobra.Command {
-	var keep bool
+	var keep string
 	c := &cobra.Command{
-		Use:   "demo",
+		Use:   "demo [--keep DIR]",
 		Short: "Run the tern story on this machine, with nothing installed",
-		Long: "Runs the tern story on this machine, in a temporary folder, with no network or key:\n" +
-			"   1. a laptop creates a capsule\n" +
-			"   2. it appends a conversation, each event signed and chained\n" +
-			"   3. the conversation renders for OpenAI, Anthropic and Gemini\n" +
-			"   4. the built-in offline model takes a step (reasoning, two parallel calls)\n" +
-			"   5. a workspace is snapshotted into content-addressed blobs\n" +
-			"   6. a signed, reproducible tar is packed and verified\n" +
-			"   7. one flipped byte in a copy is caught by verify\n" +
-			"   8. a laptop and a desktop each unpack it and work offline\n" +
-			"   9. they merge, in either order, into the same bytes\n" +
-			"  10. two real nodes on 127.0.0.1, paired, sync the capsule live\n" +
-			"  11. the laptop node runs an agent: a turn pauses for approval and continues\n" +
-			"  12. a stream cut mid-turn resumes, each event once\n" +
-			"  13. the agent migrates to the desktop node and the conversation goes on there",
-		Args: cobra.NoArgs,
+		Long: "Runs the tern story on this machine, with no network or key, in under a minute: a\n" +
+			"capsule is written, rendered for three providers, snapshotted, packed and merged; then a\n" +
+			"laptop and a desktop (two real nodes on 127.0.0.1, in two homes) are paired; an agent on\n" +
+			"the built-in model runs a turn that pauses for approval and is approved; a stream is cut\n" +
+			"and resumed; the desktop receives every event and blob by gossip; the agent migrates to\n" +
+			"the desktop (the frozen window is printed) and goes on there, rendered for another\n" +
+			"provider; the laptop, restored from an old copy of its home, tries to run the agent and is\n" +
+			"refused; notes written on both machines while apart both survive; and a tampered export\n" +
+			"is caught by verify. Each step prints what happened and why it matters; a table sums up.\n" +
+			"It writes only under a fresh temporary folder ($TMPDIR) and removes it at the end;\n" +
+			"--keep DIR writes there instead and leaves it, for tar and jq.",
+		Example: "  tern demo\n  tern demo --keep ./demo && ls ./demo",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := os.MkdirTemp("", "tern-demo-")
-			if err != nil {
+			dir := keep
+			if dir == "" {
+				var err error
+				if dir, err = os.MkdirTemp("", "tern-demo-"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+			} else if err := emptyFolder(dir); err != nil {
 				return err
 			}
-			if keep {
-				fmt.Fprintf(e.stdout, "(keeping %s)\n", dir)
-			} else {
-				defer os.RemoveAll(dir)
-			}
-			return runDemo(cmd.Context(), e, dir)
+			return runDemo(cmd.Context(), e, dir, keep != "")
 		},
 	}
-	c.Flags().BoolVar(&keep, "keep", false, "keep the demo's folder and print its path")
+	c.Flags().StringVar(&keep, "keep", "", "write the demo's homes and files to DIR (new or empty) and leave them there")
 	return c
 }
+
+// emptyFolder makes dir if need be and refuses one that holds anything.
+func emptyFolder(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return os.MkdirAll(dir, 0o755)
+	case err != nil:
+		return fmt.Errorf("--keep %s: %w", dir, err)
+	case len(entries) > 0:
+		return &exitError{exitBadInput, fmt.Errorf("--keep %s: the folder is not empty: give a new or empty one", dir)}
+	}
+	return nil
+}
+
+// demoRun is one run of the demo: where it writes, and what each step
+// found, for the table at the end.
+type demoRun struct {
+	e     *env
+	dir   string
+	steps []demoStep
+}
+
+type demoStep struct {
+	name, result string
+	started      time.Time
+	took         time.Duration
+}
+
+// title starts a step: its name in the table, and what it shows.
+func (d *demoRun) title(name, s string) {
+	d.finish()
+	d.steps = append(d.steps, demoStep{name: name, started: time.Now()})
+	fmt.Fprintf(d.e.stdout, "\n%d. %s\n", len(d.steps), s)
+}
+
+// say prints a line of the current step.
+func (d *demoRun) say(format string, args ...any) {
+	fmt.Fprintf(d.e.stdout, "   "+format+"\n", args...)
+}
+
+// why says why the current step matters.
+func (d *demoRun) why(s string) { fmt.Fprintf(d.e.stdout, "   why it matters: %s\n", s) }
+
+// result records the current step's result for the table.
+func (d *demoRun) result(s string) { d.steps[len(d.steps)-1].result = s }
+
+func (d *demoRun) finish() {
+	if n := len(d.steps); n > 0 && d.steps[n-1].took == 0 {
+		d.steps[n-1].took = time.Since(d.steps[n-1].started)
+	}
+}
+
+// table prints what each step found.
+func (d *demoRun) table() {
+	d.finish()
+	w := d.e.stdout
+	fmt.Fprintf(w, "\n%-3s %-14s %-36s %s\n", "#", "step", "result", "time")
+	for i, s := range d.steps {
+		fmt.Fprintf(w, "%-3d %-14s %-36s %s\n", i+1, s.name, s.result, s.took.Round(time.Millisecond))
+	}
+}
+
+func (d *demoRun) path(name string) string { return filepath.Join(d.dir, name) }
 
 // demoDraft builds a draft event for the demo conversation.
 func demoDraft(typ, session, turn string, body any) journal.Draft {
@@ -71,11 +136,9 @@ func text(role, s string) map[string]any {
 	return map[string]any{"role": role, "content": []map[string]string{{"type": "text", "text": s}}}
 }
 
-func runDemo(ctx context.Context, e *env, dir string) error {
-	say := func(format string, args ...any) { fmt.Fprintf(e.stdout, format+"\n", args...) }
-	step := 0
-	title := func(s string) { step++; say("\n%d. %s", step, s) }
-	path := func(name string) string { return filepath.Join(dir, name) }
+func runDemo(ctx context.Context, e *env, dir string, kept bool) error {
+	run := &demoRun{e: e, dir: dir}
+	say, title, why, result, path := run.say, run.title, run.why, run.result, run.path
 
 	laptop, err := node.NewIdentity()
 	if err != nil {
@@ -85,19 +148,25 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 	if err != nil {
 		return err
 	}
-	say("tern demo: an agent's state as plain files, checked and merged offline")
-	say("laptop  = %s", laptop.Machine())
-	say("desktop = %s", desktop.Machine())
+	fmt.Fprintln(e.stdout, "tern demo: an agent's state as plain files, on two machines of yours, with no network or key")
+	if kept {
+		fmt.Fprintf(e.stdout, "writing under %s, which stays\n", dir)
+	} else {
+		fmt.Fprintf(e.stdout, "writing under %s, removed at the end (--keep DIR to look at it)\n", dir)
+	}
+	fmt.Fprintf(e.stdout, "laptop  = %s\ndesktop = %s\n", laptop.Machine(), desktop.Machine())
 
-	title("The laptop creates a capsule")
+	title("capsule", "The laptop creates a capsule")
 	c, err := capsule.New(path("agent"), "research-assistant", laptop.Machine())
 	if err != nil {
 		return err
 	}
 	c.Close()
-	say("   agent id %s, folder %s", c.ID(), path("agent"))
+	say("agent id %s, folder %s", c.ID(), path("agent"))
+	why("the agent is a folder of plain files you own: tar, cat and jq open it")
+	result("agent " + c.ID()[:8])
 
-	title("It appends a conversation: a question, a tool call, its result and an answer")
+	title("journal", "It appends a conversation: a question, a tool call, its result and an answer")
 	d, err := e.openDir(ctx, path("agent"))
 	if err != nil {
 		return err
@@ -111,9 +180,11 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 	if err != nil {
 		return err
 	}
-	say("   %d events, each signed by the laptop and chained to the one before", len(evs))
+	say("%d events, each signed by the laptop and chained to the one before", len(evs))
+	why("a cut, an edit or a forged event shows, offline")
+	result(fmt.Sprintf("%d signed events", len(evs)))
 
-	title("The same conversation renders for any provider: switch models mid-thread")
+	title("render", "The same conversation renders for any provider: switch models mid-thread")
 	agent, err := d.Agent()
 	if err != nil {
 		return err
@@ -127,10 +198,12 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 		if err != nil {
 			return err
 		}
-		say("   %-16s request body of %d bytes, about %d tokens", t.Provider, len(res.Body), res.Tokens)
+		say("%-16s request body of %d bytes, about %d tokens", t.Provider, len(res.Body), res.Tokens)
 	}
+	why("the journal is neutral: switch providers mid-thread, each one's format is derived")
+	result("3 providers")
 
-	title("The built-in offline model takes a step: no network, no key, the same every run")
+	title("offline model", "The built-in offline model takes a step: no network, no key, the same every run")
 	ask, err := d.Append(ctx, laptop, 0, demoDraft("message", "s1", "t2",
 		text("user", "!reason Two folders to measure.\n!call du {\"path\": \"notes\"}\n!call du {\"path\": \"drafts\"}")))
 	if err != nil {
@@ -159,10 +232,11 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 	if _, err := d.Append(ctx, laptop, 0, res.Drafts...); err != nil {
 		return err
 	}
-	say("   %d deltas streamed; the step appended whole: %s (stop: %s)", deltas, strings.Join(kinds, ", "), res.Stop)
-	say("   a hosted model is the same call: agent.json names provider, model and key_secret (tern model test)")
+	say("%d deltas streamed; the step appended whole: %s (stop: %s)", deltas, strings.Join(kinds, ", "), res.Stop)
+	why("a hosted model is the same call (agent.json names provider, model and key_secret); this one needs no key")
+	result(strings.Join(kinds[:len(kinds)-1], ", "))
 
-	title("It snapshots a workspace into content-addressed blobs")
+	title("snapshot", "It snapshots a workspace into content-addressed blobs")
 	ws := path("workspace")
 	if err := writeDemoWorkspace(ws); err != nil {
 		return err
@@ -172,9 +246,11 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 	if err != nil {
 		return err
 	}
-	say("   %d files, %d bytes, snapshot %s", body.Files, body.Bytes, body.Snapshot)
+	say("%d files, %d bytes, snapshot %s", body.Files, body.Bytes, body.Snapshot)
+	why("the workspace travels with the agent, each file stored once by its hash")
+	result(fmt.Sprintf("%d files", body.Files))
 
-	title("It packs a signed, reproducible tar and verifies it")
+	title("pack", "It packs a signed, reproducible tar and verifies it")
 	if c, err = capsule.Open(path("agent")); err != nil {
 		return err
 	}
@@ -191,9 +267,11 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 	if !rep.OK() {
 		return fmt.Errorf("demo: the fresh tar does not verify: %v", rep.Issues())
 	}
-	say("   verify: ok, %d files, %d events, signed by %s", rep.Files, rep.Events, rep.Signer)
+	say("verify: ok, %d files, %d events, signed by %s", rep.Files, rep.Events, rep.Signer)
+	why("a copy you can mail or back up: the same bytes every time, checked before it is trusted")
+	result("verify: ok")
 
-	title("Someone flips one byte of a workspace file inside a copy of the tar")
+	title("tamper", "Someone flips one byte of a workspace file inside a copy of the tar")
 	tampered := path("tampered.tar")
 	raw, err := os.ReadFile(tarPath)
 	if err != nil {
@@ -216,10 +294,12 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 		return fmt.Errorf("demo: verify missed the flipped byte")
 	}
 	for _, p := range rep.Problems {
-		say("   verify caught it: %s", p)
+		say("verify caught it: %s", p)
 	}
+	why("damage or tampering is found offline, file by file, before anything is used")
+	result("caught")
 
-	title("The laptop and the desktop each unpack the tar and work offline")
+	title("apart", "The laptop and the desktop each unpack the tar and, apart, each writes a note")
 	if err := capsule.Unpack(tarPath, path("on-laptop"), capsule.Limits{}); err != nil {
 		return err
 	}
@@ -231,22 +311,27 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 		who  *node.Identity
 		text string
 	}{
-		{"on-laptop", laptop, "On the train: summarise chapter 3."},
-		{"on-desktop", desktop, "At home: draft the reply to Ana."},
+		{"on-laptop", laptop, "Maya prefers tabs to spaces."},
+		{"on-desktop", desktop, "The reply to Ana is due Friday."},
 	} {
 		d, err := e.openDir(ctx, path(side.dir))
 		if err != nil {
 			return err
 		}
-		_, err = d.Append(ctx, side.who, 0, demoDraft("message", "s2", "t-"+side.dir, text("user", side.text)))
+		note, _, err := memory.AddDraft(side.text, []string{"demo"})
+		if err == nil {
+			_, err = d.Append(ctx, side.who, 0, note)
+		}
 		d.Close()
 		if err != nil {
 			return err
 		}
-		say("   %s appends: %q", side.dir, side.text)
+		say("%s notes: %q", side.dir, side.text)
 	}
+	why("work goes on without a network: nothing waits for the other machine")
+	result("a note on each")
 
-	title("They merge, in either order, into the same bytes")
+	title("merge", "They merge, in either order, into the same bytes")
 	var packs [2][]byte
 	for k, pair := range [][2]string{{"on-laptop", "on-desktop"}, {"on-desktop", "on-laptop"}} {
 		a, err := capsule.Open(path(pair[0]))
@@ -268,108 +353,145 @@ func runDemo(ctx context.Context, e *env, dir string) error {
 		if packs[k], err = os.ReadFile(out); err != nil {
 			return err
 		}
-		say("   merge %s + %s: %d events, %d forks", pair[0], pair[1], res.Events, len(res.Forks))
+		say("merge %s + %s: %d events, %d forks", pair[0], pair[1], res.Events, len(res.Forks))
 	}
 	if !bytes.Equal(packs[0], packs[1]) {
 		return fmt.Errorf("demo: the two merge orders gave different tars")
 	}
-	say("   both merged tars are byte-identical (%d bytes)", len(packs[0]))
+	say("both merged tars are byte-identical (%d bytes)", len(packs[0]))
 	if rep, err = capsule.Verify(path("merged-0.tar"), capsule.VerifyOptions{}); err != nil || !rep.OK() {
 		return fmt.Errorf("demo: merged tar does not verify: %v %v", err, rep)
 	}
-	say("   and verify: ok, %d events, every chain and signature checked", rep.Events)
-
-	if err := demoLiveSync(ctx, e, dir, path("merged-0.tar"), say, title); err != nil {
+	notes, err := notesOf(path("merged-0.tar"))
+	if err != nil {
 		return err
 	}
-	say("\nDone. Next: tern capsule --help, tern node --help")
+	say("verify: ok, %d events; the notes written apart both survive: %s", rep.Events, strings.Join(notes, " + "))
+	why("copies that met merge as a set union: nothing lost, nothing silently chosen")
+	result(fmt.Sprintf("identical; %d notes kept", len(notes)))
+
+	if err := demoLiveSync(ctx, run, path("merged-0.tar")); err != nil {
+		return err
+	}
+	run.table()
+	fmt.Fprintln(e.stdout, "\nDone. Next: the README's tour on two terminals; tern node --help")
 	return nil
+}
+
+// notesOf returns the texts of the notes a capsule holds, sorted.
+func notesOf(path string) ([]string, error) {
+	c, err := capsule.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	evs, err := c.Journal()
+	if err != nil {
+		return nil, err
+	}
+	view, _ := journal.Readable(evs)
+	var out []string
+	for _, n := range memory.Fold(view) {
+		if !n.Removed() {
+			out = append(out, fmt.Sprintf("%q", n.Heads[0].Text))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // demoLiveSync runs two real nodes on 127.0.0.1, pairs them, gives both the
 // capsule and shows an append on one reaching the other.
-func demoLiveSync(ctx context.Context, e *env, dir, tarPath string, say func(string, ...any), title func(string)) error {
-	title("Two nodes on this machine, paired, keep the capsule in sync live")
-	cfg := node.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: time.Second}
+func demoLiveSync(ctx context.Context, run *demoRun, tarPath string) error {
+	say, title, why, result := run.say, run.title, run.why, run.result
+	title("pair and sync", "A laptop and a desktop node on this machine, paired, keep the capsule in sync live")
 	var nodes [2]*node.Node
 	for i, name := range []string{"laptop-home", "desktop-home"} {
-		n, err := node.Start(filepath.Join(dir, name), cfg, nil)
+		n, err := startDemoNode(run.path(name))
 		if err != nil {
 			return err
 		}
-		defer n.Close()
 		nodes[i] = n
 	}
 	laptop, desktop := nodes[0], nodes[1]
+	defer func() { laptop.Close(); desktop.Close() }() // laptop is replaced below
 	for _, pair := range [][2]*node.Node{{laptop, desktop}, {desktop, laptop}} {
 		info := pair[1].Info()
 		if err := pair[0].Pair(node.Peer{ID: info.PeerID, Addrs: hostOnly(info.Addrs)}); err != nil {
 			return err
 		}
 	}
-	say("   laptop node %s and desktop node %s, each allowing only the other", short(laptop.Info().PeerID), short(desktop.Info().PeerID))
+	say("laptop node %s and desktop node %s, each allowing only the other", short(laptop.Info().PeerID), short(desktop.Info().PeerID))
 	agent, _, err := laptop.Import(tarPath)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	for !desktop.Store().Holds(agent) {
-		if time.Since(start) > 20*time.Second {
-			return fmt.Errorf("demo: the desktop node did not take the capsule")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := waitFor(20*time.Second, func() bool { return desktop.Store().Holds(agent) }); err != nil {
+		return fmt.Errorf("demo: the desktop node did not take the capsule")
 	}
-	say("   the capsule, imported on the laptop node only, reached the desktop node in %s, verified", time.Since(start).Round(time.Millisecond))
+	say("the capsule, imported on the laptop node only, reached the desktop node in %s, verified", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
 	evs, err := laptop.Append(ctx, agent, []journal.Draft{demoDraft("message", "s3", "t1", text("user", "Written on the laptop, read on the desktop."))})
 	if err != nil {
 		return err
 	}
-	for {
+	if err := waitFor(20*time.Second, func() bool {
 		held, err := desktop.Store().Events(agent, "")
-		if err != nil {
-			return err
-		}
-		if hasEvent(held, evs[0].ID) {
-			break
-		}
-		if time.Since(start) > 20*time.Second {
-			return fmt.Errorf("demo: the desktop node did not receive the event")
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil && hasEvent(held, evs[0].ID)
+	}); err != nil {
+		return fmt.Errorf("demo: the desktop node did not receive the event")
 	}
-	say("   an event appended on the laptop node reached the desktop node by gossip in %s, signature checked", time.Since(start).Round(100*time.Microsecond))
-	return demoTurns(ctx, dir, laptop, desktop, say, title)
+	took := time.Since(start).Round(100 * time.Microsecond)
+	say("an event appended on the laptop node reached the desktop node by gossip in %s, signature checked", took)
+	why("only machines you paired can connect; events travel by gossip, blobs by their hash, nothing through a cloud")
+	result(fmt.Sprintf("paired; gossip in %s", took))
+	return demoTurns(ctx, run, laptop, desktop, &laptop)
+}
+
+// startDemoNode starts a node of the demo on 127.0.0.1.
+func startDemoNode(home string) (*node.Node, error) {
+	return node.Start(home, node.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 200 * time.Millisecond}, nil)
+}
+
+// waitFor polls ok every 20 ms until it holds or limit passes.
+func waitFor(limit time.Duration, ok func() bool) error {
+	for start := time.Now(); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > limit {
+			return errors.New("timed out")
+		}
+	}
+	return nil
 }
 
 // demoTurns runs an agent on the laptop node through its HTTP API: a turn
 // that pauses for approval and is continued, a stream cut and resumed,
-// and a move to the desktop node, where the conversation goes on.
-func demoTurns(ctx context.Context, dir string, laptop, desktop *node.Node, say func(string, ...any), title func(string)) error {
-	title("The laptop node runs an agent: a turn pauses for approval, is approved, and finishes")
+// every event and blob on the desktop by gossip, a move to the desktop
+// node, where the conversation goes on, and the laptop restored from an
+// old copy of its home, refused. *current is the laptop node running now.
+func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, current **node.Node) error {
+	say, title, why, result := run.say, run.title, run.why, run.result
+	title("approval", "The laptop node runs an agent: a turn calls a tool that needs approval, and pauses")
 	a := capsule.DefaultAgent("planner")
 	a.Tools = tool.Defaults()
-	c, err := capsule.NewWithAgent(filepath.Join(dir, "live-agent"), a, laptop.Info().PeerID)
+	c, err := capsule.NewWithAgent(run.path("live-agent"), a, laptop.Info().PeerID)
 	if err != nil {
 		return err
 	}
 	c.Close()
-	agent, _, err := laptop.Import(filepath.Join(dir, "live-agent"))
+	agent, _, err := laptop.Import(run.path("live-agent"))
 	if err != nil {
 		return err
 	}
-	lc, err := node.Dial(filepath.Join(dir, "laptop-home"))
+	lc, err := node.Dial(run.path("laptop-home"))
 	if err != nil {
 		return err
 	}
 	var sess struct{ ID string }
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) { // until the laptop node runs it
-		if err = lc.Do(ctx, "POST", "/v1/agents/"+agent+"/sessions", nil, &sess); err == nil {
-			break
-		}
-		if time.Since(start) > 20*time.Second {
-			return fmt.Errorf("demo: the laptop node does not run the agent: %w", err)
-		}
+	if err := waitFor(20*time.Second, func() bool { // until the laptop node runs it
+		return lc.Do(ctx, "POST", "/v1/agents/"+agent+"/sessions", nil, &sess) == nil
+	}); err != nil {
+		return fmt.Errorf("demo: the laptop node does not run the agent")
 	}
 	turn := func(cl *node.Client, req string, after int, each func(node.TurnItem) error) (node.TurnInfo, error) {
 		var t node.TurnInfo
@@ -385,7 +507,7 @@ func demoTurns(ctx context.Context, dir string, laptop, desktop *node.Node, say 
 		err := cl.Do(ctx, "GET", "/v1/sessions/"+sess.ID+"/turns/"+t.ID, nil, &t)
 		return t, err
 	}
-	t, err := turn(lc, `{"text":"!call write_file {\"path\": \"plan.md\", \"content\": \"1. sync 2. move 3. continue\"}"}`, 0, nil)
+	t, err := turn(lc, `{"text":"!reason The plan goes in a file.\n!call write_file {\"path\": \"plan.md\", \"content\": \"1. sync 2. move 3. continue\"}"}`, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -393,7 +515,11 @@ func demoTurns(ctx context.Context, dir string, laptop, desktop *node.Node, say 
 		return fmt.Errorf("demo: the turn did not pause for approval: %+v", t)
 	}
 	act := t.RequiredActions[0]
-	say("   the model called %s %s; write_file needs approval, so the turn paused: %s", act.Tool, act.Arguments, act.ID)
+	say("the model called %s %s; write_file needs approval, so the turn paused: %s", act.Tool, act.Arguments, act.ID)
+	why("nothing with an effect runs before a person says yes")
+	result("paused for approval")
+
+	title("approve", "The demo approves; the continuing turn runs the call once and finishes")
 	var reply string
 	replyOf := func(it node.TurnItem) error {
 		var ev struct {
@@ -413,10 +539,11 @@ func demoTurns(ctx context.Context, dir string, laptop, desktop *node.Node, say 
 	if err != nil || t.Status != "completed" {
 		return fmt.Errorf("demo: the continuing turn: %+v %v", t, err)
 	}
-	say("   approved: the next turn ran it between an operation.intent and its outcome, then %s: %q", t.Status, reply)
-	say("   why it matters: a side effect runs once, after a person said yes, and a crash between the two records is reconciled, never retried blind")
+	say("approved: the next turn ran it between an operation.intent and its outcome, then %s: %q", t.Status, reply)
+	why("a side effect runs once; a crash between its two records is reconciled, never retried blind")
+	result("ran once, completed")
 
-	title("A stream cut in the middle of a turn resumes where it stopped, nothing twice")
+	title("stream", "A stream cut in the middle of a turn resumes where it stopped, nothing twice")
 	var t2 node.TurnInfo
 	if err := lc.Do(ctx, "POST", "/v1/sessions/"+sess.ID+"/turns", strings.NewReader(`{"text":"!reason Check the plan first.\n!call read_file {\"path\": \"plan.md\"}"}`), &t2); err != nil {
 		return err
@@ -449,19 +576,47 @@ func demoTurns(ctx context.Context, dir string, laptop, desktop *node.Node, say 
 			return fmt.Errorf("demo: the resumed stream gave events %v", seqs)
 		}
 	}
-	say("   events 1-%d, cut, then %d-%d after reconnecting from event %d (Last-Event-ID): each once, the turn never restarted", first, first+1, len(seqs), first)
+	say("events 1-%d, cut, then %d-%d after reconnecting from event %d (Last-Event-ID): each once, the turn never restarted", first, first+1, len(seqs), first)
+	why("a client that loses its connection misses nothing and sees nothing twice")
+	result(fmt.Sprintf("%d events, each once", len(seqs)))
 
-	title("The agent migrates to the desktop node, and the conversation continues there")
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+	title("gossip", "The desktop node receives every event and blob of the agent by gossip")
+	var events, blobs int
+	if err := waitFor(20*time.Second, func() bool {
 		held, err := desktop.Store().Events(agent, "")
 		local, err2 := laptop.Store().Events(agent, "")
-		if err == nil && err2 == nil && len(held) == len(local) {
-			break
-		}
-		if time.Since(start) > 20*time.Second {
-			return fmt.Errorf("demo: the desktop node did not take the running agent")
-		}
+		wanted, err3 := desktop.Store().Wanted(agent)
+		hb, err4 := desktop.Store().Blobs(agent)
+		events, blobs = len(held), len(hb)
+		return err == nil && err2 == nil && err3 == nil && err4 == nil && len(held) == len(local) && len(wanted) == 0
+	}); err != nil {
+		return fmt.Errorf("demo: the desktop node did not take the running agent whole")
 	}
+	say("the desktop holds all %d events and all %d blobs (the workspace's files and snapshots), each verified", events, blobs)
+	why("the other machine is ready to take over at any moment, with nothing to copy at the last minute")
+	result(fmt.Sprintf("%d events, %d blobs", events, blobs))
+
+	// An old copy of the laptop's home, as a backup would have it: taken
+	// with its node stopped, before the move.
+	laptop.Close()
+	if err := node.CopyHome(run.path("laptop-home"), run.path("laptop-home-backup")); err != nil {
+		return err
+	}
+	if laptop, err = startDemoNode(run.path("laptop-home")); err != nil {
+		return err
+	}
+	*current = laptop
+	if lc, err = node.Dial(run.path("laptop-home")); err != nil {
+		return err
+	}
+	if err := waitFor(20*time.Second, func() bool { // it runs the agent once its peer answered
+		var s struct{ ID string }
+		return lc.Do(ctx, "POST", "/v1/agents/"+agent+"/sessions", nil, &s) == nil
+	}); err != nil {
+		return fmt.Errorf("demo: the restarted laptop node does not run the agent again")
+	}
+
+	title("migrate", "The agent migrates to the desktop node")
 	out, err := laptop.Migrate(ctx, agent, desktop.Host().ID())
 	if err != nil || out.Outcome != "committed" {
 		return fmt.Errorf("demo: the migration: %+v %v", out, err)
@@ -470,8 +625,12 @@ func demoTurns(ctx context.Context, dir string, laptop, desktop *node.Node, say 
 	if err := lc.Do(ctx, "POST", "/v1/sessions/"+sess.ID+"/turns", strings.NewReader(`{"text":"still here?"}`), nil); !errors.As(err, &refused) || refused.Status != 409 {
 		return fmt.Errorf("demo: the laptop node took a turn after the move: %v", err)
 	}
-	say("   committed at epoch %d, frozen for %d ms; the laptop node refuses to run it now (409: %s)", out.Epoch, out.FrozenMS, oneLine(refused.Message, 60))
-	dc, err := node.Dial(filepath.Join(dir, "desktop-home"))
+	say("committed at epoch %d; the agent was frozen for %d ms; the laptop node refuses to run it now (409: %s)", out.Epoch, out.FrozenMS, oneLine(refused.Message, 60))
+	why("at most one machine ever runs the agent, and moving it costs a frozen window of milliseconds")
+	result(fmt.Sprintf("epoch %d, frozen %d ms", out.Epoch, out.FrozenMS))
+
+	title("continue", "The conversation continues on the desktop, and renders for another provider")
+	dc, err := node.Dial(run.path("desktop-home"))
 	if err != nil {
 		return err
 	}
@@ -479,7 +638,63 @@ func demoTurns(ctx context.Context, dir string, laptop, desktop *node.Node, say 
 	if err != nil || t.Status != "completed" {
 		return fmt.Errorf("demo: the turn on the desktop: %+v %v", t, err)
 	}
-	say("   same session, next turn, on the desktop with the workspace it brought: %q", reply)
+	say("same session, next turn, on the desktop with the workspace it brought: %q", reply)
+	evs, err := desktop.Store().Events(agent, "")
+	if err != nil {
+		return err
+	}
+	view, _ := journal.Readable(evs)
+	journal.Sort(view)
+	var conversation []*journal.Event
+	for _, e := range view {
+		if e.Session == sess.ID {
+			conversation = append(conversation, e)
+		}
+	}
+	res, err := render.Render(render.Request{Events: conversation, Agent: a,
+		Target: render.Target{Provider: render.Anthropic, Model: "claude-sonnet-4-5"}})
+	if err != nil {
+		return err
+	}
+	reasoning := 0
+	for _, e := range conversation {
+		if e.Type == "reasoning" {
+			reasoning++
+		}
+	}
+	if reasoning == 0 || bytes.Contains(res.Body, []byte(`"type":"thinking"`)) {
+		return fmt.Errorf("demo: the render for Anthropic kept the offline model's reasoning (%d reasoning events)", reasoning)
+	}
+	say("for Anthropic: a request body of %d bytes, with every message, call and result; the offline model's %d reasoning events are left out (reasoning goes back only to the model that wrote it)", len(res.Body), reasoning)
+	why("the conversation belongs to the journal, not to a provider: another model can take it over")
+	result("continued; reasoning dropped, said")
+
+	title("fencing", "The laptop, restored from an old copy of its home, tries to run the agent")
+	laptop.Close()
+	old, err := startDemoNode(run.path("laptop-home-backup"))
+	if err != nil {
+		return err
+	}
+	*current = old
+	oc, err := node.Dial(run.path("laptop-home-backup"))
+	if err != nil {
+		return err
+	}
+	var why409 string
+	if err := waitFor(20*time.Second, func() bool {
+		err := oc.Do(ctx, "POST", "/v1/sessions/"+sess.ID+"/turns", strings.NewReader(`{"text":"I am the laptop, back from a backup"}`), nil)
+		var refused *node.APIError
+		if errors.As(err, &refused) && refused.Status == 409 {
+			why409 = refused.Message
+			return true
+		}
+		return false // 503 while it checks with its peers, then 409
+	}); err != nil {
+		return fmt.Errorf("demo: the restored laptop was not refused")
+	}
+	say("its backup says it holds the agent at epoch %d; its peer knows epoch %d: refused (409: %s)", out.Epoch-1, out.Epoch, oneLine(why409, 60))
+	why("a machine restored from a backup, or woken after weeks, can never run the agent a second time")
+	result("refused")
 	return nil
 }
 

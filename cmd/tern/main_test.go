@@ -243,13 +243,38 @@ func TestSnapshotAndMaterializeRoundTrip(t *testing.T) {
 }
 
 func TestTheDemoRuns(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	out := mustTern(t, t.TempDir(), "", "demo")
 	for _, want := range []string{"the step appended whole: reasoning, tool_call, tool_call, turn.usage", "verify caught it", "byte-identical",
+		`the notes written apart both survive: "Maya prefers tabs to spaces." + "The reply to Ana is due Friday."`,
 		"so the turn paused: act_approval_", `then completed: "Done: write_file returned created plan.md`, "each once, the turn never restarted",
-		"the laptop node refuses to run it now (409", `on the desktop with the workspace it brought: "Done: read_file returned 1. sync 2. move 3. continue`, "Done."} {
+		"the desktop holds all", "the agent was frozen for", "the laptop node refuses to run it now (409",
+		`on the desktop with the workspace it brought: "Done: read_file returned 1. sync 2. move 3. continue`,
+		"the offline model's 2 reasoning events are left out", "its peer knows epoch 2: refused (409",
+		"17  fencing        refused", "Done."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
+	}
+	if n := strings.Count(out, "why it matters: "); n != 17 {
+		t.Errorf("%d steps say why they matter, want 17", n)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("the demo left %d entries in $TMPDIR", len(left))
+	}
+}
+
+func TestTheDemoKeepsItsHomesWhereAsked(t *testing.T) {
+	keep := filepath.Join(t.TempDir(), "demo")
+	mustTern(t, t.TempDir(), "", "demo", "--keep", keep)
+	for _, home := range []string{"laptop-home", "desktop-home", "laptop-home-backup"} {
+		if _, err := os.Stat(filepath.Join(keep, home, "capsules")); err != nil {
+			t.Errorf("%s: %v", home, err)
+		}
+	}
+	if code, _, errs := tern(t, t.TempDir(), "", "demo", "--keep", keep); code != exitBadInput || !strings.Contains(errs, "not empty") {
+		t.Fatalf("--keep a full folder: exit %d, %q", code, errs)
 	}
 }
 
