@@ -73,7 +73,9 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /v1/peers/pending", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.gater.Pending()) })
 	mux.HandleFunc("POST /v1/shares/reload", n.handleReloadShares)
 	n.sessionRoutes(mux)
+	mux.HandleFunc("POST /v1/ui/codes", n.handleUICode)
 	root := http.NewServeMux()
+	n.uiRoutes(root)
 	metrics := n.stats.handler()
 	if !n.cfg.MetricsPublic {
 		metrics = n.auth(metrics)
@@ -130,15 +132,31 @@ func loopbackOnly(listenHost, port string, next http.Handler) http.Handler {
 	})
 }
 
+// auth admits a request with the bearer token, or from the web page: a
+// live session cookie and, for anything but GET and HEAD, the session's
+// CSRF token (node/ui.go).
 func (n *Node) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + n.info.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			n.httpError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (see node.json)"))
+		if n.bearerOK(r) {
+			next.ServeHTTP(w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if _, s, ok := n.ui.session(r); ok && r.Header.Get("Authorization") == "" {
+			if r.Method != http.MethodGet && r.Method != http.MethodHead &&
+				subtle.ConstantTimeCompare([]byte(r.Header.Get(uiCSRFHeader)), []byte(s.csrf)) != 1 {
+				n.httpError(w, http.StatusForbidden, errors.New("the page's request lacks its CSRF token (X-CSRF-Token): reload the page"))
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		n.httpError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (see node.json)"))
 	})
+}
+
+// bearerOK reports whether r carries the node's bearer token.
+func (n *Node) bearerOK(r *http.Request) bool {
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+n.info.Token)) == 1
 }
 
 // httpError answers with code and {"error": message}, the message naming

@@ -94,6 +94,7 @@ type Node struct {
 	homeLock *filelock.Lock // held until Close: one node per home
 	cfg      Config
 	log      *slog.Logger
+	ui       uiAuth // the web page's login codes and sessions
 	id       *Identity
 	peers    *Peers
 	store    *Store

@@ -1,0 +1,312 @@
+// The tern node's web page: the node's HTTP API (docs/API.md), used with
+// the session cookie that tern ui's one-time code gave, and the session's
+// CSRF token on every request that changes something. No bearer token
+// ever reaches this page.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { csrf: "", peer: "", peers: [], agent: "", session: "", turn: "", source: null, seen: new Set() };
+
+// api calls the node's API; a refusal throws an Error with its message.
+async function api(method, path, body) {
+  const opts = { method, headers: {}, credentials: "same-origin" };
+  if (method !== "GET") opts.headers["X-CSRF-Token"] = state.csrf;
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, opts);
+  const text = await resp.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!resp.ok) {
+    const err = new Error((data && data.error) || resp.statusText);
+    err.status = resp.status;
+    err.data = data;
+    throw err;
+  }
+  return data;
+}
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k === "class") e.className = v;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c);
+  return e;
+}
+
+function short(id) { return id ? "…" + id.slice(-6) : ""; }
+
+function banner(text) {
+  $("banner").textContent = text;
+  $("banner").hidden = !text;
+}
+
+async function start() {
+  try {
+    const s = await api("GET", "/ui/session");
+    state.csrf = s.csrf;
+    state.peer = s.peer_id;
+  } catch (e) {
+    $("login").hidden = false;
+    return;
+  }
+  $("node").textContent = "node " + state.peer;
+  $("main").hidden = false;
+  $("logout").hidden = false;
+  $("logout").addEventListener("click", async () => {
+    await api("POST", "/ui/logout");
+    location.reload();
+  });
+  $("new-session").addEventListener("click", newSession);
+  $("turn-form").addEventListener("submit", sendTurn);
+  $("migrate-form").addEventListener("submit", migrate);
+  await refresh();
+  setInterval(refresh, 3000);
+}
+
+// refresh reloads the peers, the agents and the selected agent's panel.
+async function refresh() {
+  let status;
+  try {
+    status = await api("GET", "/v1/status");
+  } catch (e) {
+    banner("The node does not answer: " + e.message);
+    return;
+  }
+  state.peers = status.peers || [];
+  $("peers").replaceChildren(...state.peers.map((p) =>
+    el("li", { "data-peer": p.id }, (p.name || short(p.id)) + " ",
+      el("span", { class: p.connected ? "on" : "off" }, p.connected ? "connected" : "not connected" + (p.why ? ": " + p.why : "")))));
+  $("migrate-to").replaceChildren(...state.peers.map((p) => el("option", { value: p.id }, p.name || short(p.id))));
+  $("capsules").replaceChildren(...(status.capsules || []).map((c) =>
+    el("li", { "data-agent": c.id },
+      el("button", { type: "button", onclick: () => selectAgent(c.id) }, c.name || c.id),
+      el("span", { class: "muted" }, ` ${short(c.id)} · ${c.events} events` + (c.runs ? " · runs here" : "") + (c.wants ? ` · ${c.wants} blobs to come` : "")))));
+  if (state.agent) await showAgent();
+}
+
+async function selectAgent(id) {
+  state.agent = id;
+  state.session = "";
+  $("session-panel").hidden = true;
+  await showAgent();
+}
+
+async function showAgent() {
+  const id = state.agent;
+  $("agent-panel").hidden = false;
+  $("agent-title").textContent = "Agent " + id;
+  try {
+    const h = await api("GET", `/v1/capsules/${id}/holder`);
+    const holder = h.holder || {};
+    const here = holder.peer === state.peer;
+    $("holder").textContent = `Held at epoch ${holder.epoch} by ${here ? "this node" : short(holder.peer)} (${h.state}).`;
+    if (!here && holder.peer && state.session) banner(`The agent runs on ${peerName(holder.peer)} now: its turns go on there; this page shows this node's copy.`);
+  } catch (e) {
+    $("holder").textContent = "Holder: " + e.message;
+  }
+  const lines = [];
+  for (const p of state.peers.filter((p) => p.connected)) {
+    try {
+      const s = await api("GET", `/v1/capsules/${id}/sync?peer=${encodeURIComponent(p.id)}`);
+      lines.push(`${peerName(p.id)}: ` + (s.events ? "every event" : "events still to send") +
+        (s.blobs ? `, ${s.blobs - s.peer_lacks} of ${s.blobs} blobs` : "") + ((s.transfers || []).length ? `, ${s.transfers.length} moving now` : ""));
+    } catch (e) {
+      lines.push(`${peerName(p.id)}: ${e.message}`);
+    }
+  }
+  $("sync").textContent = lines.length ? "Sync with " + lines.join("; ") + "." : "No paired peer is connected.";
+  try {
+    const sessions = await api("GET", `/v1/agents/${id}/sessions`);
+    $("sessions").replaceChildren(...sessions.map((s) =>
+      el("li", { "data-session": s.id },
+        el("button", { type: "button", onclick: () => selectSession(s.id) }, s.id),
+        el("span", { class: "muted" }, ` ${s.turns} turns · ${s.status || ""}`))));
+  } catch (e) {
+    $("sessions").replaceChildren(el("li", { class: "muted" }, e.message));
+  }
+  if (state.session) await showSession();
+}
+
+function peerName(id) {
+  const p = state.peers.find((p) => p.id === id);
+  return p && p.name ? `${p.name} (${short(id)})` : short(id);
+}
+
+async function newSession() {
+  try {
+    const s = await api("POST", `/v1/agents/${state.agent}/sessions`);
+    await showAgent();
+    await selectSession(s.id);
+  } catch (e) {
+    banner(e.message);
+  }
+}
+
+async function selectSession(id) {
+  if (state.session !== id) {
+    state.session = id;
+    state.turn = "";
+    closeStream();
+    $("transcript").replaceChildren();
+    state.seen.clear();
+  }
+  $("session-panel").hidden = false;
+  await showSession();
+}
+
+async function showSession() {
+  $("session-title").textContent = "Session " + state.session;
+  let turns = [];
+  try {
+    turns = await api("GET", `/v1/sessions/${state.session}/turns`);
+  } catch (e) {
+    banner(e.message);
+    return;
+  }
+  $("turns").replaceChildren(...turns.map((t) => el("li", { "data-turn": t.id, "data-status": t.status }, `${t.id}: ${t.status}`)));
+  const last = turns[turns.length - 1];
+  if (last && last.id !== state.turn) {
+    // Show every turn once: those before from the start, the last live.
+    for (const t of turns) if (!state.followed || !state.followed.has(t.id)) follow(t.id);
+  }
+  showActions(last);
+}
+
+// follow streams a turn's events into the transcript, each once: the
+// EventSource resumes by itself with Last-Event-ID after a dropped
+// connection, and an item already shown is never shown again.
+function follow(turnID) {
+  state.followed = state.followed || new Set();
+  if (state.followed.has(turnID)) return;
+  state.followed.add(turnID);
+  state.turn = turnID;
+  const src = new EventSource(`/v1/sessions/${state.session}/turns/${turnID}/events`);
+  state.source = src;
+  const onItem = (ev) => {
+    const key = turnID + ":" + ev.lastEventId;
+    if (ev.lastEventId && state.seen.has(key)) return;
+    if (ev.lastEventId) state.seen.add(key);
+    $("streaming").textContent = "";
+    showEvent(ev.type, JSON.parse(ev.data));
+    if (ev.type === "turn.ended") {
+      src.close();
+      showSession();
+    }
+  };
+  for (const type of ["message", "reasoning", "tool_call", "tool_result", "turn.started", "turn.ended", "action.answered", "operation.intent", "operation.outcome", "workspace.snapshot", "note"]) {
+    src.addEventListener(type, onItem);
+  }
+  src.addEventListener("delta", (ev) => {
+    const d = JSON.parse(ev.data);
+    if (d.kind === "text" || d.kind === "reasoning") $("streaming").textContent += d.text;
+  });
+  src.addEventListener("moved", (ev) => {
+    src.close();
+    banner(`The agent moved to ${peerName(JSON.parse(ev.data).peer)}: the turn goes on there.`);
+  });
+}
+
+function closeStream() {
+  if (state.source) state.source.close();
+  state.source = null;
+  state.followed = new Set();
+}
+
+function textOf(content) {
+  return (content || []).map((p) => (p.type === "text" ? p.text : `[${p.type} ${p.media_type || ""}]`)).join("\n");
+}
+
+function showEvent(type, e) {
+  const b = e.body || {};
+  let item;
+  switch (type) {
+    case "message":
+      item = el("div", { class: "item " + b.role }, el("span", { class: "kind" }, b.role), textOf(b.content));
+      break;
+    case "tool_call":
+      item = el("div", { class: "item tool" }, el("span", { class: "kind" }, "call"), `${b.name} ${JSON.stringify(b.arguments)}`);
+      break;
+    case "tool_result":
+      item = el("div", { class: "item tool" }, el("span", { class: "kind" }, b.is_error ? "error" : "result"), textOf(b.content));
+      break;
+    case "turn.ended":
+      item = el("div", { class: "item muted" }, el("span", { class: "kind" }, "turn"), `${b.status}${b.error ? ": " + b.error : ""}`);
+      break;
+    default:
+      return;
+  }
+  item.dataset.event = e.id;
+  $("transcript").append(item);
+  $("transcript").scrollTop = $("transcript").scrollHeight;
+}
+
+// showActions offers the answers a paused turn waits for.
+function showActions(turn) {
+  const box = $("actions");
+  box.replaceChildren();
+  if (!turn || turn.status !== "paused") return;
+  const actions = turn.required_actions || [];
+  const answers = {};
+  for (const a of actions) {
+    const row = el("div", { class: "action", "data-action": a.id });
+    if (a.kind === "mcp_auth") {
+      row.append(`${a.server} waits for authorization: `, el("a", { href: a.url, target: "_blank", rel: "noopener" }, "open it"), " ");
+    } else {
+      row.append(`${a.kind}: ${a.tool} ${a.arguments ? JSON.stringify(a.arguments) : ""} `);
+    }
+    row.append(
+      el("button", { type: "button", class: "approve", onclick: () => { answers[a.id] = true; mark(row, "approve"); maybeSend(); } }, a.kind === "reconcile" ? "It happened" : "Approve"),
+      el("button", { type: "button", class: "deny", onclick: () => { answers[a.id] = false; mark(row, "deny"); maybeSend(); } }, a.kind === "reconcile" ? "It did not" : "Deny"));
+    box.append(row);
+  }
+  function mark(row, what) { row.dataset.answer = what; }
+  // A paused turn takes all its answers at once.
+  async function maybeSend() {
+    if (Object.keys(answers).length < actions.length) return;
+    const responses = actions.map((a) =>
+      a.kind === "mcp_auth" && answers[a.id] ? { action_id: a.id, authorization: "done" } : { action_id: a.id, approve: answers[a.id] });
+    await startTurn({ responses });
+  }
+}
+
+async function sendTurn(ev) {
+  ev.preventDefault();
+  const text = $("turn-text").value.trim();
+  if (!text) return;
+  await startTurn({ text });
+  $("turn-text").value = "";
+}
+
+async function startTurn(body) {
+  try {
+    const t = await api("POST", `/v1/sessions/${state.session}/turns`, body);
+    $("actions").replaceChildren();
+    follow(t.id);
+    await showSession();
+  } catch (e) {
+    banner(e.status === 409 && e.data && e.data.peer ? `The agent runs on ${peerName(e.data.peer)}, not on this node: open that node's page.` : e.message);
+  }
+}
+
+async function migrate(ev) {
+  ev.preventDefault();
+  const to = $("migrate-to").value;
+  $("phases").replaceChildren(el("li", {}, `moving to ${peerName(to)}…`));
+  try {
+    const out = await api("POST", `/v1/capsules/${state.agent}/migrate`, { to });
+    $("phases").replaceChildren(...(out.phases || []).map((p) => el("li", {}, `${p.name}: ${p.ms} ms`)),
+      el("li", { "data-outcome": out.outcome }, `${out.outcome}${out.reason ? ": " + out.reason : ""}` +
+        (out.outcome === "committed" ? ` at epoch ${out.epoch}, frozen for ${out.frozen_ms} ms` : "")));
+    if (out.outcome === "committed") banner(`The agent moved to ${peerName(to)}: it runs there now.`);
+  } catch (e) {
+    $("phases").replaceChildren(el("li", {}, e.message));
+  }
+  await refresh();
+}
+
+start();
