@@ -94,7 +94,8 @@ type Node struct {
 	homeLock *filelock.Lock // held until Close: one node per home
 	cfg      Config
 	log      *slog.Logger
-	ui       uiAuth // the web page's login codes and sessions
+	ui       uiAuth      // the web page's login codes and sessions
+	streams  openStreams // the turn streams it serves
 	id       *Identity
 	peers    *Peers
 	store    *Store

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
@@ -440,9 +441,11 @@ func (n *Node) handleTurnEvents(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	out := &sseOut{w: w}
 	out.flusher, _ = w.(http.Flusher)
-	moved, sent := n.streamTurn(r.Context(), out, agent, t, after)
+	ctx, done := n.streams.add(r.Context())
+	defer done()
+	moved, sent := n.streamTurn(ctx, out, agent, t, after)
 	for hops := 0; moved != "" && r.URL.Query().Get("relay") != "0" && hops < 3; hops++ {
-		next, n2, err := n.relayTurn(r.Context(), out, moved, agent, t, sent)
+		next, n2, err := n.relayTurn(ctx, out, moved, agent, t, sent)
 		sent = n2
 		if err != nil {
 			n.log.Info("could not relay a moved turn's stream; the client is told where it went", "turn", t.ID, "peer", moved, "err", err)
@@ -454,6 +457,43 @@ func (n *Node) handleTurnEvents(w http.ResponseWriter, r *http.Request) {
 		writeSSE(&out.buf, "", "moved", map[string]string{"peer": moved})
 	}
 	out.flush()
+}
+
+// openStreams are the turn streams a node serves, so that a test can end
+// them all from the server's side, as a dropped connection would.
+type openStreams struct {
+	mu      sync.Mutex
+	next    int
+	cancels map[int]context.CancelFunc
+}
+
+// add registers a stream; done unregisters it.
+func (s *openStreams) add(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancels == nil {
+		s.cancels = map[int]context.CancelFunc{}
+	}
+	id := s.next
+	s.next++
+	s.cancels[id] = cancel
+	return ctx, func() {
+		s.mu.Lock()
+		delete(s.cancels, id)
+		s.mu.Unlock()
+		cancel()
+	}
+}
+
+// cut ends every open stream and returns how many there were.
+func (s *openStreams) cut() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cancel := range s.cancels {
+		cancel()
+	}
+	return len(s.cancels)
 }
 
 // sseOut buffers server-sent events and writes them out on flush.

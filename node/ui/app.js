@@ -104,7 +104,7 @@ async function showAgent() {
     const h = await api("GET", `/v1/capsules/${id}/holder`);
     const holder = h.holder || {};
     const here = holder.peer === state.peer;
-    $("holder").textContent = `Held at epoch ${holder.epoch} by ${here ? "this node" : short(holder.peer)} (${h.state}).`;
+    $("holder").textContent = `Held at epoch ${holder.epoch} by ${here ? "this node" : peerName(holder.peer)}; here it is ${h.state}.`;
     if (!here && holder.peer && state.session) banner(`The agent runs on ${peerName(holder.peer)} now: its turns go on there; this page shows this node's copy.`);
   } catch (e) {
     $("holder").textContent = "Holder: " + e.message;
@@ -113,8 +113,8 @@ async function showAgent() {
   for (const p of state.peers.filter((p) => p.connected)) {
     try {
       const s = await api("GET", `/v1/capsules/${id}/sync?peer=${encodeURIComponent(p.id)}`);
-      lines.push(`${peerName(p.id)}: ` + (s.events ? "every event" : "events still to send") +
-        (s.blobs ? `, ${s.blobs - s.peer_lacks} of ${s.blobs} blobs` : "") + ((s.transfers || []).length ? `, ${s.transfers.length} moving now` : ""));
+      lines.push(`${peerName(p.id)}: ` + (s.events ? "holds every event" : "events still to send") +
+        (s.events && s.blobs ? `, ${s.blobs - s.peer_lacks} of ${s.blobs} blobs` : "") + ((s.transfers || []).length ? `, ${s.transfers.length} moving now` : ""));
     } catch (e) {
       lines.push(`${peerName(p.id)}: ${e.message}`);
     }

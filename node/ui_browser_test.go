@@ -1,0 +1,156 @@
+package node
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromium is the path of a Chromium the test can drive, or the test is
+// skipped saying why.
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("no Chromium on PATH: .ci/run installs Debian's chromium (apt-get install chromium); the web page's browser test needs it")
+	return ""
+}
+
+// The web page in headless Chromium, as a person uses it: log in with the
+// one-time code, start a turn, approve its action, lose the live stream
+// from the server's side mid-turn and see every item exactly once, then
+// migrate the agent and see the page follow it. A screenshot of each step
+// is saved under the test's temp folder.
+func TestTheWebPageInABrowser(t *testing.T) {
+	path := chromium(t)
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	connectAll(t, a, b)
+	agent := heldBy(t, a, withTools(t, a))
+	shots := t.TempDir()
+
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]), chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1280, 900))
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			shot("failed")
+			t.Fatalf("%s: %v (screenshots in %s)", what, err, shots)
+		}
+	}
+	// until waits for the page's JavaScript expression cond to hold.
+	until := func(what, cond string) {
+		t.Helper()
+		run(what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second)))
+	}
+
+	code := loginCode(t, a)
+	run("the login", chromedp.Navigate(code.URL), chromedp.WaitVisible(chromedp.ID("#main")))
+	shot("1-logged-in")
+
+	run("choosing the agent and a new session",
+		chromedp.Click(chromedp.CSS(`#capsules li[data-agent="`+agent+`"] button`)),
+		chromedp.WaitVisible(chromedp.ID("#agent-panel")),
+		chromedp.Click(chromedp.ID("#new-session")),
+		chromedp.WaitVisible(chromedp.ID("#session-panel")))
+	run("starting a turn",
+		chromedp.SendKeys(chromedp.ID("#turn-text"), `!call shell {"command": "sleep 2; echo slept"}`),
+		chromedp.Click(chromedp.CSS("#turn-form button")),
+		chromedp.WaitVisible(chromedp.CSS(".action[data-action]")))
+	shot("2-paused-for-approval")
+
+	run("approving", chromedp.Click(chromedp.CSS(".action .approve")))
+	until("the continuing turn running", `[...document.querySelectorAll("#turns li")].some(li => li.dataset.status === "running")`)
+	time.Sleep(500 * time.Millisecond) // the shell call sleeps 2 s: the stream is open
+	if cut := a.streams.cut(); cut == 0 {
+		t.Fatal("no turn stream was open to cut")
+	}
+	shot("3-stream-cut")
+	until("the turn's end after the stream resumed", `[...document.querySelectorAll("#transcript .item.assistant")].some(e => e.textContent.includes("Done: shell returned slept"))`)
+	until("the page's list of turns", `[...document.querySelectorAll("#turns li")].every(li => li.dataset.status !== "running")`)
+	shot("4-resumed")
+
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#transcript [data-event]")].map(e => e.dataset.event)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessionID, err := chromedp.Run(ctx, chromedp.Evaluate[string](`state.session`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := a.store.Events(agent, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, e := range evs {
+		if e.Session == sessionID && slices.Contains([]string{"message", "tool_call", "tool_result", "turn.ended"}, e.Type) {
+			want = append(want, e.ID)
+		}
+	}
+	if len(want) != 6 { // the message, its call, paused; the result, the answer, completed
+		t.Fatalf("the session has only %d items to show", len(want))
+	}
+	slices.Sort(shown)
+	slices.Sort(want)
+	if !slices.Equal(shown, want) {
+		t.Fatalf("the page shows %d items, the session has %d: each must be shown exactly once\nshown %v\nwant  %v", len(shown), len(want), shown, want)
+	}
+
+	run("migrating to the other node",
+		chromedp.SetValue(chromedp.ID("#migrate-to"), b.info.PeerID),
+		chromedp.Click(chromedp.CSS("#migrate-form button")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-outcome="committed"]`)))
+	bannerText, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("#banner")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(bannerText, b.info.PeerID[len(b.info.PeerID)-6:]) || !strings.Contains(bannerText, "moved to") && !strings.Contains(bannerText, "runs on") {
+		t.Fatalf("the banner after the move: %q", bannerText)
+	}
+	until("the holder shown as the other node", `document.getElementById("holder").textContent.includes("`+b.info.PeerID[len(b.info.PeerID)-6:]+`")`)
+	shot("5-migrated")
+	if !b.runs(agent) {
+		t.Fatal("the other node does not run the agent")
+	}
+	pageHTML, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(pageHTML, a.info.Token) {
+		t.Fatal("the bearer token is in the page")
+	}
+	t.Logf("screenshots in %s", shots)
+	if dir := os.Getenv("TERN_UI_SHOTS"); dir != "" { // to look at them after the test
+		os.MkdirAll(dir, 0o755)
+		entries, _ := os.ReadDir(shots)
+		for _, e := range entries {
+			data, _ := os.ReadFile(filepath.Join(shots, e.Name()))
+			os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644)
+		}
+	}
+}
