@@ -156,6 +156,13 @@ func (n *Node) handleUILogin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther) // the code leaves the address bar
 }
 
+// LoginURL mints a one-time login code for the web page, as tern ui asks
+// for one (the demo's --web prints it).
+func (n *Node) LoginURL() LoginCode {
+	code, expires := n.ui.newCode()
+	return LoginCode{Code: code, URL: n.info.API + "/ui/login?code=" + code, Expires: expires}
+}
+
 // handleUICode is POST /v1/ui/codes, for a holder of the bearer token
 // only: a new one-time login code.
 func (n *Node) handleUICode(w http.ResponseWriter, r *http.Request) {
@@ -163,6 +170,5 @@ func (n *Node) handleUICode(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "a login code is minted with the bearer token only (tern ui), never from the page")
 		return
 	}
-	code, expires := n.ui.newCode()
-	writeJSON(w, LoginCode{Code: code, URL: n.info.API + "/ui/login?code=" + code, Expires: expires})
+	writeJSON(w, n.LoginURL())
 }

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,6 +27,7 @@ import (
 
 func demoCmd(e *env) *cobra.Command {
 	var keep string
+	var web bool
 	c := &cobra.Command{
 		Use:   "demo [--keep DIR]",
 		Short: "Run the tern story on this machine, with nothing installed",
@@ -38,8 +41,10 @@ func demoCmd(e *env) *cobra.Command {
 			"refused; notes written on both machines while apart both survive; and a tampered export\n" +
 			"is caught by verify. Each step prints what happened and why it matters; a table sums up.\n" +
 			"It writes only under a fresh temporary folder ($TMPDIR) and removes it at the end;\n" +
-			"--keep DIR writes there instead and leaves it, for tar and jq.",
-		Example: "  tern demo\n  tern demo --keep ./demo && ls ./demo",
+			"--keep DIR writes there instead and leaves it, for tar and jq. --web keeps the two nodes\n" +
+			"running after the story and prints their web pages' addresses, each with a one-time\n" +
+			"login code, until interrupted.",
+		Example: "  tern demo\n  tern demo --keep ./demo && ls ./demo\n  tern demo --web",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := keep
@@ -52,10 +57,13 @@ func demoCmd(e *env) *cobra.Command {
 			} else if err := emptyFolder(dir); err != nil {
 				return err
 			}
-			return runDemo(cmd.Context(), e, dir, keep != "")
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runDemo(ctx, e, dir, keep != "", web)
 		},
 	}
 	c.Flags().StringVar(&keep, "keep", "", "write the demo's homes and files to DIR (new or empty) and leave them there")
+	c.Flags().BoolVar(&web, "web", false, "keep the nodes running after the story and print their web pages' addresses")
 	return c
 }
 
@@ -78,6 +86,7 @@ func emptyFolder(dir string) error {
 type demoRun struct {
 	e     *env
 	dir   string
+	web   bool // keep the nodes running at the end, for their web pages
 	steps []demoStep
 }
 
@@ -136,8 +145,8 @@ func text(role, s string) map[string]any {
 	return map[string]any{"role": role, "content": []map[string]string{{"type": "text", "text": s}}}
 }
 
-func runDemo(ctx context.Context, e *env, dir string, kept bool) error {
-	run := &demoRun{e: e, dir: dir}
+func runDemo(ctx context.Context, e *env, dir string, kept, web bool) error {
+	run := &demoRun{e: e, dir: dir, web: web}
 	say, title, why, result, path := run.say, run.title, run.why, run.result, run.path
 
 	laptop, err := node.NewIdentity()
@@ -373,9 +382,23 @@ func runDemo(ctx context.Context, e *env, dir string, kept bool) error {
 	if err := demoLiveSync(ctx, run, path("merged-0.tar")); err != nil {
 		return err
 	}
-	run.table()
-	fmt.Fprintln(e.stdout, "\nDone. Next: the README's tour on two terminals; tern node --help")
+	if !run.web {
+		run.table()
+		fmt.Fprintln(e.stdout, "\nDone. Next: tern demo --web, the README's tour on two terminals; tern node --help")
+	}
 	return nil
+}
+
+// serveWeb prints the table and the nodes' web pages, and keeps them
+// running until ctx ends (Ctrl-C).
+func (d *demoRun) serveWeb(ctx context.Context, nodes map[string]*node.Node) {
+	d.table()
+	fmt.Fprintln(d.e.stdout, "\nThe nodes keep running; open their pages (each address works once, for five minutes):")
+	for _, name := range []string{"desktop", "laptop"} {
+		fmt.Fprintf(d.e.stdout, "  %-8s %s\n", name, nodes[name].LoginURL().URL)
+	}
+	fmt.Fprintln(d.e.stdout, "Ctrl-C stops them.")
+	<-ctx.Done()
 }
 
 // notesOf returns the texts of the notes a capsule holds, sorted.
@@ -695,6 +718,9 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 	say("its backup says it holds the agent at epoch %d; its peer knows epoch %d: refused (409: %s)", out.Epoch-1, out.Epoch, oneLine(why409, 60))
 	why("a machine restored from a backup, or woken after weeks, can never run the agent a second time")
 	result("refused")
+	if run.web {
+		run.serveWeb(ctx, map[string]*node.Node{"laptop": old, "desktop": desktop})
+	}
 	return nil
 }
 

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // tern runs the CLI in-process with $TERN_HOME set to home and returns its
@@ -296,4 +300,56 @@ func TestAHandEditIsDamageUntilAccepted(t *testing.T) {
 	if code, _, errs := tern(t, home, "", "capsule", "accept", filepath.Join(dir, "nope")); code != 2 || errs == "" {
 		t.Fatalf("accept of a missing folder: exit %d %q", code, errs)
 	}
+}
+
+// tern demo --web keeps the nodes running after the story, with a login
+// address for each page that works, until interrupted.
+func TestTheDemoKeepsItsNodesForTheWebPage(t *testing.T) {
+	out := &lockedBuffer{}
+	e := &env{stdin: strings.NewReader(""), stdout: out, stderr: out}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runDemo(ctx, e, t.TempDir(), false, true) }()
+	var login string
+	for deadline := time.Now().Add(time.Minute); login == ""; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no page address:\n%s", out.String())
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "desktop" && strings.Contains(f[1], "/ui/login?code=") {
+				login = f[1]
+			}
+		}
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Get(login)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Set-Cookie"), "tern_ui=") {
+		t.Fatalf("the desktop's page login: %d %v", resp.StatusCode, resp.Header)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -134,9 +133,9 @@ func TestAnMCPServerBehindOAuthPausesTheTurnUntilItIsAuthorized(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
+	logs := &lockedBuffer{}
 	n, err := node.Start(home, node.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond, Secrets: store},
-		slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,66 +264,4 @@ func codeOf(t *testing.T, back string) string {
 		t.Fatalf("no code in %s", back)
 	}
 	return u.Query().Get("code")
-}
-
-// syncWriter serializes writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
-// A stdio server that dies during an at-most-once call: the call is not
-// run again blind; the turn pauses for a person to say whether it took
-// effect, and the next call finds the server started again.
-func TestAnMCPServerThatDiesMidCallIsReconciledAndRestarted(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	home := t.TempDir()
-	runNode(t, home)
-	id := importAgent(t, home, func(a map[string]any) {
-		a["mcp_servers"] = map[string]any{"local": map[string]any{"command": exe, "env": map[string]string{mcptest.EnvStdio: "1"}}}
-	})
-	if out := mustTern(t, home, "", "turn", id, `!call mcp__local__echo {"text": "before"}`); !strings.Contains(out, "echo: before") {
-		t.Fatalf("before: %q", out)
-	}
-	tern(t, home, "", "turn", id, `!call mcp__local__vanish {}`)
-	approvals := pendingIDs(t, home)
-	if len(approvals) != 1 || !strings.HasPrefix(approvals[0], "act_approval_") {
-		t.Fatalf("pending %v", approvals)
-	}
-	code, _, errs := tern(t, home, "", "approve", approvals[0])
-	if code != 0 || !strings.Contains(errs, "paused") {
-		t.Fatalf("the call that ends its server: exit %d, %q", code, errs)
-	}
-	reconcile := pendingIDs(t, home)
-	if len(reconcile) != 1 || !strings.HasPrefix(reconcile[0], "act_reconcile_") {
-		t.Fatalf("after the server died: pending %v", reconcile)
-	}
-	if out := mustTern(t, home, "", "deny", reconcile[0]); !strings.Contains(out, "did not take effect") {
-		t.Fatalf("the person's answer: %q", out)
-	}
-	if out := mustTern(t, home, "", "turn", id, `!call mcp__local__echo {"text": "after"}`); !strings.Contains(out, "echo: after") {
-		t.Fatalf("the server started again: %q", out)
-	}
-}
-
-// A call of a tool whose MCP server cannot be reached says so, and why.
-func TestACallOfAnUnreachableMCPServersToolSaysWhy(t *testing.T) {
-	home := t.TempDir()
-	runNode(t, home)
-	id := importAgent(t, home, func(a map[string]any) {
-		a["mcp_servers"] = map[string]any{"gone": map[string]any{"command": "tern-no-such-mcp-server"}}
-	})
-	out := mustTern(t, home, "", "turn", id, `!call mcp__gone__list {}`)
-	if !strings.Contains(out, "The MCP server gone cannot be reached now") || !strings.Contains(out, `"tern-no-such-mcp-server" is not on this machine's PATH`) {
-		t.Fatalf("the call: %q", out)
-	}
 }
