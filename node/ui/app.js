@@ -245,32 +245,39 @@ function showEvent(type, e) {
   $("transcript").scrollTop = $("transcript").scrollHeight;
 }
 
-// showActions offers the answers a paused turn waits for.
+// showActions offers the answers a paused turn waits for: approve or deny
+// any; the output of a client-side tool; the authorization of an MCP
+// server. A paused turn takes all its answers at once, so the continuing
+// turn starts when the last is given.
 function showActions(turn) {
   const box = $("actions");
   box.replaceChildren();
   if (!turn || turn.status !== "paused") return;
   const actions = turn.required_actions || [];
   const answers = {};
+  const answer = (a, row, response) => {
+    answers[a.id] = Object.assign({ action_id: a.id }, response);
+    row.dataset.answer = response.approve === false ? "deny" : "given";
+    if (Object.keys(answers).length === actions.length) startTurn({ responses: actions.map((a) => answers[a.id]) });
+  };
   for (const a of actions) {
-    const row = el("div", { class: "action", "data-action": a.id });
-    if (a.kind === "mcp_auth") {
-      row.append(`${a.server} waits for authorization: `, el("a", { href: a.url, target: "_blank", rel: "noopener" }, "open it"), " ");
+    const row = el("div", { class: "action", "data-action": a.id, "data-kind": a.kind });
+    const deny = el("button", { type: "button", class: "deny", onclick: () => answer(a, row, { approve: false }) }, a.kind === "reconcile" ? "It did not happen" : "Deny");
+    if (a.kind === "client_output") {
+      const out = el("input", { type: "text", class: "output", placeholder: "the tool's output, as JSON", size: "40" });
+      row.append(`${a.tool} ${JSON.stringify(a.arguments || {})} runs on your side: `, out, " ",
+        el("button", { type: "button", class: "respond", onclick: () => {
+          try { answer(a, row, { output: JSON.parse(out.value) }); } catch (e) { banner("The output must be JSON (a string in quotes): " + e.message); }
+        } }, "Send output"), " ", deny);
+    } else if (a.kind === "mcp_auth") {
+      const back = el("input", { type: "text", class: "authorization", placeholder: "the address the browser came back to, or a token", size: "40" });
+      row.append(`${a.server} waits for authorization (${(a.scopes || []).join(" ")}): `, el("a", { href: a.url, target: "_blank", rel: "noopener" }, "open it"), ", then ", back, " ",
+        el("button", { type: "button", class: "respond", onclick: () => answer(a, row, { authorization: back.value.trim() || "done" }) }, "Authorized"), " ", deny);
     } else {
-      row.append(`${a.kind}: ${a.tool} ${a.arguments ? JSON.stringify(a.arguments) : ""} `);
+      row.append(`${a.kind}: ${a.tool} ${a.arguments ? JSON.stringify(a.arguments) : ""} `,
+        el("button", { type: "button", class: "approve", onclick: () => answer(a, row, { approve: true }) }, a.kind === "reconcile" ? "It happened" : "Approve"), " ", deny);
     }
-    row.append(
-      el("button", { type: "button", class: "approve", onclick: () => { answers[a.id] = true; mark(row, "approve"); maybeSend(); } }, a.kind === "reconcile" ? "It happened" : "Approve"),
-      el("button", { type: "button", class: "deny", onclick: () => { answers[a.id] = false; mark(row, "deny"); maybeSend(); } }, a.kind === "reconcile" ? "It did not" : "Deny"));
     box.append(row);
-  }
-  function mark(row, what) { row.dataset.answer = what; }
-  // A paused turn takes all its answers at once.
-  async function maybeSend() {
-    if (Object.keys(answers).length < actions.length) return;
-    const responses = actions.map((a) =>
-      a.kind === "mcp_auth" && answers[a.id] ? { action_id: a.id, authorization: "done" } : { action_id: a.id, approve: answers[a.id] });
-    await startTurn({ responses });
   }
 }
 
