@@ -137,6 +137,7 @@ func loopbackOnly(listenHost, port string, next http.Handler) http.Handler {
 // CSRF token (node/ui.go).
 func (n *Node) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store") // answers about this node now, for its clients only
 		if n.bearerOK(r) {
 			next.ServeHTTP(w, r)
 			return
@@ -144,7 +145,7 @@ func (n *Node) auth(next http.Handler) http.Handler {
 		if _, s, ok := n.ui.session(r); ok && r.Header.Get("Authorization") == "" {
 			if r.Method != http.MethodGet && r.Method != http.MethodHead &&
 				subtle.ConstantTimeCompare([]byte(r.Header.Get(uiCSRFHeader)), []byte(s.csrf)) != 1 {
-				n.httpError(w, http.StatusForbidden, errors.New("the page's request lacks its CSRF token (X-CSRF-Token): reload the page"))
+				n.httpError(w, http.StatusForbidden, errors.New("the page's request lacks the session's CSRF token (X-CSRF-Token), or has a wrong one: reload the page"))
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -321,18 +322,10 @@ func (n *Node) Status() (Status, error) {
 	return st, nil
 }
 
-// capsuleStatus summarises one held capsule's journal.
+// capsuleStatus summarises one held capsule's journal, from what the
+// store kept of it when it is closed (opening nothing).
 func (n *Node) capsuleStatus(id string) (CapsuleStatus, error) {
-	evs, err := n.store.Events(id, "")
-	if err != nil {
-		return CapsuleStatus{}, err
-	}
-	_, q := journal.Readable(evs)
-	forks := journal.Forks(evs)
-	if forks == nil {
-		forks = []journal.Fork{}
-	}
-	wants, err := n.store.Wanted(id)
+	sum, err := n.store.status(id)
 	if err != nil {
 		return CapsuleStatus{}, err
 	}
@@ -342,8 +335,12 @@ func (n *Node) capsuleStatus(id string) (CapsuleStatus, error) {
 			name = a.Name
 		}
 	}
-	return CapsuleStatus{ID: id, Name: name, Runs: n.runs(id), Events: len(evs), Vector: journal.VectorOf(evs), Forks: forks,
-		Quarantined: len(q), Rejected: n.store.quarantine.count(id), Wants: len(wants)}, nil
+	forks := sum.Forks
+	if forks == nil {
+		forks = []journal.Fork{}
+	}
+	return CapsuleStatus{ID: id, Name: name, Runs: n.runs(id), Events: sum.Events, Vector: sum.Vector, Forks: forks,
+		Quarantined: sum.Quarantined, Rejected: n.store.quarantine.count(id), Wants: len(sum.Wanted)}, nil
 }
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {

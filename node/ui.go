@@ -8,6 +8,7 @@ import (
 	"html"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 )
@@ -25,7 +26,7 @@ import (
 var uiFiles embed.FS
 
 const (
-	uiCookie      = "tern_ui"
+	uiCookie      = "tern_ui_" // and the API's port: cookies do not tell ports apart, and two nodes may share a browser
 	uiCSRFHeader  = "X-CSRF-Token"
 	uiCodeLife    = 5 * time.Minute
 	uiSessionLife = 12 * time.Hour
@@ -34,6 +35,7 @@ const (
 // uiAuth holds the page's login codes and sessions, in memory: a node
 // that restarts forgets them, and the person runs tern ui again.
 type uiAuth struct {
+	cookie   string // the session cookie's name
 	mu       sync.Mutex
 	codes    map[string]time.Time    // one-time login code → when it expires
 	sessions map[string]uiSessionRec // cookie value → session
@@ -89,7 +91,7 @@ func (u *uiAuth) login(code string) (string, bool) {
 
 // session returns the session of r's cookie, if it is a live one.
 func (u *uiAuth) session(r *http.Request) (string, uiSessionRec, bool) {
-	c, err := r.Cookie(uiCookie)
+	c, err := r.Cookie(u.cookie)
 	if err != nil {
 		return "", uiSessionRec{}, false
 	}
@@ -111,6 +113,10 @@ func (u *uiAuth) logout(id string) {
 
 // uiRoutes adds the page's routes to root (outside the bearer check).
 func (n *Node) uiRoutes(root *http.ServeMux) {
+	n.ui.cookie = uiCookie
+	if u, err := url.Parse(n.info.API); err == nil {
+		n.ui.cookie += u.Port()
+	}
 	static, _ := fs.Sub(uiFiles, "ui")
 	files := http.FileServerFS(static)
 	root.Handle("GET /ui/", http.StripPrefix("/ui/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -131,10 +137,15 @@ func (n *Node) uiRoutes(root *http.ServeMux) {
 		writeJSON(w, map[string]any{"csrf": s.csrf, "peer_id": n.info.PeerID})
 	})
 	root.HandleFunc("POST /ui/logout", func(w http.ResponseWriter, r *http.Request) {
-		if id, s, ok := n.ui.session(r); ok && subtle.ConstantTimeCompare([]byte(r.Header.Get(uiCSRFHeader)), []byte(s.csrf)) == 1 {
+		id, s, ok := n.ui.session(r)
+		if ok && subtle.ConstantTimeCompare([]byte(r.Header.Get(uiCSRFHeader)), []byte(s.csrf)) != 1 {
+			writeError(w, http.StatusForbidden, "the logout lacks the session's CSRF token (X-CSRF-Token), or has a wrong one")
+			return
+		}
+		if ok {
 			n.ui.logout(id)
 		}
-		http.SetCookie(w, &http.Cookie{Name: uiCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: n.ui.cookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
@@ -150,7 +161,7 @@ func (n *Node) handleUILogin(w http.ResponseWriter, r *http.Request) {
 			"This login code is unknown, used or expired (a code works once, for five minutes). Run tern ui again for a new one."))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: uiCookie, Value: id, Path: "/", MaxAge: int(uiSessionLife.Seconds()),
+	http.SetCookie(w, &http.Cookie{Name: n.ui.cookie, Value: id, Path: "/", MaxAge: int(uiSessionLife.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	n.log.Info("a web page session began", "from", r.RemoteAddr)
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther) // the code leaves the address bar

@@ -79,6 +79,10 @@ func TestTheWebPageNeedsAOneTimeLoginAndACSRFToken(t *testing.T) {
 	code := loginCode(t, n)
 	status, _, header := send(t, b, "GET", code.URL, nil, "")
 	cookie := header.Get("Set-Cookie")
+	u, _ := url.Parse(base)
+	if !strings.HasPrefix(cookie, "tern_ui_"+u.Port()+"=") { // two nodes' pages in one browser keep their own
+		t.Fatalf("the cookie's name: %s", cookie)
+	}
 	if status != http.StatusSeeOther || header.Get("Location") != "/ui/" ||
 		!strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") || strings.Contains(cookie, code.Code) {
 		t.Fatalf("the login: %d %v", status, header)
@@ -113,7 +117,6 @@ func TestTheWebPageNeedsAOneTimeLoginAndACSRFToken(t *testing.T) {
 	}
 
 	// DNS rebinding and other sites.
-	u, _ := url.Parse(base)
 	if status, _, _ := send(t, b, "GET", base+"/ui/", map[string]string{"Host": "evil.example:" + u.Port()}, ""); status != http.StatusForbidden {
 		t.Fatalf("a foreign Host: %d", status)
 	}
@@ -130,7 +133,13 @@ func TestTheWebPageNeedsAOneTimeLoginAndACSRFToken(t *testing.T) {
 		t.Fatalf("an expired code: %d", status)
 	}
 
-	// Logging out ends the session.
+	// Logging out needs the CSRF token too, and ends the session.
+	if status, _, _ := send(t, b, "POST", base+"/ui/logout", nil, ""); status != http.StatusForbidden {
+		t.Fatalf("a logout without the CSRF token: %d", status)
+	}
+	if status, _, _ := send(t, b, "GET", base+"/v1/status", nil, ""); status != 200 {
+		t.Fatalf("after a refused logout: %d", status)
+	}
 	send(t, b, "POST", base+"/ui/logout", map[string]string{"X-CSRF-Token": session.CSRF}, "")
 	if status, _, _ := send(t, b, "GET", base+"/v1/status", nil, ""); status != http.StatusUnauthorized {
 		t.Fatalf("after logging out: %d", status)

@@ -163,7 +163,7 @@ func runDemo(ctx context.Context, e *env, dir string, kept, web bool) error {
 	} else {
 		fmt.Fprintf(e.stdout, "writing under %s, removed at the end (--keep DIR to look at it)\n", dir)
 	}
-	fmt.Fprintf(e.stdout, "laptop  = %s\ndesktop = %s\n", laptop.Machine(), desktop.Machine())
+	fmt.Fprintf(e.stdout, "laptop  = %s\ndesktop = %s\n(the offline steps 1-9 sign as these; the live nodes from step 10 have homes and keys of their own)\n", laptop.Machine(), desktop.Machine())
 
 	title("capsule", "The laptop creates a capsule")
 	c, err := capsule.New(path("agent"), "research-assistant", laptop.Machine())
@@ -384,6 +384,11 @@ func runDemo(ctx context.Context, e *env, dir string, kept, web bool) error {
 	}
 	if !run.web {
 		run.table()
+		if kept {
+			fmt.Fprintf(e.stdout, "\nKept in %s: agent/ and on-*/ are the offline capsules (jq . agent/manifest.json;\n"+
+				"tern journal log agent); laptop-home/ and desktop-home/ are the nodes' homes, their capsules\n"+
+				"under capsules/<agent id>/ (tern journal log desktop-home/capsules/<id>); *.tar are packed copies.\n", dir)
+		}
 		fmt.Fprintln(e.stdout, "\nDone. Next: tern demo --web, the README's tour on two terminals; tern node --help")
 	}
 	return nil
@@ -397,8 +402,9 @@ func (d *demoRun) serveWeb(ctx context.Context, nodes map[string]*node.Node) {
 	for _, name := range []string{"desktop", "laptop"} {
 		fmt.Fprintf(d.e.stdout, "  %-8s %s\n", name, nodes[name].LoginURL().URL)
 	}
-	fmt.Fprintln(d.e.stdout, "Ctrl-C stops them.")
+	fmt.Fprintf(d.e.stdout, "New codes: TERN_HOME=%s tern ui (or laptop-home-backup for the laptop). Ctrl-C stops them.\n", d.path("desktop-home"))
 	<-ctx.Done()
+	fmt.Fprintln(d.e.stdout, "Stopping the nodes.")
 }
 
 // notesOf returns the texts of the notes a capsule holds, sorted.
@@ -690,7 +696,7 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 	}
 	say("for Anthropic: a request body of %d bytes, with every message, call and result; the offline model's %d reasoning events are left out (reasoning goes back only to the model that wrote it)", len(res.Body), reasoning)
 	why("the conversation belongs to the journal, not to a provider: another model can take it over")
-	result("continued; reasoning dropped, said")
+	result("went on; reasoning left out")
 
 	title("fencing", "The laptop, restored from an old copy of its home, tries to run the agent")
 	laptop.Close()

@@ -327,7 +327,7 @@ func TestTheDemoKeepsItsNodesForTheWebPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Set-Cookie"), "tern_ui=") {
+	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Set-Cookie"), "tern_ui_") {
 		t.Fatalf("the desktop's page login: %d %v", resp.StatusCode, resp.Header)
 	}
 	cancel()

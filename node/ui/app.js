@@ -5,7 +5,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { csrf: "", peer: "", peers: [], agent: "", session: "", turn: "", source: null, seen: new Set() };
+const state = { csrf: "", peer: "", peers: [], agent: "", session: "", turn: "", sources: [], followed: new Set(), seen: new Set(), actionsFor: "" };
 
 // api calls the node's API; a refusal throws an Error with its message.
 async function api(method, path, body) {
@@ -17,7 +17,15 @@ async function api(method, path, body) {
   }
   const resp = await fetch(path, opts);
   const text = await resp.text();
-  const data = text ? JSON.parse(text) : null;
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch (e) {
+    data = { error: text.trim() || resp.statusText };
+  }
+  if (resp.status === 401 && path !== "/ui/session") {
+    loggedOut();
+  }
   if (!resp.ok) {
     const err = new Error((data && data.error) || resp.statusText);
     err.status = resp.status;
@@ -40,9 +48,20 @@ function el(tag, attrs, ...children) {
 
 function short(id) { return id ? "…" + id.slice(-6) : ""; }
 
-function banner(text) {
+function banner(text, kind) {
   $("banner").textContent = text;
+  $("banner").dataset.kind = kind || "";
   $("banner").hidden = !text;
+}
+
+// loggedOut shows the login hint: the session ended (it expired, the node
+// restarted, or the person logged out elsewhere).
+function loggedOut() {
+  $("main").hidden = true;
+  $("logout").hidden = true;
+  $("login").hidden = false;
+  banner("");
+  closeStreams();
 }
 
 async function start() {
@@ -58,7 +77,12 @@ async function start() {
   $("main").hidden = false;
   $("logout").hidden = false;
   $("logout").addEventListener("click", async () => {
-    await api("POST", "/ui/logout");
+    try {
+      await api("POST", "/ui/logout");
+    } catch (e) {
+      banner(e.message);
+      return;
+    }
     location.reload();
   });
   $("new-session").addEventListener("click", newSession);
@@ -74,18 +98,28 @@ async function refresh() {
   try {
     status = await api("GET", "/v1/status");
   } catch (e) {
-    banner("The node does not answer: " + e.message);
+    if (e.status !== 401) banner("The node does not answer: " + e.message, "unreachable");
     return;
   }
+  if ($("banner").dataset.kind === "unreachable") banner("");
   state.peers = status.peers || [];
+  let waiting = {};
+  try {
+    for (const a of await api("GET", "/v1/actions")) waiting[a.agent] = (waiting[a.agent] || 0) + 1;
+  } catch (e) {
+    waiting = {};
+  }
   $("peers").replaceChildren(...state.peers.map((p) =>
     el("li", { "data-peer": p.id }, (p.name || short(p.id)) + " ",
       el("span", { class: p.connected ? "on" : "off" }, p.connected ? "connected" : "not connected" + (p.why ? ": " + p.why : "")))));
+  const chosen = $("migrate-to").value; // kept across refreshes
   $("migrate-to").replaceChildren(...state.peers.map((p) => el("option", { value: p.id }, p.name || short(p.id))));
+  if (chosen && state.peers.some((p) => p.id === chosen)) $("migrate-to").value = chosen;
   $("capsules").replaceChildren(...(status.capsules || []).map((c) =>
     el("li", { "data-agent": c.id },
       el("button", { type: "button", onclick: () => selectAgent(c.id) }, c.name || c.id),
-      el("span", { class: "muted" }, ` ${short(c.id)} · ${c.events} events` + (c.runs ? " · runs here" : "") + (c.wants ? ` · ${c.wants} blobs to come` : "")))));
+      el("span", { class: "muted" }, ` ${short(c.id)} · ${c.events} events` + (c.runs ? " · runs here" : "") + (c.wants ? ` · ${c.wants} blobs to come` : "")),
+      waiting[c.id] ? el("strong", { class: "waiting" }, ` · ${waiting[c.id]} waiting for you`) : "")));
   if (state.agent) await showAgent();
 }
 
@@ -93,6 +127,7 @@ async function selectAgent(id) {
   state.agent = id;
   state.session = "";
   $("session-panel").hidden = true;
+  closeStreams();
   await showAgent();
 }
 
@@ -151,7 +186,8 @@ async function selectSession(id) {
   if (state.session !== id) {
     state.session = id;
     state.turn = "";
-    closeStream();
+    state.actionsFor = "";
+    closeStreams();
     $("transcript").replaceChildren();
     state.seen.clear();
   }
@@ -170,50 +206,78 @@ async function showSession() {
   }
   $("turns").replaceChildren(...turns.map((t) => el("li", { "data-turn": t.id, "data-status": t.status }, `${t.id}: ${t.status}`)));
   const last = turns[turns.length - 1];
-  if (last && last.id !== state.turn) {
-    // Show every turn once: those before from the start, the last live.
-    for (const t of turns) if (!state.followed || !state.followed.has(t.id)) follow(t.id);
-  }
+  followInOrder(turns.map((t) => t.id));
   showActions(last);
+}
+
+// followInOrder shows the session's turns one after the other, each
+// stream opened when the one before ended, so their items never
+// interleave.
+async function followInOrder(ids) {
+  if (state.following) return;
+  state.following = true;
+  const session = state.session;
+  try {
+    for (const id of ids) {
+      if (state.session !== session) return;
+      if (!state.followed.has(id)) await follow(id);
+    }
+  } finally {
+    state.following = false;
+  }
 }
 
 // follow streams a turn's events into the transcript, each once: the
 // EventSource resumes by itself with Last-Event-ID after a dropped
-// connection, and an item already shown is never shown again.
+// connection, and an item already shown is never shown again. It resolves
+// when the turn's stream has ended.
 function follow(turnID) {
-  state.followed = state.followed || new Set();
-  if (state.followed.has(turnID)) return;
   state.followed.add(turnID);
   state.turn = turnID;
-  const src = new EventSource(`/v1/sessions/${state.session}/turns/${turnID}/events`);
-  state.source = src;
-  const onItem = (ev) => {
-    const key = turnID + ":" + ev.lastEventId;
-    if (ev.lastEventId && state.seen.has(key)) return;
-    if (ev.lastEventId) state.seen.add(key);
-    $("streaming").textContent = "";
-    showEvent(ev.type, JSON.parse(ev.data));
-    if (ev.type === "turn.ended") {
+  const session = state.session;
+  return new Promise((resolve) => {
+    const src = new EventSource(`/v1/sessions/${session}/turns/${turnID}/events`);
+    state.sources.push(src);
+    const end = () => {
       src.close();
-      showSession();
+      state.sources = state.sources.filter((s) => s !== src);
+      resolve();
+    };
+    const onItem = (ev) => {
+      if (state.session !== session) return end();
+      const key = turnID + ":" + ev.lastEventId;
+      if (ev.lastEventId && state.seen.has(key)) return;
+      if (ev.lastEventId) state.seen.add(key);
+      $("streaming").textContent = "";
+      showEvent(ev.type, JSON.parse(ev.data));
+      if (ev.type === "turn.ended") {
+        end();
+        showSession();
+      }
+    };
+    for (const type of ["message", "reasoning", "tool_call", "tool_result", "turn.started", "turn.ended", "action.answered", "operation.intent", "operation.outcome", "workspace.snapshot", "note"]) {
+      src.addEventListener(type, onItem);
     }
-  };
-  for (const type of ["message", "reasoning", "tool_call", "tool_result", "turn.started", "turn.ended", "action.answered", "operation.intent", "operation.outcome", "workspace.snapshot", "note"]) {
-    src.addEventListener(type, onItem);
-  }
-  src.addEventListener("delta", (ev) => {
-    const d = JSON.parse(ev.data);
-    if (d.kind === "text" || d.kind === "reasoning") $("streaming").textContent += d.text;
-  });
-  src.addEventListener("moved", (ev) => {
-    src.close();
-    banner(`The agent moved to ${peerName(JSON.parse(ev.data).peer)}: the turn goes on there.`);
+    src.addEventListener("delta", (ev) => {
+      const d = JSON.parse(ev.data);
+      if (d.kind === "text" || d.kind === "reasoning") $("streaming").textContent += d.text;
+    });
+    src.addEventListener("moved", (ev) => {
+      end();
+      banner(`The agent moved to ${peerName(JSON.parse(ev.data).peer)}: the turn goes on there.`);
+    });
+    src.onerror = () => {
+      if (src.readyState === EventSource.CLOSED) { // refused, not dropped: a dropped stream reconnects by itself
+        end();
+        api("GET", "/ui/session").catch(loggedOut);
+      }
+    };
   });
 }
 
-function closeStream() {
-  if (state.source) state.source.close();
-  state.source = null;
+function closeStreams() {
+  for (const src of state.sources) src.close();
+  state.sources = [];
   state.followed = new Set();
 }
 
@@ -251,8 +315,11 @@ function showEvent(type, e) {
 // turn starts when the last is given.
 function showActions(turn) {
   const box = $("actions");
+  const paused = turn && turn.status === "paused" ? turn.id : "";
+  if (paused === state.actionsFor) return; // the same question: keep the answers given so far
+  state.actionsFor = paused;
   box.replaceChildren();
-  if (!turn || turn.status !== "paused") return;
+  if (!paused) return;
   const actions = turn.required_actions || [];
   const answers = {};
   const answer = (a, row, response) => {
@@ -271,7 +338,8 @@ function showActions(turn) {
         } }, "Send output"), " ", deny);
     } else if (a.kind === "mcp_auth") {
       const back = el("input", { type: "text", class: "authorization", placeholder: "the address the browser came back to, or a token", size: "40" });
-      row.append(`${a.server} waits for authorization (${(a.scopes || []).join(" ")}): `, el("a", { href: a.url, target: "_blank", rel: "noopener" }, "open it"), ", then ", back, " ",
+      const link = /^https?:\/\//.test(a.url || "") ? el("a", { href: a.url, target: "_blank", rel: "noopener noreferrer" }, "open it") : `(an address that is not http or https: ${a.url})`;
+      row.append(`${a.server} waits for authorization (${(a.scopes || []).join(" ")}): `, link, ", then ", back, " ",
         el("button", { type: "button", class: "respond", onclick: () => answer(a, row, { authorization: back.value.trim() || "done" }) }, "Authorized"), " ", deny);
     } else {
       row.append(`${a.kind}: ${a.tool} ${a.arguments ? JSON.stringify(a.arguments) : ""} `,
@@ -291,9 +359,8 @@ async function sendTurn(ev) {
 
 async function startTurn(body) {
   try {
-    const t = await api("POST", `/v1/sessions/${state.session}/turns`, body);
+    await api("POST", `/v1/sessions/${state.session}/turns`, body);
     $("actions").replaceChildren();
-    follow(t.id);
     await showSession();
   } catch (e) {
     banner(e.status === 409 && e.data && e.data.peer ? `The agent runs on ${peerName(e.data.peer)}, not on this node: open that node's page.` : e.message);
