@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +12,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
@@ -44,6 +47,10 @@ type Store struct {
 	damaged map[string]string  // why a capsule could not be opened, by agent
 	shut    bool               // Close has run: no capsule opens again
 
+	// opens counts the capsules opened from disk (status and idle sync
+	// rounds should open none: they answer from summaries).
+	opens atomic.Int64
+
 	// swap is held for reading while a capsule is in use, and for writing
 	// while Import replaces a capsule folder with a merged one, so that no
 	// event lands in a journal that is being swapped away.
@@ -72,16 +79,81 @@ func (oc *openCapsule) close() error {
 
 // summary is what the store answers for a capsule it closed, while its
 // journal and manifest are as they were then.
+// It is kept in $TERN_HOME/summaries/<agent>.json too, so that a node that
+// starts answers its status and idle sync rounds without opening the
+// capsules that have not changed since.
 type summary struct {
-	vector journal.Vector
-	wanted []string
-	files  [2]fileStamp // the journal's and the manifest's
+	Vector      journal.Vector `json:"vector"`
+	Wanted      []string       `json:"wanted"`
+	Events      int            `json:"events"`
+	Forks       []journal.Fork `json:"forks"`
+	Quarantined int            `json:"quarantined"`
+	Files       [2]fileStamp   `json:"files"` // the journal's and the manifest's
 }
 
 // fileStamp is what a file's stat says of its contents: its size and
 // modification time.
 type fileStamp struct {
-	size, mod int64 // mod in Unix nanoseconds
+	Size int64 `json:"size"`
+	Mod  int64 `json:"mod"` // Unix nanoseconds
+}
+
+// SummariesDir keeps the summaries of closed capsules, inside $TERN_HOME.
+const SummariesDir = "summaries"
+
+// summarize is the summary of an open capsule whose journal is in memory
+// (reading one only to summarize it would cost more than it saves).
+func (s *Store) summarize(id string, d *capsule.Dir) (summary, bool) {
+	var sum summary
+	if !d.JournalLoaded() {
+		return sum, false
+	}
+	evs, err := d.Events()
+	if err != nil {
+		return sum, false
+	}
+	if sum.Wanted, err = d.Wanted(); err != nil {
+		return sum, false
+	}
+	_, q := journal.Readable(evs)
+	sum.Vector, sum.Events, sum.Quarantined, sum.Forks = journal.VectorOf(evs), len(evs), len(q), journal.Forks(evs)
+	return sum, true
+}
+
+// keepSummary records sum for a capsule just closed, with the stamps of
+// its files now, in memory and on disk. s.mu held.
+func (s *Store) keepSummary(id string, sum summary) {
+	var err error
+	if sum.Files, err = s.stamps(id); err != nil {
+		return
+	}
+	s.closed[id] = sum
+	data, err := json.Marshal(sum)
+	if err == nil {
+		if err = os.MkdirAll(filepath.Join(s.home, SummariesDir), 0o700); err == nil {
+			err = capsule.WriteFileAtomic(filepath.Join(s.home, SummariesDir, id+".json"), data, 0o600)
+		}
+	}
+	if err != nil {
+		s.log.Debug("a capsule's summary was not written; its status opens it", "agent", id, "err", err)
+	}
+}
+
+// loadSummaries reads the summaries a node kept when it last ran; each
+// is used only while its capsule's files are as they were.
+func (s *Store) loadSummaries() {
+	ents, _ := os.ReadDir(filepath.Join(s.home, SummariesDir))
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || !capsule.ValidAgentID(id) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(s.home, SummariesDir, e.Name()))
+		var sum summary
+		if err == nil && json.Unmarshal(data, &sum) == nil && sum.Vector != nil {
+			s.closed[id] = sum
+		}
+	}
 }
 
 // stamps returns the stamps of the agent's journal and manifest.
@@ -92,7 +164,7 @@ func (s *Store) stamps(agent string) ([2]fileStamp, error) {
 		if err != nil {
 			return out, err
 		}
-		out[i] = fileStamp{st.Size(), st.ModTime().UnixNano()}
+		out[i] = fileStamp{Size: st.Size(), Mod: st.ModTime().UnixNano()}
 	}
 	return out, nil
 }
@@ -143,28 +215,14 @@ func (s *Store) CloseIdle(idle time.Duration) (int, error) {
 		if oc.users > 0 || time.Since(oc.last) < idle {
 			continue
 		}
-		// A summary is kept only of a journal already in memory: reading
-		// one to close it would cost more than it saves.
-		var sum summary
-		var err error
-		keep := oc.d.JournalLoaded()
-		if keep {
-			sum.vector, err = oc.d.Vector()
-			keep = err == nil
-		}
-		if keep {
-			sum.wanted, err = oc.d.Wanted()
-			keep = err == nil
-		}
+		sum, keep := s.summarize(id, oc.d)
 		if err := oc.close(); err != nil {
 			errs = append(errs, fmt.Errorf("close capsule %s: %w", id, err))
 		}
 		delete(s.open, id)
 		closed++
 		if keep {
-			if sum.files, err = s.stamps(id); err == nil {
-				s.closed[id] = sum
-			}
+			s.keepSummary(id, sum)
 		}
 	}
 	return closed, errors.Join(errs...)
@@ -185,8 +243,10 @@ func OpenStore(home string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{home: home, dir: dir, log: log, open: map[string]*openCapsule{}, closed: map[string]summary{}, damaged: map[string]string{},
-		quarantine: newQuarantine(home), shares: shares}, nil
+	s := &Store{home: home, dir: dir, log: log, open: map[string]*openCapsule{}, closed: map[string]summary{}, damaged: map[string]string{},
+		quarantine: newQuarantine(home), shares: shares}
+	s.loadSummaries()
+	return s, nil
 }
 
 // List returns the ids of the capsules held, sorted.
@@ -225,6 +285,7 @@ func (s *Store) get(id string) (*openCapsule, error) {
 		return nil, err
 	}
 	delete(s.damaged, id)
+	s.opens.Add(1)
 	oc := &openCapsule{d: d, last: time.Now()}
 	s.open[id] = oc
 	delete(s.closed, id) // open, it may change
@@ -241,7 +302,7 @@ func (s *Store) summary(agent string) (summary, bool) {
 	if !ok {
 		return sum, false
 	}
-	if now, err := s.stamps(agent); err != nil || now != sum.files {
+	if now, err := s.stamps(agent); err != nil || now != sum.Files {
 		delete(s.closed, agent)
 		return sum, false
 	}
@@ -256,6 +317,36 @@ var noWait = func() context.Context {
 	cancel()
 	return ctx
 }()
+
+// status is what tern status says of the agent's capsule: from its
+// summary while it is closed and unchanged (opening nothing), else from
+// the open capsule.
+func (s *Store) status(agent string) (summary, error) {
+	s.mu.Lock()
+	shut := s.shut
+	s.mu.Unlock()
+	if shut {
+		return summary{}, ErrStoreClosed
+	}
+	if sum, ok := s.summary(agent); ok {
+		return sum, nil
+	}
+	d, done, err := s.use(agent)
+	if err != nil {
+		return summary{}, err
+	}
+	defer done()
+	evs, err := d.Events()
+	if err != nil {
+		return summary{}, err
+	}
+	wanted, err := d.Wanted()
+	if err != nil {
+		return summary{}, err
+	}
+	_, q := journal.Readable(evs)
+	return summary{Vector: journal.VectorOf(evs), Wanted: wanted, Events: len(evs), Forks: journal.Forks(evs), Quarantined: len(q)}, nil
+}
 
 // ErrStoreClosed means the store was closed (the node is shutting down).
 var ErrStoreClosed = errors.New("the capsule store is closed")
@@ -438,7 +529,7 @@ func (s *Store) Damaged(agent string) string {
 // survives restarts, and a blob leaves it only once verified and listed.
 func (s *Store) Wanted(agent string) ([]string, error) {
 	if sum, ok := s.summary(agent); ok {
-		return slices.Clone(sum.wanted), nil
+		return slices.Clone(sum.Wanted), nil
 	}
 	d, done, err := s.use(agent)
 	if done != nil {
@@ -530,7 +621,7 @@ func (s *Store) Blobs(agent string) ([]string, error) {
 // Vector returns the agent's version vector.
 func (s *Store) Vector(agent string) (journal.Vector, error) {
 	if sum, ok := s.summary(agent); ok {
-		return sum.vector.Clone(), nil
+		return sum.Vector.Clone(), nil
 	}
 	d, done, err := s.use(agent)
 	if err != nil {
@@ -667,8 +758,12 @@ func (s *Store) Close() error {
 	s.shut = true
 	var errs []error
 	for id, oc := range s.open {
+		sum, keep := s.summarize(id, oc.d)
 		errs = append(errs, oc.close())
 		delete(s.open, id)
+		if keep {
+			s.keepSummary(id, sum)
+		}
 	}
 	return errors.Join(errs...)
 }

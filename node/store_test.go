@@ -168,3 +168,56 @@ func TestAClosedStoreWaitsForUsesInProgressThenOpensNothing(t *testing.T) {
 		t.Fatal("the journal changed after the store was closed")
 	}
 }
+
+// tern status answers from what the store kept of each closed capsule:
+// it opens none of them, also after the node restarts, and says what it
+// said while they were open.
+func TestStatusOpensNoClosedCapsule(t *testing.T) {
+	home := t.TempDir()
+	n := startNode(t, home)
+	for range 4 {
+		id := heldBy(t, n, nil)
+		say(t, n, id, "hello")
+	}
+	want, err := n.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.store.CloseIdle(0); err != nil {
+		t.Fatal(err)
+	}
+	opens := n.store.opens.Load()
+	got, err := n.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.store.opens.Load() != opens {
+		t.Fatalf("status opened %d closed capsules", n.store.opens.Load()-opens)
+	}
+	sameCapsules(t, want.Capsules, got.Capsules)
+	n.Close()
+
+	again := startNode(t, home)
+	opens = again.store.opens.Load()
+	got, err = again.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.store.opens.Load() != opens {
+		t.Fatalf("status after a restart opened %d capsules", again.store.opens.Load()-opens)
+	}
+	sameCapsules(t, want.Capsules, got.Capsules)
+}
+
+func sameCapsules(t *testing.T, want, got []CapsuleStatus) {
+	t.Helper()
+	if len(want) != len(got) {
+		t.Fatalf("%d capsules, want %d", len(got), len(want))
+	}
+	for i := range want {
+		w, g := want[i], got[i]
+		if w.ID != g.ID || w.Events != g.Events || w.Wants != g.Wants || w.Quarantined != g.Quarantined || !maps.Equal(w.Vector, g.Vector) || len(w.Forks) != len(g.Forks) || w.Name != g.Name {
+			t.Fatalf("capsule %d: %+v, want %+v", i, g, w)
+		}
+	}
+}
