@@ -118,6 +118,8 @@ func environmentHelp() *cobra.Command {
   workspaces/ID/  the workspace of each agent the node runs, where its tools work
   registry.json   which agents this node runs, at which epoch (migration)
   chains/         which copy this machine last signed each agent in
+  summaries/      what the node last knew of each closed capsule, so that status opens none
+                  (a cache, used only while the capsule's files are unchanged; safe to delete)
   secrets/        secrets encrypted with TERN_SECRETS_PASSWORD, when no OS keyring is reachable
 
 Variables:
