@@ -318,6 +318,9 @@ var noWait = func() context.Context {
 	return ctx
 }()
 
+// Opens returns how many capsules the store has opened from disk.
+func (s *Store) Opens() int64 { return s.opens.Load() }
+
 // status is what tern status says of the agent's capsule: from its
 // summary while it is closed and unchanged (opening nothing), else from
 // the open capsule.

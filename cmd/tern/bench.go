@@ -318,6 +318,7 @@ func printBench(w io.Writer, r benchReport) {
 		row("memory", "idle, capsules closed", "%s heap (%s a capsule), %d goroutines, %d open files",
 			formatBytes(m.Closed.HeapBytes), formatBytes(m.Closed.HeapBytes/int64(m.Capsules)), m.Closed.Goroutines, m.Closed.OpenFiles)
 		row("memory", "a sync round, nothing to move", "%.2f s for %d capsules", m.RoundSeconds, m.Capsules)
+		row("memory", "status, capsules closed", "%.1f ms, %d capsules opened (goal: none)", m.StatusSeconds*1000, m.StatusOpened)
 	}
 	tw.Flush()
 }

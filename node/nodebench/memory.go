@@ -46,6 +46,11 @@ type MemoryResult struct {
 	// the node's last exchange: one per capsule, with nothing to move. A
 	// node runs such a round with every peer on every anti-entropy tick.
 	RoundSeconds float64 `json:"round_seconds"`
+	// StatusSeconds is how long the node's status (tern status) took with
+	// every capsule closed, and StatusOpened how many capsules it opened
+	// for it: none, when it answers from what it kept of each.
+	StatusSeconds float64 `json:"status_seconds"`
+	StatusOpened  int64   `json:"status_opened"`
 }
 
 // MemorySample is one reading of the process, minus the baseline.
@@ -133,6 +138,17 @@ func idleMemory(ctx context.Context, dir string, capsules int, res *MemoryResult
 	}
 	time.Sleep(idleSettle)
 	res.Closed = sample().minus(base)
+	opened := n.Store().Opens()
+	start = time.Now()
+	st, err := n.Status()
+	if err != nil {
+		return fmt.Errorf("the status: %w", err)
+	}
+	res.StatusSeconds = time.Since(start).Seconds()
+	res.StatusOpened = n.Store().Opens() - opened
+	if len(st.Capsules) != capsules {
+		return fmt.Errorf("the status lists %d capsules, want %d", len(st.Capsules), capsules)
+	}
 	return nil
 }
 
