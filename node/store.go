@@ -50,6 +50,9 @@ type Store struct {
 	// opens counts the capsules opened from disk (status and idle sync
 	// rounds should open none: they answer from summaries).
 	opens atomic.Int64
+	// statusOpens counts the capsules status opened because it had no
+	// summary of them (a test's measure: background work opens others).
+	statusOpens atomic.Int64
 
 	// swap is held for reading while a capsule is in use, and for writing
 	// while Import replaces a capsule folder with a merged one, so that no
@@ -327,12 +330,16 @@ func (s *Store) Opens() int64 { return s.opens.Load() }
 func (s *Store) status(agent string) (summary, error) {
 	s.mu.Lock()
 	shut := s.shut
+	_, open := s.open[agent]
 	s.mu.Unlock()
 	if shut {
 		return summary{}, ErrStoreClosed
 	}
 	if sum, ok := s.summary(agent); ok {
 		return sum, nil
+	}
+	if !open {
+		s.statusOpens.Add(1)
 	}
 	d, done, err := s.use(agent)
 	if err != nil {
