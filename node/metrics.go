@@ -19,6 +19,8 @@ type metrics struct {
 	syncBytes      *prometheus.CounterVec
 	blobBytes      prometheus.Counter
 	gossip         *prometheus.CounterVec
+	rounds         prometheus.Counter
+	alike          prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -42,8 +44,14 @@ func newMetrics(n *Node) *metrics {
 		gossip: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tern_gossip_events_total", Help: "Events peers gossiped, by what this node did with them: accepted (stored and forwarded), ignored (held already, or a gap for anti-entropy to fill), rejected.",
 		}, []string{"result"}),
+		rounds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tern_sync_rounds_total", Help: "Sync rounds with a peer this node ran to their end (over every capsule).",
+		}),
+		alike: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tern_sync_alike_total", Help: "Capsules a round found the peer holding alike from its list's digests, so that no exchange ran.",
+		}),
 	}
-	m.reg.MustRegister(m.syncs, m.eventsSent, m.eventsReceived, m.syncBytes, m.blobBytes, m.gossip,
+	m.reg.MustRegister(m.syncs, m.eventsSent, m.eventsReceived, m.syncBytes, m.blobBytes, m.gossip, m.rounds, m.alike,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tern_peers_connected", Help: "Paired peers connected now."},
 			func() float64 { return float64(len(n.host.Network().Peers())) }),

@@ -119,8 +119,10 @@ func (n *Node) startRound(p peer.ID, r round) {
 func (n *Node) SyncPeer(ctx context.Context, p peer.ID) { n.syncRound(ctx, p, everything) }
 
 func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
+	defer n.stats.rounds.Inc()
+	var theirs map[string]string // the peer's VectorDigest of each capsule it shares
 	if r > wantsOnly {
-		n.takeMissing(ctx, p)
+		theirs = n.takeMissing(ctx, p)
 	}
 	ids, err := n.store.List()
 	if err != nil {
@@ -128,7 +130,9 @@ func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 		return
 	}
 	for _, id := range ids {
-		if r == everything || r == changedOnly && !n.peerHoldsAll(p, id) && !n.responds(p, id) {
+		if r > wantsOnly && n.sameAsPeer(p, id, theirs[id]) {
+			n.stats.alike.Inc() // the list's one round trip showed it: no exchange
+		} else if r == everything || r == changedOnly && !n.peerHoldsAll(p, id) && !n.responds(p, id) {
 			st, err := protocol.Sync(ctx, n.host, p, id, n.store)
 			n.stats.observe(st, err)
 			if err != nil {
@@ -144,13 +148,30 @@ func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 	}
 }
 
+// sameAsPeer reports whether the peer's digest of the agent's vector is
+// this node's: both hold the same events, and the exchange is skipped
+// (recorded as done, so a timer round skips it too).
+func (n *Node) sameAsPeer(p peer.ID, agent, digest string) bool {
+	if digest == "" {
+		return false
+	}
+	v, err := n.store.Vector(agent)
+	if err != nil || protocol.VectorDigest(v) != digest {
+		return false
+	}
+	n.recordSynced(p, agent, v)
+	return true
+}
+
 // takeMissing copies from p every capsule it shares that this node does
-// not hold; each tar is checked completely before the capsule appears.
-func (n *Node) takeMissing(ctx context.Context, p peer.ID) {
-	ids, err := protocol.PeerCapsules(ctx, n.host, p)
+// not hold; each tar is checked completely before the capsule appears. It
+// returns the peer's VectorDigest of each capsule it shares, as its list
+// said.
+func (n *Node) takeMissing(ctx context.Context, p peer.ID) map[string]string {
+	ids, vectors, err := protocol.PeerCapsules(ctx, n.host, p)
 	if err != nil {
 		n.log.Debug("capsule list", "peer", p, "err", err)
-		return
+		return nil
 	}
 	for _, id := range ids {
 		if n.store.Holds(id) || !capsule.ValidAgentID(id) {
@@ -162,6 +183,7 @@ func (n *Node) takeMissing(ctx context.Context, p peer.ID) {
 		}
 		n.log.Info("took a capsule a peer shares", "peer", n.peerName(p), "agent", id)
 	}
+	return vectors
 }
 
 func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {

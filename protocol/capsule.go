@@ -2,10 +2,14 @@ package protocol
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/tern-dev/tern/journal"
 )
 
 // CapsuleID is the libp2p protocol ID with which a node learns which
@@ -19,6 +23,9 @@ var ErrNoCapsule = errors.New("the peer does not share that capsule")
 type Capsules interface {
 	// Shared returns the ids of the agents shared with peer.
 	Shared(peer string) ([]string, error)
+	// Vector returns the vector of the agent's journal (cheaply: a round
+	// over idle capsules must not open them).
+	Vector(agent string) (journal.Vector, error)
 	// Export writes the agent's capsule as a tar to w, or returns an
 	// error wrapping ErrNoCapsule when it is not shared with peer.
 	Export(agent, peer string, w io.Writer) error
@@ -31,7 +38,20 @@ type capsuleRequest struct {
 
 type capsuleAnswer struct {
 	Agents []string `json:"agents,omitempty"`
-	Error  string   `json:"error,omitempty"`
+	// Vectors has the VectorDigest of each listed agent's journal, so
+	// that a peer holding the same events needs no exchange (added in
+	// tern 0.x; a list without it is answered by an exchange each).
+	Vectors map[string]string `json:"vectors,omitempty"`
+	Error   string            `json:"error,omitempty"`
+}
+
+// VectorDigest names a journal's vector in 32 hex digits: two nodes whose
+// digests of an agent are equal hold the same events of it (each machine's
+// chain up to the same head).
+func VectorDigest(v journal.Vector) string {
+	b, _ := json.Marshal(v) // maps marshal with sorted keys
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }
 
 // ServeCapsules answers one request on rw: the list of shared agents, or
@@ -59,7 +79,13 @@ func ServeCapsules(rw io.ReadWriter, c Capsules, peer string) error {
 		if ids == nil {
 			ids = []string{}
 		}
-		return answer(capsuleAnswer{Agents: ids})
+		vectors := make(map[string]string, len(ids))
+		for _, id := range ids {
+			if v, err := c.Vector(id); err == nil {
+				vectors[id] = VectorDigest(v)
+			}
+		}
+		return answer(capsuleAnswer{Agents: ids, Vectors: vectors})
 	case "get":
 		ids, err := c.Shared(peer)
 		if err != nil {
@@ -117,16 +143,17 @@ func (f *frameWriter) flush() error {
 	return WriteFrame(f.w, nil)
 }
 
-// ListCapsules asks the peer on rw which agents it shares with us.
-func ListCapsules(rw io.ReadWriter) ([]string, error) {
+// ListCapsules asks the peer on rw which agents it shares with us, and
+// the VectorDigest of each (none from a peer that does not send them).
+func ListCapsules(rw io.ReadWriter) ([]string, map[string]string, error) {
 	var a capsuleAnswer
 	if err := ask(rw, bufio.NewReader(rw), capsuleRequest{Op: "list"}, 16<<20, "capsule list", &a); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if a.Error != "" {
-		return nil, fmt.Errorf("capsule list: %s", a.Error)
+		return nil, nil, fmt.Errorf("capsule list: %s", a.Error)
 	}
-	return a.Agents, nil
+	return a.Agents, a.Vectors, nil
 }
 
 // FetchCapsule asks the peer on rw for the agent's capsule and writes the

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/tern-dev/tern/journal"
 )
 
 type memCapsules map[string][]byte
@@ -19,6 +21,13 @@ func (m memCapsules) Shared(string) ([]string, error) {
 		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+func (m memCapsules) Vector(agent string) (journal.Vector, error) {
+	if _, ok := m[agent]; !ok {
+		return nil, ErrNoCapsule
+	}
+	return journal.Vector{"12D3KooWmachine": {Seq: uint64(len(m[agent]))}}, nil
 }
 
 func (m memCapsules) Export(agent, _ string, w io.Writer) error {
@@ -44,9 +53,10 @@ func TestAPeerListsAndHandsOverTheCapsulesItShares(t *testing.T) {
 	tarBytes := bytes.Repeat([]byte("tar!"), BlobChunk) // four frames' worth
 	c := memCapsules{agent: tarBytes}
 	serveOnce(t, c, func(conn net.Conn) {
-		ids, err := ListCapsules(conn)
-		if err != nil || len(ids) != 1 || ids[0] != agent {
-			t.Fatalf("list: %v %v", ids, err)
+		ids, vectors, err := ListCapsules(conn)
+		want, _ := c.Vector(agent)
+		if err != nil || len(ids) != 1 || ids[0] != agent || vectors[agent] != VectorDigest(want) || len(vectors[agent]) != 32 {
+			t.Fatalf("list: %v %v %v", ids, vectors, err)
 		}
 	})
 	serveOnce(t, c, func(conn net.Conn) {
@@ -68,4 +78,23 @@ func TestAPeerListsAndHandsOverTheCapsulesItShares(t *testing.T) {
 			t.Fatalf("get over the limit: %v", err)
 		}
 	})
+}
+
+// Two journals' digests are equal exactly when their vectors are.
+func TestAVectorDigestNamesTheVector(t *testing.T) {
+	a := journal.Vector{"m1": {Seq: 3, ID: "e3"}, "m2": {Seq: 1, ID: "f1"}}
+	b := journal.Vector{"m2": {Seq: 1, ID: "f1"}, "m1": {Seq: 3, ID: "e3"}}
+	if VectorDigest(a) != VectorDigest(b) {
+		t.Fatal("the same vector built in another order has another digest")
+	}
+	for _, other := range []journal.Vector{
+		{"m1": {Seq: 4, ID: "e4"}, "m2": {Seq: 1, ID: "f1"}},
+		{"m1": {Seq: 3, ID: "e3x"}, "m2": {Seq: 1, ID: "f1"}},
+		{"m1": {Seq: 3, ID: "e3"}},
+		{"m1": {Seq: 3, ID: "e3", Aside: "m1"}, "m2": {Seq: 1, ID: "f1"}},
+	} {
+		if VectorDigest(other) == VectorDigest(a) {
+			t.Fatalf("%v and %v share a digest", other, a)
+		}
+	}
 }

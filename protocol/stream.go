@@ -198,19 +198,20 @@ func HandleCapsules(h host.Host, c Capsules, log *slog.Logger) {
 	})
 }
 
-// PeerCapsules asks p which agents it shares with us.
-func PeerCapsules(ctx context.Context, h host.Host, p peer.ID) ([]string, error) {
+// PeerCapsules asks p which agents it shares with us, with the
+// VectorDigest of each it sends.
+func PeerCapsules(ctx context.Context, h host.Host, p peer.ID) ([]string, map[string]string, error) {
 	s, err := h.NewStream(ctx, p, CapsuleID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	_ = s.SetDeadline(time.Now().Add(time.Minute))
-	ids, err := ListCapsules(s)
+	ids, vectors, err := ListCapsules(s)
 	if err != nil {
 		s.Reset()
-		return nil, err
+		return nil, nil, err
 	}
-	return ids, s.Close()
+	return ids, vectors, s.Close()
 }
 
 // TakeCapsule copies the agent's capsule from p as a tar into w.
