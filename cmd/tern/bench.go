@@ -319,6 +319,7 @@ func printBench(w io.Writer, r benchReport) {
 			formatBytes(m.Closed.HeapBytes), formatBytes(m.Closed.HeapBytes/int64(m.Capsules)), m.Closed.Goroutines, m.Closed.OpenFiles)
 		row("memory", "a sync round, nothing to move", "%.2f s for %d capsules", m.RoundSeconds, m.Capsules)
 		row("memory", "status, capsules closed", "%.1f ms, %d capsules opened (goal: none)", m.StatusSeconds*1000, m.StatusOpened)
+		row("memory", "a round with a peer holding them alike", "%.1f ms, %.0f exchanges (goal < 100 ms)", m.AlikeRoundSeconds*1000, m.AlikeExchanges)
 	}
 	tw.Flush()
 }

@@ -137,15 +137,16 @@ func nodesBlob(ctx context.Context, dir string, data []byte, sha256Hex string, r
 	if err := connect(ctx, a, b); err != nil {
 		return err
 	}
-	// Let the round the connection started end (one exchange with nothing
-	// to move), so that the measured round runs alone.
+	// Let the round the connection started end (nothing to move: the
+	// capsule list shows both hold it alike), so that the measured round
+	// runs alone.
 	if err := poll(ctx, 5*time.Millisecond, func() (bool, error) {
 		ca, err := scrape(ctx, a)
 		if err != nil {
 			return false, err
 		}
 		cb, err := scrape(ctx, b)
-		return ca.plus(cb).Exchanges >= 1, err
+		return ca.Rounds >= 1 && cb.Rounds >= 1, err
 	}); err != nil {
 		return fmt.Errorf("first sync round: %w", err)
 	}

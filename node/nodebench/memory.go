@@ -51,6 +51,11 @@ type MemoryResult struct {
 	// for it: none, when it answers from what it kept of each.
 	StatusSeconds float64 `json:"status_seconds"`
 	StatusOpened  int64   `json:"status_opened"`
+	// AlikeRoundSeconds is the round on connect with a second node that
+	// holds the same capsules (nothing to move), from the dial to the
+	// end of the leader's round; AlikeExchanges, the exchanges it ran.
+	AlikeRoundSeconds float64 `json:"alike_round_seconds"`
+	AlikeExchanges    float64 `json:"alike_exchanges"`
 }
 
 // MemorySample is one reading of the process, minus the baseline.
@@ -149,6 +154,59 @@ func idleMemory(ctx context.Context, dir string, capsules int, res *MemoryResult
 	if len(st.Capsules) != capsules {
 		return fmt.Errorf("the status lists %d capsules, want %d", len(st.Capsules), capsules)
 	}
+	return alikeRound(ctx, dir, n, res, opt)
+}
+
+// alikeRound starts a second node holding a copy of n's capsules, pairs
+// the two and times the round on connect, which has nothing to move.
+func alikeRound(ctx context.Context, dir string, n *node.Node, res *MemoryResult, opt Options) (err error) {
+	h := home(dir, 1)
+	if _, err := node.LoadIdentity(h); err != nil { // its own key, made before it holds capsules
+		return err
+	}
+	if err := node.CopyHome(filepath.Join(home(dir, 0), node.CapsulesDir), filepath.Join(h, node.CapsulesDir)); err != nil {
+		return err
+	}
+	m, err := startNode(h, idleInterval, opt.log())
+	if err != nil {
+		return err
+	}
+	defer func() { closeAll(&err, m) }()
+	// As a node that has run a while: it read each capsule once and
+	// closed it, keeping its summary.
+	if _, err := m.Status(); err != nil {
+		return err
+	}
+	if _, err := m.Store().CloseIdle(0); err != nil {
+		return err
+	}
+	for _, pair := range [][2]*node.Node{{n, m}, {m, n}} {
+		if err := pair[0].Peers().Add(node.Peer{ID: pair[1].Info().PeerID}); err != nil {
+			return err
+		}
+	}
+	leader := n
+	if m.Host().ID() < n.Host().ID() {
+		leader = m
+	}
+	before, err := scrape(ctx, leader)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := m.Host().Connect(ctx, peer.AddrInfo{ID: n.Host().ID(), Addrs: n.Host().Addrs()}); err != nil {
+		return err
+	}
+	var c syncCounters
+	if err := poll(ctx, 2*time.Millisecond, func() (bool, error) {
+		now, err := scrape(ctx, leader)
+		c = now.minus(before)
+		return c.Rounds >= 1, err
+	}); err != nil {
+		return fmt.Errorf("the round with a peer holding the same capsules: %w", err)
+	}
+	res.AlikeRoundSeconds = time.Since(start).Seconds()
+	res.AlikeExchanges = c.Exchanges
 	return nil
 }
 

@@ -21,16 +21,18 @@ type syncCounters struct {
 	EventsReceived float64 // tern_sync_events_received_total
 	FrameBytes     float64 // tern_sync_bytes_total, both directions
 	BlobBytes      float64 // tern_blob_bytes_received_total
+	Rounds         float64 // tern_sync_rounds_total
+	Alike          float64 // tern_sync_alike_total
 }
 
 func (c syncCounters) minus(o syncCounters) syncCounters {
 	return syncCounters{c.Exchanges - o.Exchanges, c.Failed - o.Failed, c.EventsSent - o.EventsSent,
-		c.EventsReceived - o.EventsReceived, c.FrameBytes - o.FrameBytes, c.BlobBytes - o.BlobBytes}
+		c.EventsReceived - o.EventsReceived, c.FrameBytes - o.FrameBytes, c.BlobBytes - o.BlobBytes, c.Rounds - o.Rounds, c.Alike - o.Alike}
 }
 
 func (c syncCounters) plus(o syncCounters) syncCounters {
 	return syncCounters{c.Exchanges + o.Exchanges, c.Failed + o.Failed, c.EventsSent + o.EventsSent,
-		c.EventsReceived + o.EventsReceived, c.FrameBytes + o.FrameBytes, c.BlobBytes + o.BlobBytes}
+		c.EventsReceived + o.EventsReceived, c.FrameBytes + o.FrameBytes, c.BlobBytes + o.BlobBytes, c.Rounds + o.Rounds, c.Alike + o.Alike}
 }
 
 // scrape reads n's sync counters from its /metrics endpoint, with the
@@ -56,6 +58,8 @@ func scrape(ctx context.Context, n *node.Node) (syncCounters, error) {
 		"tern_sync_events_received_total": &c.EventsReceived,
 		"tern_sync_bytes_total":           &c.FrameBytes,
 		"tern_blob_bytes_received_total":  &c.BlobBytes,
+		"tern_sync_rounds_total":          &c.Rounds,
+		"tern_sync_alike_total":           &c.Alike,
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
