@@ -171,7 +171,7 @@ func (rt *agentRuntime) actionByState(state string) (agent, sessionID string, ac
 // action it waits for is an mcp_auth whose server is connected now: it
 // returns the new turn's id, or "" when other answers are needed.
 func (rt *agentRuntime) continueAuthorized(ctx context.Context, agent, sessionID string) (string, error) {
-	unlock, _ := rt.sessionLocks.lock(ctx, sessionID)
+	unlock, _ := rt.sessionLocks.lock(context.Background(), sessionID) // as a turn request takes it
 	defer unlock()
 	st, err := rt.state(agent)
 	if err != nil {
@@ -188,20 +188,17 @@ func (rt *agentRuntime) continueAuthorized(ctx context.Context, agent, sessionID
 	if len(rs) == 0 {
 		return "", errors.New("the turn waits for nothing now")
 	}
-	if err := rt.authorizeAnswers(ctx, agent, s.Pending(), rs); err != nil {
-		if errors.Is(err, tool.ErrNotAuthorized) {
-			return "", nil // another server still waits for its person
-		}
-		return "", err
-	}
 	turnID := newID("turn_")
 	drafts, err := st.Plan(sessionID, session.Request{Turn: turnID, Responses: rs})
 	if err != nil {
 		return "", err
 	}
-	if _, err := rt.appendTurn(ctx, agent, drafts...); err != nil {
+	err = rt.begin(ctx, agent, sessionID, turnID, st, drafts, rs)
+	if errors.Is(err, tool.ErrNotAuthorized) {
+		return "", nil // another server still waits for its person
+	}
+	if err != nil {
 		return "", err
 	}
-	rt.start(agent, sessionID, turnID)
 	return turnID, nil
 }

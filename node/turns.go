@@ -613,19 +613,20 @@ func (p callPolicy) writes() bool { return p.effect != tool.Pure && !p.builtin.N
 func policyOf(a capsule.Agent, name string, args json.RawMessage, mcpTools map[string]tool.Tool) callPolicy {
 	var p callPolicy
 	i := slices.IndexFunc(a.Tools, func(t capsule.Tool) bool { return t.Name == name })
-	p.declared = i >= 0
-	p.builtin, p.isBuilt = tool.Builtin(name)
 	if t, ok := mcpTools[name]; ok {
 		// Declared by mcp_servers; agent.json may still list it, to
 		// give it another effect or approval.
-		p.builtin, p.isBuilt, p.declared = t, true, true
 		var decl *capsule.Tool
 		if i >= 0 {
 			decl = &a.Tools[i]
 		}
+		p.builtin, p.isBuilt, p.declared = t, true, true
 		p.effect, p.approval = tool.MCPPolicy(t, decl)
 		return p
-	} else if p.isBuilt {
+	}
+	p.declared = i >= 0
+	p.builtin, p.isBuilt = tool.Builtin(name)
+	if p.isBuilt {
 		p.effect, p.approval = p.builtin.EffectOf(args)
 	} else {
 		p.effect, p.approval = tool.AtMostOnce, true

@@ -283,21 +283,40 @@ func (n *Node) handleNewTurn(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(body)
 		return
 	}
-	if err := rt.authorizeAnswers(r.Context(), agent, st.Session(sessionID).Pending(), req.Responses); err != nil {
-		n.httpError(w, http.StatusUnprocessableEntity, err)
+	if err := rt.begin(r.Context(), agent, sessionID, turnID, st, drafts, req.Responses); err != nil {
+		code := statusOf(err)
+		if errors.Is(err, errAuthorizing) {
+			code = http.StatusUnprocessableEntity
+		}
+		n.httpError(w, code, err)
 		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(map[string]any{"id": turnID, "session": sessionID, "status": session.Running})
+}
+
+// errAuthorizing wraps the failure of an MCP authorization a turn
+// request answered with: the request is refused, nothing written.
+var errAuthorizing = errors.New("the authorization given does not work")
+
+// begin writes a planned turn (drafts, from st.Plan under the session's
+// lock) and starts its runner. The MCP authorizations its answers (rs)
+// give are handed over first: one that fails writes nothing and wraps
+// errAuthorizing. A running turn the plan cancels is stopped before its
+// end is written.
+func (rt *agentRuntime) begin(ctx context.Context, agent, sessionID, turnID string, st *session.State, drafts []journal.Draft, rs []session.Response) error {
+	if err := rt.authorizeAnswers(ctx, agent, st.Session(sessionID).Pending(), rs); err != nil {
+		return fmt.Errorf("%w: %w", errAuthorizing, err)
 	}
 	if active := st.Session(sessionID).Active(); active != nil {
 		rt.stop(sessionID) // cancel_active: its runner stops before its end is written
 	}
-	if _, err := rt.appendTurn(r.Context(), agent, drafts...); err != nil {
-		n.httpError(w, statusOf(err), err)
-		return
+	if _, err := rt.appendTurn(ctx, agent, drafts...); err != nil {
+		return err
 	}
 	rt.start(agent, sessionID, turnID)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusCreated)
-	json.NewEncoder(w).Encode(map[string]any{"id": turnID, "session": sessionID, "status": session.Running})
+	return nil
 }
 
 // planStatus is the HTTP status of a refused turn request.
