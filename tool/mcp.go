@@ -114,7 +114,7 @@ type MCPTools struct {
 func (m *MCP) Tools(ctx context.Context) ([]Tool, []MCPServerState) {
 	var tools []Tool
 	var states []MCPServerState
-	for _, name := range sortedKeys(m.servers) {
+	for _, name := range slices.Sorted(maps.Keys(m.servers)) {
 		st := MCPServerState{Name: name, Kind: "stdio", State: MCPConnected, Tools: []MCPTools{}}
 		if m.servers[name].URL != "" {
 			st.Kind = "http"
@@ -222,31 +222,29 @@ func (m *MCP) conn(ctx context.Context, name string) (*mcpConn, error) {
 		go m.dial(name, d)
 	}
 	m.mu.Unlock()
-	for {
-		select {
-		case <-d.done:
-			return d.conn, d.err
-		default:
-		}
-		select {
-		case <-d.done:
-			return d.conn, d.err
-		case <-d.asked:
-			m.mu.Lock()
-			p := m.pending[name]
-			m.mu.Unlock()
-			if p == nil { // being answered: wait for the connection
-				select {
-				case <-d.done:
-					return d.conn, d.err
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-			}
+	select {
+	case <-d.done: // first: once connected, asked is closed too
+		return d.conn, d.err
+	default:
+	}
+	select {
+	case <-d.done:
+		return d.conn, d.err
+	case <-d.asked:
+		m.mu.Lock()
+		p := m.pending[name]
+		m.mu.Unlock()
+		if p != nil {
 			return nil, &AuthorizationNeeded{Server: name, URL: p.url, Scopes: p.scopes}
+		}
+		select { // being answered: wait for the connection
+		case <-d.done:
+			return d.conn, d.err
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 
@@ -383,7 +381,7 @@ func (m *MCP) transport(name string, s capsule.MCPServer, d *dialing) (mcp.Trans
 		}
 		cmd.Env = append(cmd.Env, sec+"="+v)
 	}
-	for _, k := range sortedKeys(s.Env) {
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		v, err := capsule.ExpandSecrets(s.Env[k], get)
 		if err != nil {
 			return nil, err
@@ -569,20 +567,14 @@ func neverSent(err error) bool {
 // embedded resource's text; images, audio and binary resources as media
 // the runtime keeps as blobs.
 func mcpResult(res *mcp.CallToolResult) Result {
-	var parts []string // the texts
-	var ordered []Part // the texts and media, in order
-	media := false
-	addText := func(t string) {
-		parts = append(parts, t)
-		ordered = append(ordered, Part{Text: t})
-	}
+	var parts []Part // the texts and media, in the server's order
+	addText := func(t string) { parts = append(parts, Part{Text: t}) }
 	addMedia := func(kind, mediaType, name string, data []byte) {
 		if len(data) > MediaCap {
 			addText(fmt.Sprintf("[%s %s, %s, %d bytes: over the %d MiB kept, left out]", kind, name, mediaType, len(data), MediaCap>>20))
 			return
 		}
-		media = true
-		ordered = append(ordered, Part{Media: &Media{Kind: kind, MediaType: mediaType, Name: name, Data: data}})
+		parts = append(parts, Part{Media: &Media{Kind: kind, MediaType: mediaType, Name: name, Data: data}})
 	}
 	for _, c := range res.Content {
 		switch c := c.(type) {
@@ -605,35 +597,27 @@ func mcpResult(res *mcp.CallToolResult) Result {
 			addText(string(b))
 		}
 	}
-	if res.StructuredContent != nil && len(parts) == 0 {
-		b, _ := json.Marshal(res.StructuredContent)
-		addText(string(b))
-	}
-	out := strings.Join(parts, "\n")
-	r := Result{Output: out, IsError: res.IsError}
-	if len(out) > OutputCap {
-		r.Output, r.Cut = out[:OutputCap]+"\n[the result was cut at 64 KiB]", true
-		if media { // the cut text first, then the media
-			cut := []Part{{Text: r.Output}}
-			for _, p := range ordered {
-				if p.Media != nil {
-					cut = append(cut, p)
-				}
-			}
-			ordered = cut
+	var texts []string
+	var media []Part
+	for _, p := range parts {
+		if p.Media != nil {
+			media = append(media, p)
+		} else {
+			texts = append(texts, p.Text)
 		}
 	}
-	if media {
-		r.Parts = ordered
+	if res.StructuredContent != nil && len(texts) == 0 {
+		b, _ := json.Marshal(res.StructuredContent)
+		texts = append(texts, string(b))
+		parts = append([]Part{{Text: texts[0]}}, parts...)
+	}
+	r := Result{Output: strings.Join(texts, "\n"), IsError: res.IsError}
+	if len(r.Output) > OutputCap {
+		r.Output, r.Cut = string(trimPartialRune([]byte(r.Output[:OutputCap])))+"\n[the result was cut at 64 KiB]", true
+		parts = append([]Part{{Text: r.Output}}, media...) // the cut text first, then the media
+	}
+	if len(media) > 0 {
+		r.Parts = parts
 	}
 	return r
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
