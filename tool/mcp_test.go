@@ -192,11 +192,17 @@ func TestAnMCPServerBehindOAuthIsAuthorizedOnceAndItsTokenRefreshedInTheKeyring(
 		t.Fatalf("the keyring keeps %+v; issued %v", kept, issued)
 	}
 
-	// Another connection (a restart) uses the kept token, refreshing it.
+	// Another connection (a restart, or tern mcp list in another process)
+	// uses the kept token, refreshing it: the refresh token the first
+	// holds is spent, and it goes on from the token the other kept.
 	again := NewMCP(servers, MCPEnv{Secrets: keyring})
 	defer again.Close()
 	if _, states := again.Tools(ctx); states[0].State != MCPConnected {
 		t.Fatalf("with the kept token: %+v", states[0])
+	}
+	res, err = toolNamed(t, tools, "mcp__web__echo").Run(ctx, Call{Arguments: json.RawMessage(`{"text":"still"}`)})
+	if err != nil || res.Output != "echo: still" {
+		t.Fatalf("the first connection after the other refreshed: %+v %v", res, err)
 	}
 
 	// Tokens revoked mid-session: an at-most-once call is refused unserved

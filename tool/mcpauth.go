@@ -98,9 +98,7 @@ func (m *MCP) oauth(name string, d *dialing) (auth.OAuthHandler, error) {
 		},
 	}
 	if st, ok := m.keptTokenOf(name); ok {
-		c := st.config()
-		tok := &oauth2.Token{AccessToken: st.AccessToken, TokenType: st.TokenType, RefreshToken: st.RefreshToken, Expiry: st.Expiry}
-		cfg.InitialTokenSource = &keptToken{m: m, server: name, cfg: c, base: c.TokenSource(context.Background(), tok), last: st.AccessToken}
+		cfg.InitialTokenSource = &keptToken{m: m, server: name, cfg: st.config(), base: st.source(), last: st.AccessToken}
 	}
 	return auth.NewAuthorizationCodeHandler(cfg)
 }
@@ -275,6 +273,12 @@ func (st storedToken) config() *oauth2.Config {
 		Endpoint: oauth2.Endpoint{TokenURL: st.TokenURL, AuthStyle: oauth2.AuthStyle(st.AuthStyle)}}
 }
 
+// source is a token source that starts from st and refreshes it.
+func (st storedToken) source() oauth2.TokenSource {
+	tok := &oauth2.Token{AccessToken: st.AccessToken, TokenType: st.TokenType, RefreshToken: st.RefreshToken, Expiry: st.Expiry}
+	return st.config().TokenSource(context.Background(), tok)
+}
+
 // keptTokenOf is the token this machine keeps for server, if any.
 func (m *MCP) keptTokenOf(server string) (storedToken, bool) {
 	var st storedToken
@@ -307,19 +311,39 @@ func (m *MCP) keep(server string, st storedToken) error {
 }
 
 // keptToken is a server's token source that keeps each new token (the
-// first, and every refresh) in the keyring.
+// first, and every refresh) in the keyring. The keyring is shared by the
+// processes of this machine (the node, tern mcp list): when a refresh
+// fails because another one refreshed first and spent the refresh token,
+// it goes on from the token that one kept.
 type keptToken struct {
 	m      *MCP
 	server string
 	cfg    *oauth2.Config
-	base   oauth2.TokenSource
 
 	mu   sync.Mutex
+	base oauth2.TokenSource
 	last string // the access token kept last
 }
 
 func (k *keptToken) Token() (*oauth2.Token, error) {
-	t, err := k.base.Token()
+	k.mu.Lock()
+	base := k.base
+	k.mu.Unlock()
+	t, err := base.Token()
+	if err != nil {
+		if st, ok := k.m.keptTokenOf(k.server); ok {
+			k.mu.Lock()
+			newer := st.AccessToken != k.last
+			if newer {
+				k.base, k.last = st.source(), st.AccessToken
+			}
+			base = k.base
+			k.mu.Unlock()
+			if newer {
+				t, err = base.Token()
+			}
+		}
+	}
 	if err != nil {
 		// Sent without a token, the request is answered 401 and the
 		// person is asked to authorize again.
