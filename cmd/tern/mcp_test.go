@@ -129,17 +129,8 @@ func TestAnMCPServerBehindOAuthPausesTheTurnUntilItIsAuthorized(t *testing.T) {
 	o := mcptest.NewOAuthServer()
 	t.Cleanup(o.Close)
 	home := secretHome(t)
-	store, err := secrets.Open(home, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	logs := &lockedBuffer{}
-	n, err := node.Start(home, node.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond, Secrets: store},
-		slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	n, store := runNodeWithSecrets(t, home, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	id := importAgent(t, home, func(a map[string]any) {
 		a["mcp_servers"] = map[string]any{"web": map[string]any{"url": o.URL + "/mcp"}}
 	})
@@ -215,15 +206,7 @@ func TestTheNodesCallbackFinishesAnMCPAuthorization(t *testing.T) {
 	o := mcptest.NewOAuthServer()
 	t.Cleanup(o.Close)
 	home := secretHome(t)
-	store, err := secrets.Open(home, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(home, node.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond, Secrets: store}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
+	runNodeWithSecrets(t, home, nil)
 	id := importAgent(t, home, func(a map[string]any) {
 		a["mcp_servers"] = map[string]any{"web": map[string]any{"url": o.URL + "/mcp"}}
 	})
@@ -264,4 +247,20 @@ func codeOf(t *testing.T, back string) string {
 		t.Fatalf("no code in %s", back)
 	}
 	return u.Query().Get("code")
+}
+
+// runNodeWithSecrets runs a node on home (a secretHome) with the home's
+// secret store, as tern node does, logging to log.
+func runNodeWithSecrets(t *testing.T, home string, log *slog.Logger) (*node.Node, *secrets.Store) {
+	t.Helper()
+	store, err := secrets.Open(home, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(home, node.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond, Secrets: store}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n, store
 }
