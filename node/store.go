@@ -124,22 +124,62 @@ func (s *Store) summarize(id string, d *capsule.Dir) (summary, bool) {
 }
 
 // keepSummary records sum for a capsule just closed, with the stamps of
-// its files now, in memory and on disk. s.mu held.
-func (s *Store) keepSummary(id string, sum summary) {
+// its files now, and returns it stamped (ok false if the files cannot be
+// read). s.mu held; writing it to disk (writeSummaries) is left for after
+// the lock.
+func (s *Store) keepSummary(id string, sum summary) (summary, bool) {
 	var err error
 	if sum.Files, err = s.stamps(id); err != nil {
-		return
+		return sum, false
 	}
 	s.closed[id] = sum
-	data, err := json.Marshal(sum)
-	if err == nil {
-		if err = os.MkdirAll(filepath.Join(s.home, SummariesDir), 0o700); err == nil {
-			err = capsule.WriteFileAtomic(filepath.Join(s.home, SummariesDir, id+".json"), data, 0o600)
+	return sum, true
+}
+
+// writeSummaries writes the summaries to $TERN_HOME/summaries, each
+// through a temporary file renamed into place, without fsync: they are a
+// cache, checked against their capsule's files before use, so one lost in
+// a crash or left half-written only costs opening that capsule once.
+func (s *Store) writeSummaries(sums map[string]summary) {
+	if len(sums) == 0 {
+		return
+	}
+	dir := filepath.Join(s.home, SummariesDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		s.log.Debug("no summaries written; status opens the capsules", "err", err)
+		return
+	}
+	for id, sum := range sums {
+		if err := writeSummary(dir, id, sum); err != nil {
+			s.log.Debug("a capsule's summary was not written; its status opens it", "agent", id, "err", err)
 		}
 	}
+}
+
+// summaryTemp marks a summary being written (a leftover one after a crash
+// is removed when the store opens).
+const summaryTemp = ".tmp-"
+
+func writeSummary(dir, id string, sum summary) error {
+	data, err := json.Marshal(sum)
 	if err != nil {
-		s.log.Debug("a capsule's summary was not written; its status opens it", "agent", id, "err", err)
+		return err
 	}
+	f, err := os.CreateTemp(dir, id+".json"+summaryTemp+"*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(dir, id+".json"))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // loadSummaries reads the summaries a node kept when it last ran; each
@@ -147,6 +187,10 @@ func (s *Store) keepSummary(id string, sum summary) {
 func (s *Store) loadSummaries() {
 	ents, _ := os.ReadDir(filepath.Join(s.home, SummariesDir))
 	for _, e := range ents {
+		if strings.Contains(e.Name(), summaryTemp) { // a write a crash cut short
+			os.Remove(filepath.Join(s.home, SummariesDir, e.Name()))
+			continue
+		}
 		id, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok || !capsule.ValidAgentID(id) {
 			continue
@@ -211,9 +255,9 @@ func (s *Store) useOpen(agent string) (oc *openCapsule, done func(), err error) 
 // goroutine; a node holding many capsules runs this on a timer.
 func (s *Store) CloseIdle(idle time.Duration) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	var errs []error
 	closed := 0
+	kept := map[string]summary{}
 	for id, oc := range s.open {
 		if oc.users > 0 || time.Since(oc.last) < idle {
 			continue
@@ -225,9 +269,13 @@ func (s *Store) CloseIdle(idle time.Duration) (int, error) {
 		delete(s.open, id)
 		closed++
 		if keep {
-			s.keepSummary(id, sum)
+			if sum, ok := s.keepSummary(id, sum); ok {
+				kept[id] = sum
+			}
 		}
 	}
+	s.mu.Unlock()
+	s.writeSummaries(kept)
 	return closed, errors.Join(errs...)
 }
 
@@ -767,13 +815,17 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.shut = true
 	var errs []error
+	kept := map[string]summary{}
 	for id, oc := range s.open {
 		sum, keep := s.summarize(id, oc.d)
 		errs = append(errs, oc.close())
 		delete(s.open, id)
 		if keep {
-			s.keepSummary(id, sum)
+			if sum, ok := s.keepSummary(id, sum); ok {
+				kept[id] = sum
+			}
 		}
 	}
+	s.writeSummaries(kept) // s.mu held: nothing opens again, and Close returns once they are written
 	return errors.Join(errs...)
 }

@@ -196,6 +196,10 @@ func TestStatusOpensNoClosedCapsule(t *testing.T) {
 	}
 	sameCapsules(t, want.Capsules, got.Capsules)
 	n.Close()
+	leftover := filepath.Join(home, SummariesDir, got.Capsules[0].ID+".json"+summaryTemp+"123") // a write kill -9 cut short
+	if err := os.WriteFile(leftover, []byte(`{"vec`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	again := startNode(t, home) // its own work opens capsules meanwhile; status must open none
 	got, err = again.Status()
@@ -206,6 +210,9 @@ func TestStatusOpensNoClosedCapsule(t *testing.T) {
 		t.Fatalf("status after a restart opened %d capsules", opened)
 	}
 	sameCapsules(t, want.Capsules, got.Capsules)
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Fatalf("a half-written summary was left: %v", err)
+	}
 }
 
 func sameCapsules(t *testing.T, want, got []CapsuleStatus) {
