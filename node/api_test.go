@@ -171,12 +171,18 @@ func noHomePath(t *testing.T, n *Node, msg string) {
 func TestAnErrorFromADamagedCapsuleNamesItsFilesRelativeToTheHome(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	agent := sharedCapsule(t, n)
-	if _, err := n.store.CloseIdle(0); err != nil { // so that the next use reads the damage
-		t.Fatal(err)
-	}
 	if err := os.WriteFile(filepath.Join(n.home, CapsulesDir, agent, capsule.ManifestFile), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Closed after the damage (the node's own work may have it open), so
+	// that the next use reads the damage.
+	eventually(t, "the capsule is closed", func() bool {
+		n.store.CloseIdle(0)
+		n.store.mu.Lock()
+		defer n.store.mu.Unlock()
+		_, open := n.store.open[agent]
+		return !open
+	})
 	for _, tc := range []struct{ name, method, path, body string }{
 		{"an append", http.MethodPost, "/v1/capsules/" + agent + "/events", `{"type":"message","body":{"role":"user","content":[{"type":"text","text":"hi"}]}}`},
 		{"an export", http.MethodGet, "/v1/capsules/" + agent + "/export", ""},
