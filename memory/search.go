@@ -58,9 +58,11 @@ func Search(ctx context.Context, notes Notes, items []Item, idx *Index, emb Embe
 		}
 		idx, completed = built, built
 	}
+	tags := make([]string, len(q.Tags)) // the caller's slice stays as it was
 	for i, t := range q.Tags {
-		q.Tags[i] = strings.ToLower(strings.TrimSpace(t))
+		tags[i] = strings.ToLower(strings.TrimSpace(t))
 	}
+	q.Tags = tags
 	type ref struct {
 		note *Note
 		v    Version
