@@ -137,7 +137,10 @@ func globEscape(pattern string) string {
 	return b.String() + "*"
 }
 
-// syncDir fsyncs a folder so that renames and creations inside it are durable.
+// SyncDir fsyncs a folder so that renames and creations inside it are
+// durable.
+func SyncDir(dir string) error { return syncDir(dir) }
+
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

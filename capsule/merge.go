@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tern-dev/tern/journal"
@@ -134,19 +135,44 @@ func verifyForMerge(c *Capsule) error {
 
 // mergedSnapshot returns the snapshot.json the merged capsule holds: the
 // one named by the latest workspace.snapshot event of the readable
-// journal, read from whichever copy holds its blob; with no such event,
-// the copies' identical snapshot.json.
+// journal whose listing and files either copy holds (a copy taken without
+// its blobs holds none yet, and so an empty one until they arrive, as
+// capsule.Dir does); with no such event, the copies' identical
+// snapshot.json.
 func mergedSnapshot(a, b *Capsule, view []*journal.Event) ([]byte, error) {
+	held := func(h string) bool {
+		_, inA := a.Manifest().Files[BlobPath(h)]
+		_, inB := b.Manifest().Files[BlobPath(h)]
+		return inA || inB
+	}
+	snapshots := false
 	for i := len(view) - 1; i >= 0; i-- {
 		e := view[i]
 		if e.Type != SnapshotEventType {
 			continue
 		}
+		snapshots = true
 		var body SnapshotEventBody
 		if err := json.Unmarshal(e.Body, &body); err != nil {
 			return nil, fmt.Errorf("event %s: bad %s body: %v", e.ID, SnapshotEventType, err)
 		}
-		return blobContent(body.Snapshot, e, a, b)
+		if h, err := ParseBlobCID(body.Snapshot); err != nil || !held(h) {
+			continue
+		}
+		data, err := blobContent(body.Snapshot, e, a, b)
+		if err != nil {
+			return nil, err
+		}
+		snap, err := ParseSnapshot(data)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot blob %s: %w", body.Snapshot, err)
+		}
+		if !slices.ContainsFunc(snap.Blobs(), func(h string) bool { return !held(h) }) {
+			return data, nil
+		}
+	}
+	if snapshots {
+		return (&Snapshot{}).Encode()
 	}
 	same, data, err := sameBytes(a, b, SnapshotFile)
 	if err != nil {

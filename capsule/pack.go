@@ -3,6 +3,7 @@ package capsule
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/memory"
 )
 
 // epoch0 is the modification time of every tar entry, so that packing is
@@ -20,6 +22,14 @@ var epoch0 = time.Unix(0, 0).UTC()
 // ed25519 signature by that machine.
 type PackOptions struct {
 	Signer journal.Signer
+
+	// WithoutBlobs packs the capsule as a copy that holds none of its
+	// blobs has it: no blob entries, an empty workspace snapshot, and the
+	// memory files derived for it. It is a whole capsule, which wants
+	// every blob its journal names: the first copy a node takes from a
+	// peer, whose blobs then come one by one, each verified and resumable
+	// (protocol.FetchBlob).
+	WithoutBlobs bool
 }
 
 // Pack writes the capsule as a tar to w. The tar holds manifest.json first,
@@ -54,9 +64,20 @@ func Pack(c *Capsule, w io.Writer, opt PackOptions) error {
 	m.Signature = nil
 	m.Files = make(map[string]FileEntry, len(c.Manifest().Files))
 	for k, v := range c.Manifest().Files {
-		m.Files[k] = v
+		if !opt.WithoutBlobs || blobName(k) == "" {
+			m.Files[k] = v
+		}
 	}
 	m.Files[JournalFile] = entryOf(jdata)
+	rewritten := map[string][]byte{JournalFile: jdata}
+	if opt.WithoutBlobs {
+		if err := withoutBlobs(c, events, rewritten); err != nil {
+			return fmt.Errorf("pack: %w", err)
+		}
+		for name, data := range rewritten {
+			m.Files[name] = entryOf(data)
+		}
+	}
 	if opt.Signer != nil {
 		if err := m.Sign(opt.Signer); err != nil {
 			return err
@@ -87,8 +108,9 @@ func Pack(c *Capsule, w io.Writer, opt PackOptions) error {
 		switch {
 		case it.dir:
 			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: it.name, Mode: 0o755, ModTime: epoch0, Format: tar.FormatUSTAR})
-		case it.name == JournalFile:
-			err = writeTarFile(tw, it.name, int64(len(jdata)), bytes.NewReader(jdata))
+		case rewritten[it.name] != nil:
+			data := rewritten[it.name]
+			err = writeTarFile(tw, it.name, int64(len(data)), bytes.NewReader(data))
 		default:
 			err = copyChecked(tw, c, it.name, m.Files[it.name])
 		}
@@ -97,6 +119,31 @@ func Pack(c *Capsule, w io.Writer, opt PackOptions) error {
 		}
 	}
 	return tw.Close()
+}
+
+// withoutBlobs adds to files the layout files of c as a copy of it
+// holding no blob has them (see PackOptions.WithoutBlobs): an empty
+// snapshot, and the notes and index derived from events with no workspace
+// file, reusing c's index's vectors.
+func withoutBlobs(c *Capsule, events []*journal.Event, files map[string][]byte) error {
+	agentData, err := c.ReadFile(AgentFile)
+	if err != nil {
+		return err
+	}
+	agent, err := ParseAgent(agentData)
+	if err != nil {
+		return fmt.Errorf("%s: %w", AgentFile, err)
+	}
+	if files[SnapshotFile], err = (&Snapshot{}).Encode(); err != nil {
+		return err
+	}
+	view, _ := journal.Readable(events)
+	md, idx, err := memory.Derive(context.Background(), view, agent.EmbedderSpec(), nil, indexOf(c))
+	if err != nil {
+		return err
+	}
+	files[NotesFile], files[IndexFile] = md, idx.Encode()
+	return nil
 }
 
 // maxUSTARSize is the largest file a USTAR header can describe (eleven

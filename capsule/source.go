@@ -200,54 +200,12 @@ func indexTar(r io.ReadSeeker, lim Limits) (map[string]tarEntry, error) {
 			}
 			return nil, fmt.Errorf("%w: after %d entries: %v", ErrUnsafeTar, n, err)
 		}
-		if n >= lim.MaxEntries {
-			return nil, fmt.Errorf("%w: more than %d entries", ErrUnsafeTar, lim.MaxEntries)
+		name, err := checkTarEntry(hdr, n, seen, &total, lim)
+		if err != nil {
+			return nil, err
 		}
-		name := strings.TrimPrefix(hdr.Name, "./")
-		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%w: entry %q: %s", ErrUnsafeTar, hdr.Name, fmt.Sprintf(format, args...))
-		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			dir := strings.TrimSuffix(name, "/")
-			if dir == "" || dir == "." {
-				continue
-			}
-			if !isLayoutDir(dir) {
-				return nil, bad("folder is not part of capsule v1")
-			}
-			if seen[dir+"/"] {
-				return nil, bad("duplicate entry")
-			}
-			seen[dir+"/"] = true
-			continue
-		case tar.TypeReg:
-		case tar.TypeSymlink:
-			return nil, bad("symbolic links are not allowed in a capsule")
-		case tar.TypeLink:
-			return nil, bad("hard links are not allowed in a capsule")
-		case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
-			return nil, bad("devices and pipes are not allowed in a capsule")
-		default:
-			return nil, bad("entry type %q is not allowed in a capsule", hdr.Typeflag)
-		}
-		if name != ManifestFile {
-			if err := checkName(name); err != nil {
-				return nil, bad("%v", err)
-			}
-		}
-		if seen[name] {
-			return nil, bad("duplicate entry")
-		}
-		seen[name] = true
-		if name == ManifestFile && hdr.Size > MaxManifestSize {
-			return nil, bad("manifest is %d bytes, over the limit of %d", hdr.Size, MaxManifestSize)
-		}
-		if hdr.Size > lim.MaxFileSize {
-			return nil, bad("%d bytes, over the file size limit of %d", hdr.Size, lim.MaxFileSize)
-		}
-		if total += hdr.Size; total > lim.MaxTotalSize {
-			return nil, bad("the tar's files exceed the total size limit of %d bytes", lim.MaxTotalSize)
+		if name == "" {
+			continue // a layout folder
 		}
 		entries[name] = tarEntry{offset: pr.pos, size: hdr.Size}
 	}
@@ -268,6 +226,64 @@ func indexTar(r io.ReadSeeker, lim Limits) (map[string]tarEntry, error) {
 		}
 	}
 	return entries, nil
+}
+
+// checkTarEntry checks the n-th header of a capsule tar (counting from 0)
+// against what capsule v1 may hold, given the entries seen before it and
+// their total size so far, which it updates. It returns the entry's
+// capsule-relative name, or "" for a layout folder (nothing to extract).
+// Errors wrap ErrUnsafeTar and name the entry.
+func checkTarEntry(hdr *tar.Header, n int, seen map[string]bool, total *int64, lim Limits) (string, error) {
+	if n >= lim.MaxEntries {
+		return "", fmt.Errorf("%w: more than %d entries", ErrUnsafeTar, lim.MaxEntries)
+	}
+	name := strings.TrimPrefix(hdr.Name, "./")
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: entry %q: %s", ErrUnsafeTar, hdr.Name, fmt.Sprintf(format, args...))
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		dir := strings.TrimSuffix(name, "/")
+		if dir == "" || dir == "." {
+			return "", nil
+		}
+		if !isLayoutDir(dir) {
+			return "", bad("folder is not part of capsule v1")
+		}
+		if seen[dir+"/"] {
+			return "", bad("duplicate entry")
+		}
+		seen[dir+"/"] = true
+		return "", nil
+	case tar.TypeReg:
+	case tar.TypeSymlink:
+		return "", bad("symbolic links are not allowed in a capsule")
+	case tar.TypeLink:
+		return "", bad("hard links are not allowed in a capsule")
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		return "", bad("devices and pipes are not allowed in a capsule")
+	default:
+		return "", bad("entry type %q is not allowed in a capsule", hdr.Typeflag)
+	}
+	if name != ManifestFile {
+		if err := checkName(name); err != nil {
+			return "", bad("%v", err)
+		}
+	}
+	if seen[name] {
+		return "", bad("duplicate entry")
+	}
+	seen[name] = true
+	if name == ManifestFile && hdr.Size > MaxManifestSize {
+		return "", bad("manifest is %d bytes, over the limit of %d", hdr.Size, MaxManifestSize)
+	}
+	if hdr.Size > lim.MaxFileSize {
+		return "", bad("%d bytes, over the file size limit of %d", hdr.Size, lim.MaxFileSize)
+	}
+	if *total += hdr.Size; *total > lim.MaxTotalSize {
+		return "", bad("the tar's files exceed the total size limit of %d bytes", lim.MaxTotalSize)
+	}
+	return name, nil
 }
 
 func isLayoutDir(name string) bool {

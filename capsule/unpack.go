@@ -1,6 +1,7 @@
 package capsule
 
 import (
+	"archive/tar"
 	"errors"
 	"fmt"
 	"io"
@@ -18,11 +19,9 @@ import (
 // to dir. On any error dir is not created and nothing is left behind. A
 // fork in the journal is not an error: it is carried over, for the
 // machine that signed it to heal.
-func Unpack(tarPath, dir string, lim Limits) (err error) {
-	if _, err := os.Lstat(dir); err == nil {
-		return fmt.Errorf("unpack: %s already exists; name a new folder", dir)
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("unpack: %w", err)
+func Unpack(tarPath, dir string, lim Limits) error {
+	if err := checkNewFolder(dir); err != nil {
+		return err
 	}
 	src, err := openTar(tarPath, lim)
 	if err != nil {
@@ -32,6 +31,87 @@ func Unpack(tarPath, dir string, lim Limits) (err error) {
 	if _, ok := src.entries[ManifestFile]; !ok {
 		return fmt.Errorf("unpack %s: %w: no %s", tarPath, ErrNotCapsule, ManifestFile)
 	}
+	return unpackInto(dir, tarPath, func(staging string) (map[string]FileEntry, error) {
+		names, _ := src.list()
+		written := make(map[string]FileEntry, len(names))
+		for _, name := range names {
+			rc, size, err := src.open(name)
+			if err != nil {
+				return nil, fmt.Errorf("unpack %s: entry %q: %w", tarPath, name, err)
+			}
+			e, err := writeHashed(rc, size, filepath.Join(staging, filepath.FromSlash(name)))
+			rc.Close()
+			if err != nil {
+				return nil, fmt.Errorf("unpack %s: entry %q: %w", tarPath, name, err)
+			}
+			written[name] = e
+		}
+		return written, nil
+	})
+}
+
+// UnpackFrom is Unpack of a tar read once from r, front to back: a stream
+// from a peer or an upload, never written anywhere as a tar. Each header
+// is checked as it arrives (as openTar checks them), each file is hashed
+// while it is written, so no byte is read twice, and the whole capsule is
+// verified before dir appears. r is read up to the tar's end.
+func UnpackFrom(r io.Reader, dir string, lim Limits) error {
+	if err := checkNewFolder(dir); err != nil {
+		return err
+	}
+	lim = lim.orDefault()
+	return unpackInto(dir, "the tar", func(staging string) (map[string]FileEntry, error) {
+		tr := tar.NewReader(r)
+		written := map[string]FileEntry{}
+		seen := map[string]bool{}
+		var total int64
+		for n := 0; ; n++ {
+			hdr, err := tr.Next()
+			if err == io.EOF {
+				return written, nil
+			}
+			if err != nil {
+				if errors.Is(err, io.ErrUnexpectedEOF) {
+					return nil, fmt.Errorf("unpack: %w: the tar is truncated after %d entries", ErrUnsafeTar, n)
+				}
+				return nil, fmt.Errorf("unpack: %w: after %d entries: %w", ErrUnsafeTar, n, err)
+			}
+			name, err := checkTarEntry(hdr, n, seen, &total, lim)
+			if err != nil {
+				return nil, fmt.Errorf("unpack: %w", err)
+			}
+			if name == "" {
+				continue // a layout folder
+			}
+			e, err := writeHashed(tr, hdr.Size, filepath.Join(staging, filepath.FromSlash(name)))
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				err = fmt.Errorf("%w: the tar is truncated inside it", ErrUnsafeTar)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("unpack: entry %q: %w", name, err)
+			}
+			written[name] = e
+		}
+	})
+}
+
+// checkNewFolder refuses a dir that exists: an unpack makes a new folder.
+func checkNewFolder(dir string) error {
+	if _, err := os.Lstat(dir); err == nil {
+		return fmt.Errorf("unpack: %s already exists; name a new folder", dir)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("unpack: %w", err)
+	}
+	return nil
+}
+
+// unpackInto makes the folder dir from the files extract writes into a
+// sibling staging folder (returning the entry of each, as hashed while
+// written): it fsyncs the folders, verifies the capsule completely,
+// counting on those hashes instead of reading the files again, and renames
+// the staging folder to dir. On any error nothing is left behind. from
+// names the tar in errors.
+func unpackInto(dir, from string, extract func(staging string) (map[string]FileEntry, error)) (err error) {
 	parent := filepath.Dir(dir)
 	staging, lock, err := newStaging(dir)
 	if err != nil {
@@ -48,18 +128,19 @@ func Unpack(tarPath, dir string, lim Limits) (err error) {
 			return err
 		}
 	}
-	names, _ := src.list()
-	for _, name := range names {
-		if err := extract(src, name, filepath.Join(staging, filepath.FromSlash(name))); err != nil {
-			return fmt.Errorf("unpack %s: entry %q: %w", tarPath, name, err)
-		}
+	written, err := extract(staging)
+	if err != nil {
+		return err
+	}
+	if _, ok := written[ManifestFile]; !ok {
+		return fmt.Errorf("unpack %s: %w: no %s", from, ErrNotCapsule, ManifestFile)
 	}
 	for _, d := range append([]string{"."}, dirs...) {
 		if err := syncDir(filepath.Join(staging, filepath.FromSlash(d))); err != nil {
 			return err
 		}
 	}
-	rep, err := Verify(staging, VerifyOptions{})
+	rep, err := Verify(staging, VerifyOptions{written: written})
 	if err != nil {
 		return fmt.Errorf("unpack: %w", err)
 	}
@@ -70,9 +151,9 @@ func Unpack(tarPath, dir string, lim Limits) (err error) {
 		p := issues[0]
 		more := ""
 		if len(issues) > 1 {
-			more = fmt.Sprintf(" (and %d more problems; tern capsule verify %s lists them)", len(issues)-1, tarPath)
+			more = fmt.Sprintf(" (and %d more problems; tern capsule verify %s lists them)", len(issues)-1, from)
 		}
-		return fmt.Errorf("unpack %s: entry %q: %w%s", tarPath, p.File, p.Err, more)
+		return fmt.Errorf("unpack %s: entry %q: %w%s", from, p.File, p.Err, more)
 	}
 	lock.Unlock()
 	if err := os.Rename(staging, dir); err != nil {
@@ -81,17 +162,15 @@ func Unpack(tarPath, dir string, lim Limits) (err error) {
 	return syncDir(parent)
 }
 
-func extract(src *tarSource, name, dst string) error {
-	rc, size, err := src.open(name)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
+// writeHashed writes size bytes of r to the new file dst, fsyncs it, and
+// returns its entry as hashed on the way.
+func writeHashed(r io.Reader, size int64, dst string) (FileEntry, error) {
 	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return err
+		return FileEntry{}, err
 	}
-	n, err := io.Copy(f, rc)
+	h := newHashingReader(r)
+	n, err := io.Copy(f, io.LimitReader(h, size))
 	if err == nil && n != size {
 		err = io.ErrUnexpectedEOF
 	}
@@ -101,5 +180,5 @@ func extract(src *tarSource, name, dst string) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	return h.entry(), err
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // tarEntry describes one entry of a hand-made tar.
@@ -110,16 +111,24 @@ func TestUnpackRefusesBadTarsAndLeavesNothingBehind(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := filepath.Join(root, "out")
-			err := Unpack(in, out, tc.lim)
-			if err == nil {
-				t.Fatal("unpack succeeded")
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("error %q does not mention %q", err, tc.want)
-			}
-			left, _ := os.ReadDir(root)
-			if len(left) != 1 {
-				t.Errorf("unpack left things behind: %v", left)
+			for _, unpack := range []struct {
+				how string
+				run func() error
+			}{
+				{"from the file", func() error { return Unpack(in, out, tc.lim) }},
+				{"from a stream", func() error { return UnpackFrom(bytes.NewReader(tc.tar), out, tc.lim) }},
+			} {
+				err := unpack.run()
+				if err == nil {
+					t.Fatalf("unpack %s succeeded", unpack.how)
+				}
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("unpack %s: error %q does not mention %q", unpack.how, err, tc.want)
+				}
+				left, _ := os.ReadDir(root)
+				if len(left) != 1 {
+					t.Errorf("unpack %s left things behind: %v", unpack.how, left)
+				}
 			}
 			// verify sees the same damage, with exit 1 semantics: a problem, not an error
 			rep, verr := Verify(in, VerifyOptions{Limits: tc.lim})
@@ -147,5 +156,39 @@ func TestAnUnsafeTarErrorWrapsErrUnsafeTar(t *testing.T) {
 	_, err := indexTar(bytes.NewReader(data), Limits{})
 	if !errors.Is(err, ErrUnsafeTar) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestUnpackFromAStreamMakesTheSameCapsuleAsFromTheFile(t *testing.T) {
+	dir := fullCapsule(t, newSigner(t))
+	root := t.TempDir()
+	data := packTo(t, dir, filepath.Join(root, "a.tar"), PackOptions{})
+	if err := Unpack(filepath.Join(root, "a.tar"), filepath.Join(root, "from-file"), Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	// A reader that hands out a few bytes at a time, as a network does.
+	if err := UnpackFrom(iotest.HalfReader(bytes.NewReader(data)), filepath.Join(root, "from-stream"), Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	a := packTo(t, filepath.Join(root, "from-file"), filepath.Join(root, "b.tar"), PackOptions{})
+	b := packTo(t, filepath.Join(root, "from-stream"), filepath.Join(root, "c.tar"), PackOptions{})
+	if !bytes.Equal(a, b) || !bytes.Equal(a, data) {
+		t.Fatal("the capsule unpacked from a stream packs to other bytes than the one unpacked from the file")
+	}
+	mustVerify(t, filepath.Join(root, "from-stream"))
+}
+
+func TestUnpackFromReadsEachFileOnceAndStillCatchesADamagedOne(t *testing.T) {
+	good := goodEntries(t)
+	var es []rawEntry
+	for _, e := range good {
+		if e.hdr.Name == AgentFile {
+			e.body = bytes.Replace(e.body, []byte("{"), []byte(" "), 1) // same size, other bytes
+		}
+		es = append(es, e)
+	}
+	err := UnpackFrom(bytes.NewReader(buildTar(t, es)), filepath.Join(t.TempDir(), "out"), Limits{})
+	if err == nil || !strings.Contains(err.Error(), AgentFile) || !strings.Contains(err.Error(), "sha256") {
+		t.Fatalf("a file whose bytes differ from the manifest's hash: %v", err)
 	}
 }

@@ -26,6 +26,11 @@ type VerifyOptions struct {
 	Signer  string // if set, the manifest must carry a valid signature by this peer ID
 	Workers int    // hashing goroutines; 0 means GOMAXPROCS
 	Limits  Limits // for a tar
+
+	// written has the entries of files an unpack hashed while it wrote
+	// them (and fsynced): checked against the manifest without reading
+	// them again.
+	written map[string]FileEntry
 }
 
 // Problem is one thing wrong with a capsule, named by the file it is in.
@@ -138,7 +143,7 @@ func Verify(path string, opt VerifyOptions) (*Report, error) {
 	}
 	r.Signer = signer
 
-	r.Bytes = checkHashes(c, opt.Workers, r)
+	r.Bytes = checkHashes(c, opt.Workers, opt.written, r)
 	checkUnlisted(c, r)
 	view := checkJournal(c, r)
 	checkContent(c, r)
@@ -213,7 +218,7 @@ func checkMemory(c *Capsule, view []*journal.Event, r *Report) {
 
 // checkHashes hashes every listed file on a pool of workers and returns
 // the number of bytes hashed.
-func checkHashes(c *Capsule, workers int, r *Report) int64 {
+func checkHashes(c *Capsule, workers int, written map[string]FileEntry, r *Report) int64 {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -227,7 +232,7 @@ func checkHashes(c *Capsule, workers int, r *Report) int64 {
 	for range workers {
 		wg.Go(func() {
 			for name := range work {
-				n, err := checkFile(c, name)
+				n, err := checkFile(c, name, written)
 				mu.Lock()
 				total += n
 				if err != nil && !errors.Is(err, errNotRegular) { // scan names those
@@ -246,11 +251,15 @@ func checkHashes(c *Capsule, workers int, r *Report) int64 {
 	return total
 }
 
-// checkFile checks one listed file's size and hash. The journal's entry
-// covers its sealed prefix; a file whose committed update is waiting as
-// NAME.next in a folder is checked there instead.
-func checkFile(c *Capsule, name string) (int64, error) {
+// checkFile checks one listed file's size and hash (the entry written
+// holds, if any: as the file was hashed while written). The journal's
+// entry covers its sealed prefix; a file whose committed update is waiting
+// as NAME.next in a folder is checked there instead.
+func checkFile(c *Capsule, name string, written map[string]FileEntry) (int64, error) {
 	want := c.Manifest().Files[name]
+	if e, ok := written[name]; ok && e == want {
+		return e.Size, nil
+	}
 	got, size, err := hashListed(c.src, name, want, name == JournalFile)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

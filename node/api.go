@@ -267,6 +267,10 @@ type CapsuleStatus struct {
 	Quarantined int            `json:"quarantined"` // events of forked or broken chains, kept in the journal
 	Rejected    int            `json:"rejected"`    // lines peers sent that failed their checks (quarantine folder)
 	Wants       int            `json:"wants"`       // blobs the journal refers to that are not here yet
+	// Incomplete means the capsule is still arriving: it wants blobs
+	// (a first copy from a peer comes as its journal, then its blobs;
+	// the transfers in flight show their progress).
+	Incomplete bool `json:"incomplete"`
 	// Damaged says why the capsule could not be read, with paths relative
 	// to $TERN_HOME; the other fields are then empty. The node does not
 	// sync a damaged capsule; tern capsule verify names the damage.
@@ -340,7 +344,7 @@ func (n *Node) capsuleStatus(id string) (CapsuleStatus, error) {
 		forks = []journal.Fork{}
 	}
 	return CapsuleStatus{ID: id, Name: name, Runs: n.runs(id), Events: sum.Events, Vector: sum.Vector, Forks: forks,
-		Quarantined: sum.Quarantined, Rejected: n.store.quarantine.count(id), Wants: len(sum.Wanted)}, nil
+		Quarantined: sum.Quarantined, Rejected: n.store.quarantine.count(id), Wants: len(sum.Wanted), Incomplete: len(sum.Wanted) > 0}, nil
 }
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -361,19 +365,12 @@ func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, st.Capsules)
 }
 
-// handleImport takes a capsule tar as the request body.
+// handleImport takes a capsule tar as the request body, unpacked as it
+// arrives (Node.ImportFrom): nothing of it is kept when it is cut short or
+// does not verify.
 func (n *Node) handleImport(w http.ResponseWriter, r *http.Request) {
-	f, err := os.CreateTemp(n.home, ".upload-*.tar")
-	if err != nil {
-		n.httpError(w, http.StatusInternalServerError, err)
-		return
-	}
-	defer os.Remove(f.Name())
 	body := &readErrors{r: http.MaxBytesReader(w, r.Body, maxImport)}
-	_, err = io.Copy(f, body)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	id, merged, err := n.ImportFrom(body)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(body.err, &tooLarge):
@@ -383,12 +380,7 @@ func (n *Node) handleImport(w http.ResponseWriter, r *http.Request) {
 		n.httpError(w, http.StatusBadRequest, fmt.Errorf("reading the uploaded tar: %w", body.err))
 		return
 	case err != nil:
-		n.httpError(w, http.StatusInternalServerError, uploadError(fmt.Errorf("keeping the upload: %w", err), f.Name()))
-		return
-	}
-	id, merged, err := n.Import(f.Name())
-	if err != nil {
-		n.httpError(w, importStatus(err), uploadError(err, f.Name()))
+		n.httpError(w, importStatus(err), fmt.Errorf("the uploaded tar: %w", err))
 		return
 	}
 	writeJSON(w, map[string]any{"id": id, "merged": merged})
@@ -424,17 +416,6 @@ func (r *readErrors) Read(p []byte) (int, error) {
 		r.err = err
 	}
 	return n, err
-}
-
-// uploadError is an error of importing the upload kept at tmp, saying
-// "the uploaded tar" where it named tmp, whose name means nothing to the
-// client, and saying it first if it did not.
-func uploadError(err error, tmp string) error {
-	msg := err.Error()
-	if !strings.Contains(msg, tmp) {
-		return fmt.Errorf("the uploaded tar: %s", msg)
-	}
-	return errors.New(strings.ReplaceAll(msg, tmp, "the uploaded tar"))
 }
 
 func (n *Node) handleExport(w http.ResponseWriter, r *http.Request) {

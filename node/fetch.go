@@ -93,7 +93,7 @@ func (n *Node) goFetch(p peer.ID, agent string) {
 // want it at once, and there is one partial file): a second waits, then
 // finds it held, or resumes from where the first stopped.
 func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial string) bool {
-	unlock, ok := n.lockBlob(ctx, h)
+	unlock, ok := n.lockFetch(ctx, h)
 	if !ok {
 		return false
 	}
@@ -116,21 +116,22 @@ func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial strin
 	return true
 }
 
-// lockBlob takes the lock of blob h's fetch, waiting at most until ctx
+// lockFetch takes the lock of the fetch named h (a blob's sha256, or
+// "capsule/" and an agent id for a first copy), waiting at most until ctx
 // ends (then ok is false); call unlock when done.
-func (n *Node) lockBlob(ctx context.Context, h string) (unlock func(), ok bool) {
+func (n *Node) lockFetch(ctx context.Context, h string) (unlock func(), ok bool) {
 	n.mu.Lock()
-	l := n.blobLocks[h]
+	l := n.fetchLocks[h]
 	if l == nil {
-		l = &blobLock{held: make(chan struct{}, 1)}
-		n.blobLocks[h] = l
+		l = &fetchLock{held: make(chan struct{}, 1)}
+		n.fetchLocks[h] = l
 	}
 	l.users++
 	n.mu.Unlock()
 	leave := func() {
 		n.mu.Lock()
 		if l.users--; l.users == 0 {
-			delete(n.blobLocks, h)
+			delete(n.fetchLocks, h)
 		}
 		n.mu.Unlock()
 	}
@@ -143,8 +144,8 @@ func (n *Node) lockBlob(ctx context.Context, h string) (unlock func(), ok bool) 
 	}
 }
 
-// blobLock serializes the fetches of one blob.
-type blobLock struct {
+// fetchLock serializes the fetches of one blob or capsule.
+type fetchLock struct {
 	held  chan struct{} // holds a token while a fetch runs
 	users int           // holders and waiters; n.mu held
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -121,7 +122,7 @@ type Node struct {
 	// responding counts the exchanges peers started that are running, by
 	// peer and agent: a timer round leaves those capsules to them.
 	responding map[syncKey]int
-	blobLocks  map[string]*blobLock  // by sha256, while a fetch holds or awaits it
+	fetchLocks map[string]*fetchLock // by sha256 or capsule, while a fetch holds or awaits it
 	dialErrs   map[peer.ID]string    // the last failed dial of a paired peer, until it connects
 	seen       map[peer.ID]time.Time // when each paired peer was last connected
 	conns      map[peer.ID]int       // open connections to each peer, for the connect and disconnect log lines
@@ -195,7 +196,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	synced, _ := lru.New[syncKey, journal.Vector](peerVectors)
 	n := &Node{home: home, homeLock: lock, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
 		transfers: newTransfers(), gater: g, synced: synced, rounds: newJobs[peer.ID](), fetches: newJobs[syncKey](),
-		responding: map[syncKey]int{}, blobLocks: map[string]*blobLock{}, dialErrs: map[peer.ID]string{}, seen: map[peer.ID]time.Time{}, conns: map[peer.ID]int{},
+		responding: map[syncKey]int{}, fetchLocks: map[string]*fetchLock{}, dialErrs: map[peer.ID]string{}, seen: map[peer.ID]time.Time{}, conns: map[peer.ID]int{},
 		ctx: ctx, cancel: cancel}
 	n.stats = newMetrics(n)
 	if n.gossip, err = startGossip(ctx, n); err != nil {
@@ -520,7 +521,17 @@ func (n *Node) Heal(ctx context.Context, agent string) ([]*journal.Event, error)
 // Import takes a capsule tar or folder into the store (merging it with a
 // copy already held) and offers it to every connected peer at once.
 func (n *Node) Import(path string) (string, bool, error) {
-	id, merged, err := n.store.Import(path)
+	return n.imported(n.store.Import(path))
+}
+
+// ImportFrom is Import of a capsule tar read from r (see Store.ImportFrom).
+func (n *Node) ImportFrom(r io.Reader) (string, bool, error) {
+	return n.imported(n.store.ImportFrom(r))
+}
+
+// imported runs the agent's fencing and offers it to the connected peers,
+// once the store has taken it.
+func (n *Node) imported(id string, merged bool, err error) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}

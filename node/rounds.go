@@ -3,8 +3,9 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"maps"
-	"os"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -191,28 +192,45 @@ func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
 	return err
 }
 
-// copyCapsule takes a copy of the agent's capsule from p, as a tar checked
-// whole before it is imported, and returns the tar's size.
+// copyCapsule takes a copy of the agent's capsule from p, unpacked as it
+// arrives and checked whole before it appears (Store.ImportFrom), and
+// returns the tar's size.
 func (n *Node) copyCapsule(ctx context.Context, p peer.ID, id string) (int64, error) {
-	f, err := os.CreateTemp(n.home, ".take-*.tar")
+	unlock, ok := n.lockFetch(ctx, "capsule/"+id)
+	if !ok {
+		return 0, ctx.Err()
+	}
+	defer unlock()
+	if n.store.Holds(id) {
+		return 0, nil // taken meanwhile, from this peer or another
+	}
+	pr, pw := io.Pipe()
+	type taken struct {
+		size int64
+		err  error
+	}
+	done := make(chan taken, 1)
+	go func() {
+		size, err := protocol.TakeCapsule(ctx, n.host, p, id, false, pw, capsule.DefaultLimits.MaxTotalSize)
+		pw.CloseWithError(err) // nil: the reader sees the end of the tar
+		done <- taken{size, err}
+	}()
+	got, _, err := n.store.ImportFrom(pr)
+	pr.CloseWithError(errImportEnded) // the fetch stops if the import did
+	t := <-done
 	if err != nil {
-		return 0, err
+		if t.err != nil {
+			err = t.err // the stream's cut says more than the tar's end
+		}
+		return t.size, err
 	}
-	defer os.Remove(f.Name())
-	size, err := protocol.TakeCapsule(ctx, n.host, p, id, f, capsule.DefaultLimits.MaxTotalSize)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return size, err
-	}
-	if _, _, err = n.store.Import(f.Name()); err != nil {
-		return size, err
+	if got != id {
+		return t.size, fmt.Errorf("asked the peer for capsule %s, it sent capsule %s", id, got)
 	}
 	if _, err := n.holders.get(id); err != nil {
 		n.log.Warn("no fencing for a capsule a peer shares", "agent", id, "err", err)
 	}
-	return size, n.gossip.join(id)
+	return t.size, n.gossip.join(id)
 }
 
 // recordSynced remembers both, a vector of events p and this node both

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,10 +55,47 @@ type Store struct {
 	// summary of them (a test's measure: background work opens others).
 	statusOpens atomic.Int64
 
-	// swap is held for reading while a capsule is in use, and for writing
-	// while Import replaces a capsule folder with a merged one, so that no
-	// event lands in a journal that is being swapped away.
-	swap sync.RWMutex
+	// gate is held for reading while a capsule is in use or an import
+	// installs one, and for writing by Close, which so waits for them.
+	gate sync.RWMutex
+	// folders has a lock per capsule folder (by agent id; s.mu guards the
+	// map): held for reading while the capsule is in use, for writing
+	// while Import installs or replaces its folder, so that no event lands
+	// in a journal that is being swapped away. Other capsules go on.
+	folders map[string]*folderLock
+}
+
+// folderLock is the lock of one capsule folder, kept while anyone holds
+// or waits for it.
+type folderLock struct {
+	sync.RWMutex
+	users int // s.mu held
+}
+
+// lockFolder takes the agent's folder lock (for writing if write) and
+// returns its unlock. s.mu must not be held.
+func (s *Store) lockFolder(agent string, write bool) (unlock func()) {
+	s.mu.Lock()
+	l := s.folders[agent]
+	if l == nil {
+		l = &folderLock{}
+		s.folders[agent] = l
+	}
+	l.users++
+	s.mu.Unlock()
+	lock, release := l.RLock, l.RUnlock
+	if write {
+		lock, release = l.Lock, l.Unlock
+	}
+	lock()
+	return func() {
+		release()
+		s.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.folders, agent)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // openCapsule is a capsule the store holds open.
@@ -216,8 +254,9 @@ func (s *Store) stamps(agent string) ([2]fileStamp, error) {
 	return out, nil
 }
 
-// use returns the agent's open capsule with the swap lock held for
-// reading; call done (non-nil exactly when err is nil) when finished.
+// use returns the agent's open capsule with the gate and its folder lock
+// held for reading; call done (non-nil exactly when err is nil) when
+// finished.
 func (s *Store) use(agent string) (d *capsule.Dir, done func(), err error) {
 	oc, done, err := s.useOpen(agent)
 	if err != nil {
@@ -228,7 +267,8 @@ func (s *Store) use(agent string) (d *capsule.Dir, done func(), err error) {
 
 // useOpen is use, returning the open capsule itself.
 func (s *Store) useOpen(agent string) (oc *openCapsule, done func(), err error) {
-	s.swap.RLock()
+	s.gate.RLock()
+	unlock := s.lockFolder(agent, false)
 	s.mu.Lock()
 	if s.shut {
 		err = ErrStoreClosed
@@ -237,7 +277,8 @@ func (s *Store) useOpen(agent string) (oc *openCapsule, done func(), err error) 
 	}
 	s.mu.Unlock()
 	if err != nil {
-		s.swap.RUnlock()
+		unlock()
+		s.gate.RUnlock()
 		return nil, nil, err
 	}
 	return oc, func() {
@@ -245,7 +286,8 @@ func (s *Store) useOpen(agent string) (oc *openCapsule, done func(), err error) 
 		oc.users--
 		oc.last = time.Now()
 		s.mu.Unlock()
-		s.swap.RUnlock()
+		unlock()
+		s.gate.RUnlock()
 	}, nil
 }
 
@@ -295,7 +337,9 @@ func OpenStore(home string, log *slog.Logger) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{home: home, dir: dir, log: log, open: map[string]*openCapsule{}, closed: map[string]summary{}, damaged: map[string]string{},
+		folders:    map[string]*folderLock{},
 		quarantine: newQuarantine(home), shares: shares}
+	s.tidyImports()
 	s.loadSummaries()
 	return s, nil
 }
@@ -454,8 +498,8 @@ func (s *Store) add(ctx context.Context, agent, peer string, events []*journal.E
 // Reject keeps aside an event line a peer sent that failed its checks
 // (protocol.Rejecter), and logs it.
 func (s *Store) Reject(agent, peer string, line []byte, err error) {
-	s.swap.RLock() // so that Close waits for the write
-	defer s.swap.RUnlock()
+	s.gate.RLock() // so that Close waits for the write
+	defer s.gate.RUnlock()
 	s.mu.Lock()
 	shut := s.shut
 	s.mu.Unlock()
@@ -689,49 +733,100 @@ func (s *Store) Vector(agent string) (journal.Vector, error) {
 	return d.Vector()
 }
 
-// Import takes a capsule tar or folder into the store. A capsule the store
-// does not hold is unpacked (verified) under its id; one it holds is merged
-// with it, as a set union, and replaces it. It returns the agent id and
-// whether it merged.
+// Import takes a capsule tar or folder into the store (see ImportFrom).
+// A folder is packed into the import as it is read: no tar is written.
 func (s *Store) Import(path string) (string, bool, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", false, err
+	}
+	if !st.IsDir() {
+		f, err := os.Open(path)
+		if err != nil {
+			return "", false, err
+		}
+		defer f.Close()
+		return s.ImportFrom(f)
+	}
 	src, err := capsule.Open(path)
 	if err != nil {
 		return "", false, err
 	}
 	defer src.Close()
-	id := src.ID()
-	s.swap.Lock() // no one may use the capsule while it is replaced
-	defer s.swap.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.shut {
-		return "", false, ErrStoreClosed
-	}
-	final := filepath.Join(s.dir, id)
-	tmp, err := os.MkdirTemp(s.dir, ".import-*")
+	pr, pw := io.Pipe()
+	go func() {
+		bw := bufio.NewWriterSize(pw, 1<<20)
+		err := capsule.Pack(src, bw, capsule.PackOptions{})
+		if err == nil {
+			err = bw.Flush()
+		}
+		pw.CloseWithError(err)
+	}()
+	id, merged, err := s.ImportFrom(pr)
+	pr.CloseWithError(errImportEnded) // the packer stops if the import did
+	return id, merged, err
+}
+
+var errImportEnded = errors.New("the import ended")
+
+// importPrefix names the folders in which imports stage their capsules,
+// inside the store's folder: a kill -9 leaves them, and OpenStore removes
+// them (restoring a held capsule an interrupted merge had moved aside).
+const importPrefix = ".import-"
+
+// heldSuffix names, in an import's folder, a held capsule folder that a
+// merge moved aside: <agent>.held.
+const heldSuffix = ".held"
+
+// ImportFrom takes a capsule tar read from r into the store, in one pass:
+// unpacked as it is read, each file hashed while written and fsynced, the
+// whole verified (capsule.UnpackFrom), in a staging folder of the store
+// and without holding any lock. Then, with only that agent's folder
+// locked, a capsule the store does not hold is renamed into place; one it
+// holds is merged with it, as a set union, and replaced. It returns the
+// agent id and whether it merged. Killed at any point, it leaves the
+// store with the capsule whole or without it (OpenStore tidies).
+func (s *Store) ImportFrom(r io.Reader) (string, bool, error) {
+	tmp, err := os.MkdirTemp(s.dir, importPrefix+"*")
 	if err != nil {
 		return "", false, err
 	}
 	defer os.RemoveAll(tmp)
+	staged := filepath.Join(tmp, "capsule")
+	if err := capsule.UnpackFrom(r, staged, capsule.Limits{}); err != nil {
+		return "", false, err
+	}
+	src, err := capsule.Open(staged)
+	if err != nil {
+		return "", false, err
+	}
+	defer src.Close()
+	id := src.ID()
+	s.gate.RLock() // so that Close waits for the install
+	defer s.gate.RUnlock()
+	unlock := s.lockFolder(id, true) // no one may use the capsule while it is replaced
+	defer unlock()
+	s.mu.Lock()
+	shut := s.shut
+	s.mu.Unlock()
+	if shut {
+		return "", false, ErrStoreClosed
+	}
+	final := filepath.Join(s.dir, id)
 	if _, err := os.Stat(final); errors.Is(err, fs.ErrNotExist) {
-		tarPath := path
-		if st, err := os.Stat(path); err == nil && st.IsDir() {
-			tarPath = filepath.Join(tmp, "in.tar")
-			if err := capsule.PackFile(src, tarPath, capsule.PackOptions{}); err != nil {
-				return "", false, err
-			}
-		}
-		if err := capsule.Unpack(tarPath, final, capsule.Limits{}); err != nil {
+		if err := os.Rename(staged, final); err != nil {
 			return "", false, err
 		}
-		return id, false, nil
+		return id, false, capsule.SyncDir(s.dir)
 	}
 	// Merge with the held copy, then swap folders.
+	s.mu.Lock()
 	if oc, ok := s.open[id]; ok {
 		oc.close()
 		delete(s.open, id)
 	}
 	delete(s.closed, id)
+	s.mu.Unlock()
 	held, err := capsule.Open(final)
 	if err != nil {
 		return "", false, err
@@ -742,15 +837,53 @@ func (s *Store) Import(path string) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	old := filepath.Join(tmp, "old")
-	if err := os.Rename(final, old); err != nil {
+	aside := filepath.Join(tmp, id+heldSuffix)
+	if err := os.Rename(final, aside); err != nil {
 		return "", false, err
 	}
 	if err := os.Rename(merged, final); err != nil {
-		os.Rename(old, final) // put the held copy back
+		os.Rename(aside, final) // put the held copy back
 		return "", false, err
 	}
-	return id, true, nil
+	return id, true, capsule.SyncDir(s.dir)
+}
+
+// tidyImports removes what killed imports left in the store's folder,
+// first moving back a held capsule that a merge had moved aside and not
+// replaced (the merge is lost; the capsule is as it was).
+func (s *Store) tidyImports() {
+	held, _ := filepath.Glob(filepath.Join(s.dir, importPrefix+"*", "*"+heldSuffix))
+	for _, aside := range held {
+		id := strings.TrimSuffix(filepath.Base(aside), heldSuffix)
+		final := filepath.Join(s.dir, id)
+		if _, err := os.Stat(final); errors.Is(err, fs.ErrNotExist) && capsule.ValidAgentID(id) {
+			if err := os.Rename(aside, final); err != nil {
+				s.log.Error("could not restore a capsule an interrupted import had moved aside", "agent", id, "folder", aside, "err", err)
+				continue
+			}
+			s.log.Warn("restored a capsule an interrupted import had moved aside", "agent", id)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(s.dir, importPrefix+"*"))
+	for _, dir := range left {
+		if !s.keepsAside(dir) {
+			os.RemoveAll(dir)
+		}
+	}
+	capsule.SyncDir(s.dir)
+}
+
+// keepsAside reports whether an import's folder holds the only copy of a
+// capsule (one tidyImports could not move back): it is kept for a person.
+func (s *Store) keepsAside(dir string) bool {
+	held, _ := filepath.Glob(filepath.Join(dir, "*"+heldSuffix))
+	for _, aside := range held {
+		id := strings.TrimSuffix(filepath.Base(aside), heldSuffix)
+		if _, err := os.Stat(filepath.Join(s.dir, id)); errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }
 
 // Shared returns the agents shared with peer: every capsule held, unless
@@ -764,21 +897,34 @@ func (s *Store) Shared(peer string) ([]string, error) {
 }
 
 // Export writes the agent's capsule as a tar to w (protocol.Capsules).
-func (s *Store) Export(agent, peer string, w io.Writer) error {
-	if !s.shares.Shared(agent, peer) {
+// Nothing is locked while w is written to (a peer that reads slowly holds
+// up no one): the capsule is opened under its folder's lock, then packed
+// from files that only grow or are replaced whole (a blob is never
+// changed), and Pack checks every file against the manifest it read.
+func (s *Store) Export(agent, peer string, blobs bool, w io.Writer) error {
+	if !s.shares.Shared(agent, peer) || !s.Holds(agent) {
 		return fmt.Errorf("agent %s: %w", agent, protocol.ErrNoCapsule)
 	}
-	_, done, err := s.use(agent)
-	if err != nil {
-		return fmt.Errorf("%w: %v", protocol.ErrNoCapsule, err)
-	}
-	defer done()
-	c, err := capsule.Open(filepath.Join(s.dir, agent))
+	c, err := s.openHeld(agent)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return capsule.Pack(c, w, capsule.PackOptions{})
+	return capsule.Pack(c, w, capsule.PackOptions{WithoutBlobs: !blobs})
+}
+
+// openHeld opens the agent's capsule folder for reading, under its
+// folder's lock, so that no import is swapping it meanwhile.
+func (s *Store) openHeld(agent string) (*capsule.Capsule, error) {
+	unlock := s.lockFolder(agent, false)
+	defer unlock()
+	s.mu.Lock()
+	shut := s.shut
+	s.mu.Unlock()
+	if shut {
+		return nil, ErrStoreClosed
+	}
+	return capsule.Open(filepath.Join(s.dir, agent))
 }
 
 // Holds reports whether the store holds the agent's capsule.
@@ -787,21 +933,16 @@ func (s *Store) Holds(agent string) bool {
 	return capsule.ValidAgentID(agent) && err == nil
 }
 
-// ExportFile packs the agent's capsule to the file out.
+// ExportFile packs the agent's capsule to the file out (see Export).
 func (s *Store) ExportFile(agent, out string) error {
-	d, done, err := s.use(agent)
-	if done != nil {
-		defer done()
+	if !s.Holds(agent) {
+		return fmt.Errorf("agent %s: %w", agent, ErrUnknownAgent)
 	}
-	if err != nil {
-		return err
-	}
-	c, err := capsule.Open(filepath.Join(s.dir, agent))
+	c, err := s.openHeld(agent)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	_ = d // held open, under the swap lock, so that no import replaces it meanwhile
 	return capsule.PackFile(c, out, capsule.PackOptions{})
 }
 
@@ -809,8 +950,8 @@ func (s *Store) ExportFile(agent, out string) error {
 // peer sent, say), then closes every open capsule; afterwards the store
 // opens none again and writes nothing.
 func (s *Store) Close() error {
-	s.swap.Lock() // held for reading by every use in progress
-	defer s.swap.Unlock()
+	s.gate.Lock() // held for reading by every use in progress
+	defer s.gate.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.shut = true

@@ -26,14 +26,19 @@ type Capsules interface {
 	// Vector returns the vector of the agent's journal (cheaply: a round
 	// over idle capsules must not open them).
 	Vector(agent string) (journal.Vector, error)
-	// Export writes the agent's capsule as a tar to w, or returns an
-	// error wrapping ErrNoCapsule when it is not shared with peer.
-	Export(agent, peer string, w io.Writer) error
+	// Export writes the agent's capsule as a tar to w, without its blobs
+	// unless blobs (capsule.PackOptions.WithoutBlobs), or returns an error
+	// wrapping ErrNoCapsule when it is not shared with peer.
+	Export(agent, peer string, blobs bool, w io.Writer) error
 }
 
 type capsuleRequest struct {
 	Op    string `json:"op"` // "list" or "get"
 	Agent string `json:"agent,omitempty"`
+	// WithoutBlobs asks for the capsule without its blobs, which the
+	// asker then fetches over BlobID as its wants (added in tern 0.x; an
+	// older peer sends them all in the tar, which is a capsule too).
+	WithoutBlobs bool `json:"without_blobs,omitempty"`
 }
 
 type capsuleAnswer struct {
@@ -102,7 +107,7 @@ func ServeCapsules(rw io.ReadWriter, c Capsules, peer string) error {
 			return err
 		}
 		fw := &frameWriter{w: rw}
-		if err := c.Export(req.Agent, peer, fw); err != nil {
+		if err := c.Export(req.Agent, peer, !req.WithoutBlobs, fw); err != nil {
 			return err // the stream is reset: the fetcher sees a cut, not a capsule
 		}
 		return fw.flush()
@@ -156,13 +161,14 @@ func ListCapsules(rw io.ReadWriter) ([]string, map[string]string, error) {
 	return a.Agents, a.Vectors, nil
 }
 
-// FetchCapsule asks the peer on rw for the agent's capsule and writes the
-// tar to w, at most max bytes. The caller checks the tar (capsule.Unpack
-// verifies everything before a capsule appears).
-func FetchCapsule(rw io.ReadWriter, agent string, w io.Writer, max int64) (int64, error) {
+// FetchCapsule asks the peer on rw for the agent's capsule, with its blobs
+// or without (see capsuleRequest), and writes the tar to w, at most max
+// bytes. The caller checks the tar (capsule.UnpackFrom verifies
+// everything before a capsule appears).
+func FetchCapsule(rw io.ReadWriter, agent string, blobs bool, w io.Writer, max int64) (int64, error) {
 	r := bufio.NewReaderSize(rw, 64<<10)
 	var a capsuleAnswer
-	if err := ask(rw, r, capsuleRequest{Op: "get", Agent: agent}, 1<<10, "capsule header", &a); err != nil {
+	if err := ask(rw, r, capsuleRequest{Op: "get", Agent: agent, WithoutBlobs: !blobs}, 1<<10, "capsule header", &a); err != nil {
 		return 0, err
 	}
 	if a.Error != "" {

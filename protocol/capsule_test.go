@@ -30,7 +30,7 @@ func (m memCapsules) Vector(agent string) (journal.Vector, error) {
 	return journal.Vector{"12D3KooWmachine": {Seq: uint64(len(m[agent]))}}, nil
 }
 
-func (m memCapsules) Export(agent, _ string, w io.Writer) error {
+func (m memCapsules) Export(agent, _ string, _ bool, w io.Writer) error {
 	b, ok := m[agent]
 	if !ok {
 		return fmt.Errorf("%s: %w", agent, ErrNoCapsule)
@@ -61,19 +61,19 @@ func TestAPeerListsAndHandsOverTheCapsulesItShares(t *testing.T) {
 	})
 	serveOnce(t, c, func(conn net.Conn) {
 		var got bytes.Buffer
-		n, err := FetchCapsule(conn, agent, &got, 1<<30)
+		n, err := FetchCapsule(conn, agent, true, &got, 1<<30)
 		if err != nil || n != int64(len(tarBytes)) || !bytes.Equal(got.Bytes(), tarBytes) {
 			t.Fatalf("get: %d %v", n, err)
 		}
 	})
 	serveOnce(t, c, func(conn net.Conn) {
-		_, err := FetchCapsule(conn, "someone-else", io.Discard, 1<<30)
+		_, err := FetchCapsule(conn, "someone-else", true, io.Discard, 1<<30)
 		if !errors.Is(err, ErrNoCapsule) {
 			t.Fatalf("get of an unshared capsule: %v", err)
 		}
 	})
 	serveOnce(t, c, func(conn net.Conn) {
-		_, err := FetchCapsule(conn, agent, io.Discard, 1000)
+		_, err := FetchCapsule(conn, agent, true, io.Discard, 1000)
 		if err == nil || !strings.Contains(err.Error(), "over the limit") {
 			t.Fatalf("get over the limit: %v", err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -448,8 +449,8 @@ func statusCmd(e *env) *cobra.Command {
 					here = "runs here"
 				}
 				fmt.Fprintf(w, "agent  %s%s: %s, %s from %s\n", c.ID, nameSuffix(c.Name), here, plural(c.Events, "event"), plural(len(c.Vector), "machine"))
-				if c.Wants > 0 {
-					fmt.Fprintf(w, "       wants %d blobs\n", c.Wants)
+				if c.Incomplete {
+					fmt.Fprintf(w, "       incomplete: wants %s (see the transfers below)\n", plural(c.Wants, "blob"))
 				}
 				for _, f := range c.Forks {
 					fmt.Fprintf(w, "       FORK machine %s seq %d; %d events quarantined\n", f.Machine, f.Seq, c.Quarantined)
@@ -488,41 +489,49 @@ func capsuleImportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			path := args[0]
-			if st, err := os.Stat(path); err != nil {
-				return err
-			} else if st.IsDir() {
-				c, err := capsule.Open(path)
-				if err != nil {
-					return err
-				}
-				defer c.Close()
-				tmp, err := os.MkdirTemp("", "tern-import-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(tmp)
-				path = filepath.Join(tmp, "capsule.tar")
-				if err := capsule.PackFile(c, path, capsule.PackOptions{}); err != nil {
-					return err
-				}
-			}
-			f, err := os.Open(path)
+			body, err := capsuleTar(args[0])
 			if err != nil {
 				return err
 			}
-			defer f.Close()
+			defer body.Close()
 			var res struct {
 				ID     string `json:"id"`
 				Merged bool   `json:"merged"`
 			}
-			if err := cl.Do(cmd.Context(), http.MethodPost, "/v1/capsules", f, &res); err != nil {
+			if err := cl.Do(cmd.Context(), http.MethodPost, "/v1/capsules", body, &res); err != nil {
 				return err
 			}
 			fmt.Fprintln(e.stdout, res.ID)
 			return nil
 		},
 	}
+}
+
+// capsuleTar reads the capsule tar at path, or packs the capsule folder
+// at path as it is read (no tar is written anywhere).
+func capsuleTar(path string) (io.ReadCloser, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return os.Open(path)
+	}
+	c, err := capsule.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		defer c.Close()
+		bw := bufio.NewWriterSize(pw, 1<<20)
+		err := capsule.Pack(c, bw, capsule.PackOptions{})
+		if err == nil {
+			err = bw.Flush()
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr, nil
 }
 
 func capsuleExportCmd(e *env) *cobra.Command {

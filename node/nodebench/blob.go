@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -52,6 +54,20 @@ type BlobResult struct {
 
 	Limit string  `json:"limit"` // "libp2p" or "disk": the slower of the two limits
 	Ratio float64 `json:"ratio"` // EndToEnd over the slower limit
+
+	// FirstCopy is a new capsule holding the same bytes as a workspace
+	// file reaching node B, which lacks it: from node A's import
+	// (node.Node.Import, which offers it to B at once) until B holds it
+	// with no blob wanted. FirstCopyRatio is its rate over the slower limit.
+	FirstCopySeconds float64 `json:"first_copy_seconds"`
+	FirstCopyRatio   float64 `json:"first_copy_ratio"`
+	// Import is node A's store taking that capsule folder (Store.Import);
+	// Copy is copying the same folder file by file with an fsync of each
+	// file and folder, as cp -r and sync do. ImportRatio is Copy over
+	// Import (goal >= 0.8).
+	ImportSeconds float64 `json:"import_seconds"`
+	CopySeconds   float64 `json:"copy_seconds"`
+	ImportRatio   float64 `json:"import_ratio"`
 }
 
 // Blob measures end-to-end blob transfer between two nodes on 127.0.0.1
@@ -94,6 +110,9 @@ func Blob(ctx context.Context, size int64, opt Options) (res BlobResult, err err
 	if res.Disk < res.Libp2p {
 		res.Limit, res.Ratio = "disk", res.EndToEnd/res.Disk
 	}
+	limit := min(res.Disk, res.Libp2p)
+	res.FirstCopyRatio = rate(size, time.Duration(res.FirstCopySeconds*float64(time.Second))) / limit
+	res.ImportRatio = res.CopySeconds / res.ImportSeconds
 	return res, nil
 }
 
@@ -194,7 +213,106 @@ func nodesBlob(ctx context.Context, dir string, data []byte, sha256Hex string, r
 	if st.Size() != int64(len(data)) {
 		return fmt.Errorf("the blob on node B has %d bytes, want %d", st.Size(), len(data))
 	}
+	return firstCopy(ctx, dir, data, a, b, res, opt)
+}
+
+// firstCopy measures the import and the first copy of Blob: a new capsule
+// whose workspace holds a file of data's size (data with its first byte
+// changed: new bytes, as a new capsule has), copied as cp -r and sync
+// would, imported into a, and taken by b.
+func firstCopy(ctx context.Context, dir string, data []byte, a, b *node.Node, res *BlobResult, opt Options) error {
+	ws := filepath.Join(dir, "first-workspace")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(ws, "blob.bin"))
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte{data[0] ^ 1})
+	if err == nil {
+		_, err = f.Write(data[1:])
+	}
+	if err := errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	src := filepath.Join(dir, "first")
+	agent, err := newCapsule(src, "first", a.Info().PeerID)
+	if err != nil {
+		return err
+	}
+	d, err := capsule.OpenDir(context.Background(), src, opt.log())
+	if err != nil {
+		return err
+	}
+	_, err = d.Snapshot(ctx, a.Identity(), ws)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := copyTree(src, filepath.Join(dir, "first-copy")); err != nil {
+		return fmt.Errorf("copy the capsule folder: %w", err)
+	}
+	res.CopySeconds = time.Since(start).Seconds()
+	defer os.RemoveAll(filepath.Join(dir, "first-copy"))
+
+	start = time.Now()
+	if _, _, err := a.Import(src); err != nil {
+		return err
+	}
+	res.ImportSeconds = time.Since(start).Seconds()
+	err = poll(ctx, 5*time.Millisecond, func() (bool, error) {
+		if !b.Store().Holds(agent) {
+			return false, nil
+		}
+		want, err := b.Store().Wanted(agent)
+		return err == nil && len(want) == 0, nil
+	})
+	res.FirstCopySeconds = time.Since(start).Seconds()
+	if err != nil {
+		return fmt.Errorf("node B taking the new capsule: %w", err)
+	}
 	return nil
+}
+
+// copyTree copies the folder src to dst file by file, fsyncing each file
+// and then each folder: what cp -r followed by sync costs.
+func copyTree(src, dst string) error {
+	var dirs []string
+	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		if e.IsDir() {
+			dirs = append(dirs, to)
+			return os.Mkdir(to, 0o755)
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.Create(to)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(out, in)
+		if err == nil {
+			err = out.Sync()
+		}
+		return errors.Join(err, out.Close())
+	})
+	for _, d := range dirs {
+		if f, derr := os.Open(d); derr == nil {
+			err = errors.Join(err, f.Sync(), f.Close())
+		}
+	}
+	return err
 }
 
 // benchProtocol is the stream protocol of the bare libp2p limit.

@@ -1,0 +1,143 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/protocol"
+)
+
+// warnings is a log handler that keeps the records at Warn and above.
+type warnings struct {
+	mu   sync.Mutex
+	kept []string
+}
+
+func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.kept = append(w.kept, r.Message)
+	return nil
+}
+func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnings) WithGroup(string) slog.Handler      { return w }
+
+func (w *warnings) list() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.kept...)
+}
+
+// startNodeLogging starts a node whose warnings are kept in w.
+func startNodeLogging(t *testing.T, w *warnings) *Node {
+	t.Helper()
+	n, err := Start(t.TempDir(), Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond}, slog.New(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// packed is the agent's capsule on n as a tar.
+func packed(t *testing.T, n *Node, agent string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := n.store.Export(agent, "", true, &buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// waitFor polls cond until it holds, or fails the test after 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAFirstCopyComesAsItsJournalThenItsBlobsAndWarnsOfNothing(t *testing.T) {
+	var wa, wb warnings
+	a, b := startNodeLogging(t, &wa), startNodeLogging(t, &wb)
+	agent := sharedCapsule(t, a) // only a holds it
+	appendN(t, a, agent, 3)
+	blob := snapshotOn(t, a, agent, 3<<20)
+	pair(t, a, b)
+	waitFor(t, "b holds the capsule whole", func() bool {
+		st, err := b.Status()
+		return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete && st.Capsules[0].Events == 4
+	})
+	if !bytes.Equal(packed(t, a, agent), packed(t, b, agent)) {
+		t.Fatal("b's copy is not a's capsule")
+	}
+	if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
+		t.Fatalf("b's copy: %v %+v", err, rep)
+	}
+	// The blob came over /tern/blob/1.0.0, not inside the capsule's tar.
+	if n := blobBytesReceived(b); n < 3<<20 {
+		t.Errorf("b received %.0f bytes over the blob protocol, want the %d of blob %s at least", n, 3<<20, blob[:8])
+	}
+	if w := append(wa.list(), wb.list()...); len(w) > 0 {
+		t.Errorf("a first copy logged warnings: %q", w)
+	}
+}
+
+func TestAFirstCopyCutShortIsListedIncompleteAndResumes(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	agent := sharedCapsule(t, a)
+	blob := snapshotOn(t, a, agent, 3<<20)
+	// The link carries a chunk and a half of blob bytes, then drops every stream.
+	budget := &cutWriter{left: 1<<20 + 1<<19} // a chunk and a half
+	a.host.SetStreamHandler(protocol.BlobID, func(s network.Stream) {
+		budget.Stream = s
+		protocol.ServeBlob(budget, servedBlobs{a.store, a.transfers}, s.Conn().RemotePeer().String())
+		s.Close()
+	})
+	pair(t, a, b)
+	waitFor(t, "b lists the capsule as incomplete", func() bool {
+		st, err := b.Status()
+		return err == nil && len(st.Capsules) == 1 && st.Capsules[0].Incomplete && st.Capsules[0].Wants >= 1
+	})
+	waitFor(t, "b keeps what the cut stream sent", func() bool {
+		n, _ := fileSize(filepath.Join(b.home, PartialDir, blob))
+		return n >= 1<<20
+	})
+	protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // the link is back
+	waitFor(t, "b holds the capsule whole", func() bool {
+		st, err := b.Status()
+		return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete
+	})
+	if !bytes.Equal(packed(t, a, agent), packed(t, b, agent)) {
+		t.Fatal("b's copy is not a's capsule")
+	}
+	if n := blobBytesReceived(b); n >= 3<<20+1<<19 {
+		t.Errorf("b received %.0f blob bytes: the blob was sent again from the start, not resumed", n)
+	}
+}
+
+// blobBytesReceived is what n's metrics counted of blob bytes received.
+func blobBytesReceived(n *Node) float64 { return testutil.ToFloat64(n.stats.blobBytes) }
+
+func fileSize(path string) (int64, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
