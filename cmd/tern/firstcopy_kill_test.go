@@ -1,0 +1,249 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/node"
+)
+
+// pairedDaemons runs two tern nodes as processes, each paired with the
+// other, and returns them.
+func pairedDaemons(t *testing.T) [2]*daemon {
+	t.Helper()
+	ds := [2]*daemon{{t: t, home: t.TempDir(), port: freePort(t)}, {t: t, home: t.TempDir(), port: freePort(t)}}
+	for _, d := range ds {
+		d.start()
+		t.Cleanup(d.kill)
+	}
+	var ids [2]string
+	for i, d := range ds {
+		var info node.Info
+		data, _ := os.ReadFile(filepath.Join(d.home, node.InfoFile))
+		json.Unmarshal(data, &info)
+		ids[i] = info.PeerID
+	}
+	for i, d := range ds {
+		o := 1 - i
+		addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ds[o].port)
+		if code, _, errs := ternQuiet(d.home, "peer", "add", ids[o], addr, "--name", fmt.Sprint("n", o)); code != 0 {
+			t.Fatalf("peer add: %s", errs)
+		}
+	}
+	return ds
+}
+
+// bigAgent makes a capsule folder whose workspace snapshot holds files
+// files of size random bytes each, and returns the folder and agent id.
+func bigAgent(t *testing.T, rng *rand.Rand, files, size int) (string, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "agent")
+	code, out, errs := ternQuiet(t.TempDir(), "capsule", "new", dir, "--name", "big")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	ws := t.TempDir()
+	data := make([]byte, size)
+	for i := range files {
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("part-%d.bin", i)), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, errs := ternQuiet(t.TempDir(), "capsule", "snapshot", dir, ws); code != 0 {
+		t.Fatal(errs)
+	}
+	return dir, strings.TrimSpace(out)
+}
+
+// holdsWhole reports whether d's node lists the agent as held and
+// complete.
+func (d *daemon) holdsWhole(agent string) bool {
+	code, out, _ := ternQuiet(d.home, "status", "--json")
+	if code != 0 {
+		return false
+	}
+	var st node.Status
+	if json.Unmarshal([]byte(out), &st) != nil {
+		return false
+	}
+	i := slices.IndexFunc(st.Capsules, func(c node.CapsuleStatus) bool { return c.ID == agent })
+	return i >= 0 && !st.Capsules[i].Incomplete && st.Capsules[i].Damaged == ""
+}
+
+// leftovers lists what interrupted transfers and imports left in home.
+func leftovers(home string) []string {
+	var out []string
+	parts, _ := os.ReadDir(filepath.Join(home, node.PartialDir))
+	for _, p := range parts {
+		out = append(out, filepath.Join(node.PartialDir, p.Name()))
+	}
+	imports, _ := filepath.Glob(filepath.Join(home, node.CapsulesDir, ".import-*"))
+	for _, p := range imports {
+		rel, _ := filepath.Rel(home, p)
+		out = append(out, rel)
+	}
+	return out
+}
+
+// A first copy whose sender or receiver is killed at a random point
+// resumes when it comes back, and ends with the same capsule on both
+// sides, verified, and nothing left of the interrupted transfers.
+func TestAFirstCopyResumesAfterKillNineOfEitherSide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs and kills daemons")
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 14))
+	ds := pairedDaemons(t)
+	sender, receiver := ds[0], ds[1]
+	// take imports a new capsule into the sender, kills kill (if not nil)
+	// after the import, and waits until the receiver holds the capsule
+	// whole. It returns the agent, the time from the import's end until
+	// then, and whether the capsule was still incomplete on the receiver
+	// when the killed node was back (the kill cut the copy short).
+	take := func(round int, kill *daemon, after time.Duration) (agent string, took time.Duration, cut bool) {
+		t.Helper()
+		dir, agent := bigAgent(t, rng, 4, 16<<20)
+		if code, _, errs := ternQuiet(sender.home, "capsule", "import", dir); code != 0 {
+			t.Fatalf("round %d: import: %s", round, errs)
+		}
+		began := time.Now()
+		if kill != nil {
+			time.Sleep(after)
+			kill.kill()
+			kill.start()
+			cut = !receiver.holdsWhole(agent)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for !receiver.holdsWhole(agent) {
+			if time.Now().After(deadline) {
+				code, out, _ := ternQuiet(receiver.home, "status")
+				t.Fatalf("round %d: the receiver does not hold the capsule whole after a minute (status exit %d):\n%s", round, code, out)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return agent, time.Since(began), cut
+	}
+	_, clean, _ := take(0, nil, 0)
+	t.Logf("a clean first copy of 64 MiB took %v after the import", clean)
+	agents, cuts := []string{}, 0
+	for round := 1; round <= 20 || cuts < 10 && round <= 40; round++ {
+		victim := ds[rng.IntN(2)]
+		after := time.Duration(rng.Int64N(int64(clean) + 1)) // while it copies, or just after
+		agent, took, cut := take(round, victim, after)
+		agents = append(agents, agent)
+		if cut {
+			cuts++
+		}
+		t.Logf("round %d: killed %s %v after the import (cut the copy short: %v); whole %v after the import", round, map[*daemon]string{sender: "the sender", receiver: "the receiver"}[victim], after, cut, took)
+	}
+	if cuts < 10 {
+		t.Fatalf("only %d kills cut a copy short: the test proved little", cuts)
+	}
+	sender.kill()
+	receiver.kill()
+	for _, d := range ds {
+		if left := leftovers(d.home); len(left) > 0 {
+			t.Errorf("%s keeps leftovers of interrupted transfers: %v", filepath.Base(d.home), left)
+		}
+	}
+	for _, agent := range agents {
+		var files [2]map[string]capsule.FileEntry
+		for i, d := range ds {
+			path := filepath.Join(d.home, node.CapsulesDir, agent)
+			rep, err := capsule.Verify(path, capsule.VerifyOptions{})
+			if err != nil || !rep.OK() {
+				t.Fatalf("agent %s on %s does not verify: %v %v", agent, filepath.Base(d.home), err, rep.Issues())
+			}
+			c, err := capsule.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[i] = c.Manifest().Files
+			c.Close()
+		}
+		for name, e := range files[0] {
+			if name != capsule.JournalFile && files[1][name] != e {
+				t.Errorf("agent %s: %s differs between the two nodes", agent, name)
+			}
+		}
+	}
+}
+
+// An import killed at a random point leaves the node with the capsule
+// whole or without it; an import that merges into a held capsule, killed,
+// leaves the held capsule (as it was, or merged), never none.
+func TestAnImportKilledAtRandomLeavesNothingOrAWholeCapsule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs and kills daemons")
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 15))
+	d := &daemon{t: t, home: t.TempDir(), port: freePort(t)}
+	d.start()
+	t.Cleanup(d.kill)
+
+	dir, _ := bigAgent(t, rng, 4, 16<<20)
+	began := time.Now()
+	if code, _, errs := ternQuiet(d.home, "capsule", "import", dir); code != 0 {
+		t.Fatal(errs)
+	}
+	clean := time.Since(began)
+	t.Logf("a clean import of 64 MiB took %v", clean)
+	cut := 0
+	for round := 1; round <= 16; round++ {
+		merge := round%2 == 0 // into a capsule the node holds, with more events
+		dir, agent := bigAgent(t, rng, 4, 16<<20)
+		if merge {
+			if code, _, errs := ternQuiet(d.home, "capsule", "import", dir); code != 0 {
+				t.Fatal(errs)
+			}
+			app := ternProcess(t.TempDir(), draftLine(fmt.Sprint("round ", round)), "journal", "append", dir)
+			if out, err := app.CombinedOutput(); err != nil {
+				t.Fatalf("journal append: %v: %s", err, out)
+			}
+		}
+		imp := ternProcess(d.home, "", "capsule", "import", dir)
+		imp.Start()
+		time.Sleep(time.Duration(rng.Int64N(int64(2*clean) + 1))) // while it runs, or after
+		d.kill()
+		imp.Wait()
+		d.start()
+		whole := d.holdsWhole(agent)
+		if merge && !whole {
+			t.Fatalf("round %d: an interrupted merge left the node without the capsule it held", round)
+		}
+		path := filepath.Join(d.home, node.CapsulesDir, agent)
+		_, err := os.Stat(path)
+		switch {
+		case !whole && !merge:
+			cut++
+		case whole:
+			if rep, err := capsule.Verify(path, capsule.VerifyOptions{}); err != nil || len(rep.Problems) > 0 {
+				t.Fatalf("round %d: the capsule the node holds does not verify: %v %v", round, err, rep.Problems)
+			}
+		case err == nil:
+			t.Fatalf("round %d: the node has a folder for the agent but does not list it whole", round)
+		}
+		if left := leftovers(d.home); len(left) > 0 {
+			t.Fatalf("round %d: leftovers of the interrupted import: %v", round, left)
+		}
+		t.Logf("round %d (merge %v): the node holds it whole: %v", round, merge, whole)
+	}
+	if cut == 0 {
+		t.Fatal("no kill cut a new capsule's import short: the test proved little")
+	}
+}
