@@ -489,16 +489,20 @@ func capsuleImportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			body, err := capsuleTar(args[0])
+			body, packErr, err := capsuleTar(args[0])
 			if err != nil {
 				return err
 			}
-			defer body.Close()
 			var res struct {
 				ID     string `json:"id"`
 				Merged bool   `json:"merged"`
 			}
-			if err := cl.Do(cmd.Context(), http.MethodPost, "/v1/capsules", body, &res); err != nil {
+			err = cl.Do(cmd.Context(), http.MethodPost, "/v1/capsules", body, &res)
+			body.Close()
+			if perr := packErr(); perr != nil {
+				return perr // the folder could not be packed: say why, not that the upload broke
+			}
+			if err != nil {
 				return err
 			}
 			fmt.Fprintln(e.stdout, res.ID)
@@ -508,20 +512,24 @@ func capsuleImportCmd(e *env) *cobra.Command {
 }
 
 // capsuleTar reads the capsule tar at path, or packs the capsule folder
-// at path as it is read (no tar is written anywhere).
-func capsuleTar(path string) (io.ReadCloser, error) {
+// at path as it is read (no tar is written anywhere). Once the body is
+// closed, packErr returns why the folder could not be packed, if it could
+// not.
+func capsuleTar(path string) (body io.ReadCloser, packErr func() error, err error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !st.IsDir() {
-		return os.Open(path)
+		f, err := os.Open(path)
+		return f, func() error { return nil }, err
 	}
 	c, err := capsule.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pr, pw := io.Pipe()
+	packed := make(chan error, 1)
 	go func() {
 		defer c.Close()
 		bw := bufio.NewWriterSize(pw, 1<<20)
@@ -530,8 +538,12 @@ func capsuleTar(path string) (io.ReadCloser, error) {
 			err = bw.Flush()
 		}
 		pw.CloseWithError(err)
+		if errors.Is(err, io.ErrClosedPipe) {
+			err = nil // the upload ended first; its error says why
+		}
+		packed <- err
 	}()
-	return pr, nil
+	return pr, func() error { return <-packed }, nil
 }
 
 func capsuleExportCmd(e *env) *cobra.Command {

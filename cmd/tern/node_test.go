@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
 )
 
@@ -103,5 +104,26 @@ func TestABadConfigFileStopsTheNodeWithExitTwo(t *testing.T) {
 	code, _, errs := tern(t, home, "", "node", "--no-mdns")
 	if code != 2 || !strings.Contains(errs, "config.json") || !strings.Contains(errs, "sync_interval") {
 		t.Fatalf("exit %d, %q", code, errs)
+	}
+}
+
+// A capsule folder that cannot be packed is refused with why (exit 2), not
+// with the upload that broke because of it; nothing reaches the node.
+func TestImportingAFolderThatCannotBePackedSaysWhy(t *testing.T) {
+	home := t.TempDir()
+	n := runNode(t, home)
+	dir := newAgent(t, home)
+	f, err := os.OpenFile(filepath.Join(dir, capsule.AgentFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("\n") // a hand edit, not accepted
+	f.Close()
+	code, _, errs := tern(t, home, "", "capsule", "import", dir)
+	if code != 2 || !strings.Contains(errs, "edited by hand") || strings.Contains(errs, "Post ") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if ids, _ := n.Store().List(); len(ids) > 0 {
+		t.Fatalf("the node holds %v after a refused import", ids)
 	}
 }
