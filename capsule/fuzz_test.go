@@ -2,9 +2,12 @@ package capsule
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tern-dev/tern/journal"
 )
 
 // The fuzz targets cover every parser of outside bytes in this package.
@@ -79,6 +82,48 @@ func FuzzTarReader(f *testing.F) {
 			// A different tar that verifies must still hold a consistent capsule.
 			if _, err := Open(tmp); err != nil {
 				t.Fatalf("verified but does not open: %v", err)
+			}
+		}
+	})
+}
+
+// A tar read as a stream (a peer's, an upload) is unpacked whole or not
+// at all: on an error nothing is left, and what it unpacks verifies.
+func FuzzUnpackFrom(f *testing.F) {
+	dir := fullCapsule(f, newSigner(f))
+	c, err := Open(dir)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var whole, bare bytes.Buffer
+	if err := Pack(c, &whole, PackOptions{}); err != nil {
+		f.Fatal(err)
+	}
+	if err := Pack(c, &bare, PackOptions{BlobsUpTo: -1}); err != nil {
+		f.Fatal(err)
+	}
+	c.Close()
+	f.Add(whole.Bytes())
+	f.Add(bare.Bytes())
+	f.Add(whole.Bytes()[:whole.Len()/2])
+	f.Add([]byte("not a tar"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		root := t.TempDir()
+		out := filepath.Join(root, "out")
+		err := UnpackFrom(bytes.NewReader(data), out, Limits{MaxFileSize: 1 << 20, MaxTotalSize: 4 << 20, MaxEntries: 1000})
+		if err != nil {
+			if left, _ := os.ReadDir(root); len(left) > 0 {
+				t.Fatalf("a refused tar left %v", left)
+			}
+			return
+		}
+		rep, err := Verify(out, VerifyOptions{Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range rep.Problems {
+			if !errors.Is(p.Err, journal.ErrFork) {
+				t.Fatalf("unpacked a capsule that does not verify: %v", p)
 			}
 		}
 	})

@@ -3,7 +3,6 @@ package capsule
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -140,39 +139,13 @@ func verifyForMerge(c *Capsule) error {
 // capsule.Dir does); with no such event, the copies' identical
 // snapshot.json.
 func mergedSnapshot(a, b *Capsule, view []*journal.Event) ([]byte, error) {
-	held := func(h string) bool {
-		_, inA := a.Manifest().Files[BlobPath(h)]
-		_, inB := b.Manifest().Files[BlobPath(h)]
-		return inA || inB
-	}
-	snapshots := false
-	for i := len(view) - 1; i >= 0; i-- {
-		e := view[i]
-		if e.Type != SnapshotEventType {
-			continue
+	if slices.ContainsFunc(view, func(e *journal.Event) bool { return e.Type == SnapshotEventType }) {
+		held := func(h string) bool {
+			_, inA := a.Manifest().Files[BlobPath(h)]
+			_, inB := b.Manifest().Files[BlobPath(h)]
+			return inA || inB
 		}
-		snapshots = true
-		var body SnapshotEventBody
-		if err := json.Unmarshal(e.Body, &body); err != nil {
-			return nil, fmt.Errorf("event %s: bad %s body: %v", e.ID, SnapshotEventType, err)
-		}
-		if h, err := ParseBlobCID(body.Snapshot); err != nil || !held(h) {
-			continue
-		}
-		data, err := blobContent(body.Snapshot, e, a, b)
-		if err != nil {
-			return nil, err
-		}
-		snap, err := ParseSnapshot(data)
-		if err != nil {
-			return nil, fmt.Errorf("snapshot blob %s: %w", body.Snapshot, err)
-		}
-		if !slices.ContainsFunc(snap.Blobs(), func(h string) bool { return !held(h) }) {
-			return data, nil
-		}
-	}
-	if snapshots {
-		return (&Snapshot{}).Encode()
+		return latestWholeSnapshot(view, held, func(cid string, e *journal.Event) ([]byte, error) { return blobContent(cid, e, a, b) })
 	}
 	same, data, err := sameBytes(a, b, SnapshotFile)
 	if err != nil {

@@ -4,9 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -23,13 +25,14 @@ var epoch0 = time.Unix(0, 0).UTC()
 type PackOptions struct {
 	Signer journal.Signer
 
-	// WithoutBlobs packs the capsule as a copy that holds none of its
-	// blobs has it: no blob entries, an empty workspace snapshot, and the
-	// memory files derived for it. It is a whole capsule, which wants
-	// every blob its journal names: the first copy a node takes from a
-	// peer, whose blobs then come one by one, each verified and resumable
-	// (protocol.FetchBlob).
-	WithoutBlobs bool
+	// BlobsUpTo, if not zero, leaves out every blob over that many bytes
+	// (a negative value leaves out all): the capsule is packed as a copy
+	// holding only the blobs kept has it, with the latest snapshot whose
+	// files are all kept (an empty one if none is) and the memory files
+	// derived for it. It is a whole capsule, which wants the blobs left
+	// out: the first copy a node takes from a peer, whose large blobs then
+	// come one by one, each verified and resumable (protocol.FetchBlob).
+	BlobsUpTo int64
 }
 
 // Pack writes the capsule as a tar to w. The tar holds manifest.json first,
@@ -64,14 +67,14 @@ func Pack(c *Capsule, w io.Writer, opt PackOptions) error {
 	m.Signature = nil
 	m.Files = make(map[string]FileEntry, len(c.Manifest().Files))
 	for k, v := range c.Manifest().Files {
-		if !opt.WithoutBlobs || blobName(k) == "" {
+		if opt.BlobsUpTo == 0 || blobName(k) == "" || v.Size <= opt.BlobsUpTo {
 			m.Files[k] = v
 		}
 	}
 	m.Files[JournalFile] = entryOf(jdata)
 	rewritten := map[string][]byte{JournalFile: jdata}
-	if opt.WithoutBlobs {
-		if err := withoutBlobs(c, events, rewritten); err != nil {
+	if opt.BlobsUpTo != 0 {
+		if err := withBlobsKept(c, m.Files, events, rewritten); err != nil {
 			return fmt.Errorf("pack: %w", err)
 		}
 		for name, data := range rewritten {
@@ -121,11 +124,11 @@ func Pack(c *Capsule, w io.Writer, opt PackOptions) error {
 	return tw.Close()
 }
 
-// withoutBlobs adds to files the layout files of c as a copy of it
-// holding no blob has them (see PackOptions.WithoutBlobs): an empty
-// snapshot, and the notes and index derived from events with no workspace
-// file, reusing c's index's vectors.
-func withoutBlobs(c *Capsule, events []*journal.Event, files map[string][]byte) error {
+// withBlobsKept adds to files the layout files of c as a copy of it
+// holding only the blobs kept lists has them (see PackOptions.BlobsUpTo):
+// the latest snapshot whose files are all kept, and the notes and index
+// derived for it, reusing c's index's vectors.
+func withBlobsKept(c *Capsule, kept map[string]FileEntry, events []*journal.Event, files map[string][]byte) error {
 	agentData, err := c.ReadFile(AgentFile)
 	if err != nil {
 		return err
@@ -134,16 +137,66 @@ func withoutBlobs(c *Capsule, events []*journal.Event, files map[string][]byte) 
 	if err != nil {
 		return fmt.Errorf("%s: %w", AgentFile, err)
 	}
-	if files[SnapshotFile], err = (&Snapshot{}).Encode(); err != nil {
+	view, _ := journal.Readable(events)
+	held := func(h string) bool { _, ok := kept[BlobPath(h)]; return ok }
+	snap, err := latestWholeSnapshot(view, held, func(cid string, e *journal.Event) ([]byte, error) { return blobContent(cid, e, c) })
+	if err != nil {
 		return err
 	}
-	view, _ := journal.Readable(events)
-	md, idx, err := memory.Derive(context.Background(), view, agent.EmbedderSpec(), nil, indexOf(c))
+	files[SnapshotFile] = snap
+	var items []memory.Item
+	if agent.Memory != nil && agent.Memory.Workspace {
+		if s, err := ParseSnapshot(snap); err == nil {
+			items = workspaceItems(s, func(h string) ([]byte, bool) {
+				if !held(h) {
+					return nil, false
+				}
+				rc, _, err := c.OpenBlob(h)
+				if err != nil {
+					return nil, false
+				}
+				data, err := readAllClose(rc)
+				return data, err == nil && entryOf(data) == kept[BlobPath(h)]
+			})
+		}
+	}
+	md, idx, err := memory.Derive(context.Background(), view, agent.EmbedderSpec(), items, indexOf(c))
 	if err != nil {
 		return err
 	}
 	files[NotesFile], files[IndexFile] = md, idx.Encode()
 	return nil
+}
+
+// latestWholeSnapshot returns the content of the latest snapshot of view
+// whose listing and files are all held (read names a listing's content,
+// by CID and the event that names it), or an empty snapshot if none is.
+func latestWholeSnapshot(view []*journal.Event, held func(sha256Hex string) bool, read func(cid string, e *journal.Event) ([]byte, error)) ([]byte, error) {
+	for i := len(view) - 1; i >= 0; i-- {
+		e := view[i]
+		if e.Type != SnapshotEventType {
+			continue
+		}
+		var body SnapshotEventBody
+		if err := json.Unmarshal(e.Body, &body); err != nil {
+			return nil, fmt.Errorf("event %s: bad %s body: %v", e.ID, SnapshotEventType, err)
+		}
+		if h, err := ParseBlobCID(body.Snapshot); err != nil || !held(h) {
+			continue
+		}
+		data, err := read(body.Snapshot, e)
+		if err != nil {
+			return nil, err
+		}
+		snap, err := ParseSnapshot(data)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot blob %s: %w", body.Snapshot, err)
+		}
+		if !slices.ContainsFunc(snap.Blobs(), func(h string) bool { return !held(h) }) {
+			return data, nil
+		}
+	}
+	return (&Snapshot{}).Encode()
 }
 
 // maxUSTARSize is the largest file a USTAR header can describe (eleven

@@ -3,6 +3,7 @@ package capsule
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,64 +55,66 @@ func TestACapsulePackedWithoutBlobsWantsThemAndBecomesTheWholeOneAsTheyArrive(t 
 		{"a snapshot and a conversation", fullCapsule},
 		{"memory indexing the workspace", workspaceMemoryCapsule},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			src := tc.make(t, newSigner(t))
-			root := t.TempDir()
-			whole := packTo(t, src, filepath.Join(root, "whole.tar"), PackOptions{})
-			var skeleton bytes.Buffer
-			if err := Pack(mustOpen(t, src), &skeleton, PackOptions{WithoutBlobs: true}); err != nil {
-				t.Fatal(err)
-			}
-			if skeleton.Len() >= len(whole) {
-				t.Errorf("the tar without blobs has %d bytes, the whole one %d", skeleton.Len(), len(whole))
-			}
-			dst := filepath.Join(root, "copy")
-			if err := UnpackFrom(&skeleton, dst, Limits{}); err != nil {
-				t.Fatalf("the tar without blobs is not a capsule that verifies: %v", err)
-			}
-			held := mustOpen(t, src).Manifest().Files
-			var blobs []string
-			for name := range held {
-				if h := blobName(name); h != "" {
-					blobs = append(blobs, h)
+		for _, upTo := range []int64{-1, 16} { // no blob kept; the smallest kept
+			t.Run(fmt.Sprintf("%s, blobs up to %d bytes", tc.name, upTo), func(t *testing.T) {
+				src := tc.make(t, newSigner(t))
+				root := t.TempDir()
+				whole := packTo(t, src, filepath.Join(root, "whole.tar"), PackOptions{})
+				var skeleton bytes.Buffer
+				if err := Pack(mustOpen(t, src), &skeleton, PackOptions{BlobsUpTo: upTo}); err != nil {
+					t.Fatal(err)
 				}
-			}
-			slices.Sort(blobs)
-			d, err := OpenDir(context.Background(), dst, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
-			// The snapshot's files are wanted once its listing arrives.
-			for range 3 {
-				want, err := d.Wanted()
+				if skeleton.Len() >= len(whole) {
+					t.Errorf("the tar without blobs has %d bytes, the whole one %d", skeleton.Len(), len(whole))
+				}
+				dst := filepath.Join(root, "copy")
+				if err := UnpackFrom(&skeleton, dst, Limits{}); err != nil {
+					t.Fatalf("the tar without blobs is not a capsule that verifies: %v", err)
+				}
+				held := mustOpen(t, src).Manifest().Files
+				var blobs []string
+				for name := range held {
+					if h := blobName(name); h != "" {
+						blobs = append(blobs, h)
+					}
+				}
+				slices.Sort(blobs)
+				d, err := OpenDir(context.Background(), dst, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, h := range want {
-					data, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(BlobPath(h))))
+				defer d.Close()
+				// The snapshot's files are wanted once its listing arrives.
+				for range 3 {
+					want, err := d.Wanted()
 					if err != nil {
 						t.Fatal(err)
 					}
-					part := filepath.Join(root, "partial-"+h)
-					if err := os.WriteFile(part, data, 0o600); err != nil {
-						t.Fatal(err)
-					}
-					if err := d.AdoptBlob(h, part); err != nil {
-						t.Fatal(err)
+					for _, h := range want {
+						data, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(BlobPath(h))))
+						if err != nil {
+							t.Fatal(err)
+						}
+						part := filepath.Join(root, "partial-"+h)
+						if err := os.WriteFile(part, data, 0o600); err != nil {
+							t.Fatal(err)
+						}
+						if err := d.AdoptBlob(h, part); err != nil {
+							t.Fatal(err)
+						}
 					}
 				}
-			}
-			if want, _ := d.Wanted(); len(want) > 0 {
-				t.Fatalf("still wanted after adopting every blob: %v", want)
-			}
-			d.Close()
-			mustVerify(t, dst)
-			again := packTo(t, dst, filepath.Join(root, "again.tar"), PackOptions{})
-			if !bytes.Equal(again, whole) {
-				t.Fatal("the copy, once its blobs arrived, packs to other bytes than the capsule it was copied from")
-			}
-		})
+				if want, _ := d.Wanted(); len(want) > 0 {
+					t.Fatalf("still wanted after adopting every blob: %v", want)
+				}
+				d.Close()
+				mustVerify(t, dst)
+				again := packTo(t, dst, filepath.Join(root, "again.tar"), PackOptions{})
+				if !bytes.Equal(again, whole) {
+					t.Fatal("the copy, once its blobs arrived, packs to other bytes than the capsule it was copied from")
+				}
+			})
+		}
 	}
 }
 
@@ -120,7 +123,7 @@ func TestCopiesTakenWithoutBlobsMergeWithEachOtherAndWithTheWholeOne(t *testing.
 	root := t.TempDir()
 	skeleton := func(name string) string {
 		var buf bytes.Buffer
-		if err := Pack(mustOpen(t, src), &buf, PackOptions{WithoutBlobs: true}); err != nil {
+		if err := Pack(mustOpen(t, src), &buf, PackOptions{BlobsUpTo: -1}); err != nil {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(root, name)

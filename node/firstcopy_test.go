@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -140,4 +141,34 @@ func fileSize(path string) (int64, error) {
 		return 0, err
 	}
 	return st.Size(), nil
+}
+
+// A workspace of many small files travels inside the first copy's tar: a
+// stream per file would cost a round trip each.
+func TestAFirstCopyCarriesSmallFilesInItsTar(t *testing.T) {
+	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
+	agent := sharedCapsule(t, a)
+	ws := t.TempDir()
+	for i := range 300 {
+		if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("note-%03d.txt", i)), []byte(fmt.Sprintf("note %d\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.store.With(agent, func(d *capsule.Dir) error {
+		_, err := d.Snapshot(context.Background(), a.id, ws)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pair(t, a, b)
+	waitFor(t, "b holds the capsule whole", func() bool {
+		st, err := b.Status()
+		return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete
+	})
+	if !bytes.Equal(packed(t, a, agent), packed(t, b, agent)) {
+		t.Fatal("b's copy is not a's capsule")
+	}
+	if n := blobBytesReceived(b); n > 0 {
+		t.Errorf("b fetched %.0f bytes of small blobs one by one", n)
+	}
 }

@@ -901,7 +901,7 @@ func (s *Store) Shared(peer string) ([]string, error) {
 // up no one): the capsule is opened under its folder's lock, then packed
 // from files that only grow or are replaced whole (a blob is never
 // changed), and Pack checks every file against the manifest it read.
-func (s *Store) Export(agent, peer string, blobs bool, w io.Writer) error {
+func (s *Store) Export(agent, peer string, all bool, w io.Writer) error {
 	if !s.shares.Shared(agent, peer) || !s.Holds(agent) {
 		return fmt.Errorf("agent %s: %w", agent, protocol.ErrNoCapsule)
 	}
@@ -910,7 +910,11 @@ func (s *Store) Export(agent, peer string, blobs bool, w io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	return capsule.Pack(c, w, capsule.PackOptions{WithoutBlobs: !blobs})
+	opt := capsule.PackOptions{}
+	if !all {
+		opt.BlobsUpTo = protocol.SmallBlob
+	}
+	return capsule.Pack(c, w, opt)
 }
 
 // openHeld opens the agent's capsule folder for reading, under its

@@ -26,19 +26,26 @@ type Capsules interface {
 	// Vector returns the vector of the agent's journal (cheaply: a round
 	// over idle capsules must not open them).
 	Vector(agent string) (journal.Vector, error)
-	// Export writes the agent's capsule as a tar to w, without its blobs
-	// unless blobs (capsule.PackOptions.WithoutBlobs), or returns an error
-	// wrapping ErrNoCapsule when it is not shared with peer.
-	Export(agent, peer string, blobs bool, w io.Writer) error
+	// Export writes the agent's capsule as a tar to w, with every blob,
+	// or with only the blobs of at most SmallBlob bytes unless all
+	// (capsule.PackOptions.BlobsUpTo), or returns an error wrapping
+	// ErrNoCapsule when it is not shared with peer.
+	Export(agent, peer string, all bool, w io.Writer) error
 }
+
+// SmallBlob is the size of the largest blob that travels inside a first
+// copy's tar; larger ones follow over BlobID as wants (a stream each,
+// resumable), and smaller ones would cost a stream each for little.
+const SmallBlob = BlobChunk
 
 type capsuleRequest struct {
 	Op    string `json:"op"` // "list" or "get"
 	Agent string `json:"agent,omitempty"`
-	// WithoutBlobs asks for the capsule without its blobs, which the
-	// asker then fetches over BlobID as its wants (added in tern 0.x; an
-	// older peer sends them all in the tar, which is a capsule too).
-	WithoutBlobs bool `json:"without_blobs,omitempty"`
+	// SmallBlobsOnly asks for the capsule with only its blobs of at most
+	// SmallBlob bytes; the asker fetches the others over BlobID as its
+	// wants (added in tern 0.x; an older peer sends them all in the tar,
+	// which is a capsule too).
+	SmallBlobsOnly bool `json:"small_blobs_only,omitempty"`
 }
 
 type capsuleAnswer struct {
@@ -107,7 +114,7 @@ func ServeCapsules(rw io.ReadWriter, c Capsules, peer string) error {
 			return err
 		}
 		fw := &frameWriter{w: rw}
-		if err := c.Export(req.Agent, peer, !req.WithoutBlobs, fw); err != nil {
+		if err := c.Export(req.Agent, peer, !req.SmallBlobsOnly, fw); err != nil {
 			return err // the stream is reset: the fetcher sees a cut, not a capsule
 		}
 		return fw.flush()
@@ -161,14 +168,14 @@ func ListCapsules(rw io.ReadWriter) ([]string, map[string]string, error) {
 	return a.Agents, a.Vectors, nil
 }
 
-// FetchCapsule asks the peer on rw for the agent's capsule, with its blobs
-// or without (see capsuleRequest), and writes the tar to w, at most max
-// bytes. The caller checks the tar (capsule.UnpackFrom verifies
+// FetchCapsule asks the peer on rw for the agent's capsule, with all its
+// blobs or its small ones only (see capsuleRequest), and writes the tar
+// to w, at most max bytes. The caller checks the tar (capsule.UnpackFrom verifies
 // everything before a capsule appears).
-func FetchCapsule(rw io.ReadWriter, agent string, blobs bool, w io.Writer, max int64) (int64, error) {
+func FetchCapsule(rw io.ReadWriter, agent string, all bool, w io.Writer, max int64) (int64, error) {
 	r := bufio.NewReaderSize(rw, 64<<10)
 	var a capsuleAnswer
-	if err := ask(rw, r, capsuleRequest{Op: "get", Agent: agent, WithoutBlobs: !blobs}, 1<<10, "capsule header", &a); err != nil {
+	if err := ask(rw, r, capsuleRequest{Op: "get", Agent: agent, SmallBlobsOnly: !all}, 1<<10, "capsule header", &a); err != nil {
 		return 0, err
 	}
 	if a.Error != "" {

@@ -214,15 +214,15 @@ func PeerCapsules(ctx context.Context, h host.Host, p peer.ID) ([]string, map[st
 	return ids, vectors, s.Close()
 }
 
-// TakeCapsule copies the agent's capsule from p as a tar into w, with its
-// blobs or without (see FetchCapsule).
-func TakeCapsule(ctx context.Context, h host.Host, p peer.ID, agent string, blobs bool, w io.Writer, max int64) (int64, error) {
+// TakeCapsule copies the agent's capsule from p as a tar into w, with all
+// its blobs or its small ones only (see FetchCapsule).
+func TakeCapsule(ctx context.Context, h host.Host, p peer.ID, agent string, all bool, w io.Writer, max int64) (int64, error) {
 	s, err := h.NewStream(ctx, p, CapsuleID)
 	if err != nil {
 		return 0, err
 	}
 	_ = s.SetDeadline(time.Now().Add(CapsuleTimeout))
-	n, err := FetchCapsule(s, agent, blobs, w, max)
+	n, err := FetchCapsule(s, agent, all, w, max)
 	if err != nil {
 		s.Reset()
 		return n, err
