@@ -1158,11 +1158,18 @@ func (hs *holders) pull(ctx context.Context, from, agent string, epoch uint64) (
 	}
 	var res protocol.Pulled
 	if !hs.n.store.Holds(agent) {
-		size, err := hs.n.copyCapsule(ctx, p, agent)
+		if err := hs.n.takeCapsule(ctx, p, agent); err != nil {
+			return res, err
+		}
+		// The blobs the copy brought, by this pull or by a round that took
+		// it meanwhile (those it left out are counted below).
+		held, err := hs.heldSizes(agent)
 		if err != nil {
 			return res, err
 		}
-		res.Bytes += size
+		for _, size := range held {
+			res.Bytes += size
+		}
 	} else {
 		st, err := protocol.Sync(ctx, hs.n.host, p, agent, hs.n.store)
 		hs.n.stats.observe(st, err)

@@ -187,50 +187,42 @@ func (n *Node) takeMissing(ctx context.Context, p peer.ID) map[string]string {
 	return vectors
 }
 
+// takeCapsule takes a copy of the agent's capsule from p, with its small
+// blobs only (the others follow as wants), unpacked as it arrives and
+// checked whole before it appears (Store.ImportFrom). One copy of an agent
+// is taken at a time: a second call waits for the first, and then finds
+// the capsule held.
 func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
-	_, err := n.copyCapsule(ctx, p, id)
-	return err
-}
-
-// copyCapsule takes a copy of the agent's capsule from p, unpacked as it
-// arrives and checked whole before it appears (Store.ImportFrom), and
-// returns the tar's size.
-func (n *Node) copyCapsule(ctx context.Context, p peer.ID, id string) (int64, error) {
 	unlock, ok := n.lockFetch(ctx, "capsule/"+id)
 	if !ok {
-		return 0, ctx.Err()
+		return ctx.Err()
 	}
 	defer unlock()
 	if n.store.Holds(id) {
-		return 0, nil // taken meanwhile, from this peer or another
+		return nil // taken meanwhile, from this peer or another
 	}
 	pr, pw := io.Pipe()
-	type taken struct {
-		size int64
-		err  error
-	}
-	done := make(chan taken, 1)
+	done := make(chan error, 1)
 	go func() {
-		size, err := protocol.TakeCapsule(ctx, n.host, p, id, false, pw, capsule.DefaultLimits.MaxTotalSize)
+		_, err := protocol.TakeCapsule(ctx, n.host, p, id, false, pw, capsule.DefaultLimits.MaxTotalSize)
 		pw.CloseWithError(err) // nil: the reader sees the end of the tar
-		done <- taken{size, err}
+		done <- err
 	}()
 	got, _, err := n.store.ImportFrom(pr)
 	pr.CloseWithError(errImportEnded) // the fetch stops if the import did
-	t := <-done
+	if terr := <-done; err != nil && terr != nil {
+		err = terr // the stream's cut says more than the tar's end
+	}
 	if err != nil {
-		if t.err != nil {
-			err = t.err // the stream's cut says more than the tar's end
-		}
-		return t.size, err
+		return err
 	}
 	if got != id {
-		return t.size, fmt.Errorf("asked the peer for capsule %s, it sent capsule %s", id, got)
+		return fmt.Errorf("asked the peer for capsule %s, it sent capsule %s", id, got)
 	}
 	if _, err := n.holders.get(id); err != nil {
 		n.log.Warn("no fencing for a capsule a peer shares", "agent", id, "err", err)
 	}
-	return t.size, n.gossip.join(id)
+	return n.gossip.join(id)
 }
 
 // recordSynced remembers both, a vector of events p and this node both

@@ -96,7 +96,7 @@ and the cold move's rate beside a bare libp2p stream of the same bytes in the sa
 }
 
 // benchParts are the measurements of tern bench sync, in the order they run.
-var benchParts = []string{"blob", "catchup", "partition", "memory"}
+var benchParts = []string{"blob", "catchup", "partition", "memory", "latency"}
 
 // maxBenchNodes bounds --nodes: each node is a libp2p host with its own
 // listener in this process.
@@ -116,6 +116,7 @@ type benchReport struct {
 	CatchUp    *nodebench.CatchUpResult   `json:"catchup,omitempty"`
 	Partition  *nodebench.PartitionResult `json:"partition,omitempty"`
 	Memory     *nodebench.MemoryResult    `json:"memory,omitempty"`
+	Latency    *nodebench.LatencyResult   `json:"latency,omitempty"`
 }
 
 func benchSyncCmd(e *env) *cobra.Command {
@@ -139,6 +140,9 @@ func benchSyncCmd(e *env) *cobra.Command {
              and bytes on the wire against the events' size (goal <= 1.1)
   partition  --nodes nodes converging after a partition into two halves heals
   memory     the idle memory of a node holding --capsules capsules
+  latency    an event appended on one node until the other stored it, idle
+             (goal p99 < 10 ms) and while the other takes a first copy of a
+             capsule holding a --blob-size file (goal p99 < 50 ms)
 
 Nothing is judged: the goals are printed beside the figures. Temporary
 folders go under --dir (default: the system's temporary folder; the disk
@@ -187,9 +191,13 @@ limit is measured there). Exit 1 if a measurement could not complete.`,
 					r, err := nodebench.Partition(ctx, nodes, opt)
 					rep.Partition = &r
 					return err
-				default:
+				case "memory":
 					r, err := nodebench.IdleMemory(ctx, capsules, opt)
 					rep.Memory = &r
+					return err
+				default:
+					r, err := nodebench.Latency(ctx, size, opt)
+					rep.Latency = &r
 					return err
 				}
 			})
@@ -325,6 +333,11 @@ func printBench(w io.Writer, r benchReport) {
 		row("memory", "a sync round, nothing to move", "%.2f s for %d capsules", m.RoundSeconds, m.Capsules)
 		row("memory", "status, capsules closed", "%.1f ms, %d capsules opened (goal: none)", m.StatusSeconds*1000, m.StatusOpened)
 		row("memory", "a round with a peer holding them alike", "%.1f ms, %.0f exchanges (goal < 100 ms)", m.AlikeRoundSeconds*1000, m.AlikeExchanges)
+	}
+	if l := r.Latency; l != nil {
+		row("latency", "appended to stored, idle", "p50 %.1f ms, p99 %.1f ms over %d events (goal p99 < 10 ms)", l.IdleP50, l.IdleP99, l.IdleEvents)
+		row("latency", "during a first copy", "p50 %.1f ms, p99 %.1f ms over %d events, while %s took %.2f s (goal p99 < 50 ms)",
+			l.LoadP50, l.LoadP99, l.LoadEvents, formatBytes(l.BlobBytes), l.BlobSeconds)
 	}
 	tw.Flush()
 }

@@ -106,6 +106,16 @@ func TestIdleMemoryCountsTheNodeAfterItOpenedEveryCapsule(t *testing.T) {
 	}
 }
 
+func TestLatencyTimesEventsIdleAndDuringAFirstCopy(t *testing.T) {
+	r, err := Latency(testContext(t), 16<<20, Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.IdleEvents != LatencyEvents || r.LoadEvents < 1 || r.IdleP50 <= 0 || r.LoadP50 <= 0 || r.IdleP99 < r.IdleP50 || r.BlobSeconds <= 0 {
+		t.Fatalf("%+v", r)
+	}
+}
+
 func TestBadSizesAreRefusedBeforeAnythingRuns(t *testing.T) {
 	ctx := testContext(t)
 	opt := Options{Dir: t.TempDir() + "/does-not-exist"} // would fail if anything ran
@@ -118,6 +128,7 @@ func TestBadSizesAreRefusedBeforeAnythingRuns(t *testing.T) {
 		{"no events to catch up on", func() error { _, err := CatchUp(ctx, 0, opt); return err }},
 		{"a partition of one node", func() error { _, err := Partition(ctx, 1, opt); return err }},
 		{"no capsules", func() error { _, err := IdleMemory(ctx, 0, opt); return err }},
+		{"an empty first copy", func() error { _, err := Latency(ctx, 0, opt); return err }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
