@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/tern-dev/tern/journal"
 )
@@ -177,13 +178,42 @@ func (s *stream) sendMissing(events []*journal.Event, theirs journal.Vector) (jo
 }
 
 // receiveEvents reads event frames up to the sender's done frame, checks
-// each event completely (journal.ParseLine, a batch at a time on every
-// CPU) and hands them to the store in batches. It returns the sender's
-// vector.
+// each event completely (journal.ParseLines, a batch at a time on every
+// CPU) and hands them to the store in batches, in order, each only once it
+// checked. Storing a batch (a write and an fsync) runs on its own
+// goroutine, beside the checking of the next one and the reading of the
+// one after: at most three batches are held at once. It returns the
+// sender's vector once every batch is stored.
 func (s *stream) receiveEvents(ctx context.Context, j Journals, agent, peer string) (journal.Vector, error) {
+	checked := make(chan []*journal.Event, 1)
+	stored := make(chan error, 1)
+	var failed atomic.Pointer[error] // the store's first error, for the reader to stop at
+	go func() {
+		var err error
+		for events := range checked {
+			if err == nil {
+				if err = j.Add(ctx, agent, peer, events); err != nil {
+					failed.Store(&err)
+				}
+			}
+		}
+		stored <- err
+	}()
+	// end waits for the batches handed over to be stored, and returns err,
+	// or else the store's error.
+	end := func(err error) error {
+		close(checked)
+		if serr := <-stored; err == nil {
+			err = serr
+		}
+		return err
+	}
 	var lines [][]byte
 	size := 0
-	flush := func() error {
+	check := func() error {
+		if err := failed.Load(); err != nil {
+			return *err
+		}
 		if len(lines) == 0 {
 			return nil
 		}
@@ -195,30 +225,31 @@ func (s *stream) receiveEvents(ctx context.Context, j Journals, agent, peer stri
 			return fmt.Errorf("%w: event %d from %s: %w", ErrProtocol, s.stats.Received+bad+1, peer, err)
 		}
 		s.stats.Received += len(events)
-		lines, size = lines[:0], 0
-		return j.Add(ctx, agent, peer, events)
+		lines, size = lines[:0], 0 // the events hold copies of their lines
+		checked <- events
+		return nil
 	}
 	for {
 		tag, payload, err := s.recv()
 		if err != nil {
-			return nil, err
+			return nil, end(err)
 		}
 		switch tag {
 		case tagEvent:
 			lines, size = append(lines, payload), size+len(payload)
 			if len(lines) == addBatch || size >= addBatchBytes {
-				if err := flush(); err != nil {
-					return nil, err
+				if err := check(); err != nil {
+					return nil, end(err)
 				}
 			}
 		case tagDone:
 			var d done
 			if err := json.Unmarshal(payload, &d); err != nil {
-				return nil, fmt.Errorf("%w: done: %v", ErrProtocol, err)
+				return nil, end(fmt.Errorf("%w: done: %v", ErrProtocol, err))
 			}
-			return d.Vector, flush()
+			return d.Vector, end(check())
 		default:
-			return nil, fmt.Errorf("%w: unexpected frame %q while receiving events", ErrProtocol, tag)
+			return nil, end(fmt.Errorf("%w: unexpected frame %q while receiving events", ErrProtocol, tag))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -344,5 +345,56 @@ func TestTheResponderTellsItsTrackerWhenAnExchangeBeginsAndEnds(t *testing.T) {
 	ca.Close()
 	if b.begun.Load() != 2 || b.running.Load() != 0 {
 		t.Fatalf("begun %d, running %d after a failed exchange; want 2 and 0", b.begun.Load(), b.running.Load())
+	}
+}
+
+// orderedStore records the batches handed to it, checks that each one's
+// chain continues the one before (the store gets them in order), and can
+// fail an Add.
+type orderedStore struct {
+	*memJournals
+	mu      sync.Mutex
+	batches int
+	failAt  int // the Add that fails, from 1; 0: none
+	err     error
+}
+
+func (o *orderedStore) Add(ctx context.Context, a, peer string, evs []*journal.Event) error {
+	o.mu.Lock()
+	o.batches++
+	n := o.batches
+	o.mu.Unlock()
+	if n == o.failAt {
+		return errors.New("the disk is full")
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	held := o.memJournals.events[a]
+	if len(held) > 0 && len(evs) > 0 && evs[0].Prev != held[len(held)-1].ID {
+		o.err = fmt.Errorf("batch %d does not continue the one before", n)
+	}
+	o.memJournals.events[a] = append(held, evs...)
+	return nil
+}
+
+func TestReceivedBatchesReachTheStoreInOrderAndAStoreFailureEndsTheExchange(t *testing.T) {
+	a := newMem(agent)
+	newWriter(t).append(t, a, 3*addBatch+5)
+	b := &orderedStore{memJournals: newMem(agent)}
+	_, _, errA, errB := exchange(t, a, b)
+	if errA != nil || errB != nil || b.err != nil {
+		t.Fatalf("sync: %v / %v / %v", errA, errB, b.err)
+	}
+	if b.batches != 4 || len(b.events[agent]) != 3*addBatch+5 {
+		t.Fatalf("%d batches, %d events stored", b.batches, len(b.events[agent]))
+	}
+
+	failing := &orderedStore{memJournals: newMem(agent), failAt: 2}
+	_, _, _, errB = exchange(t, a, failing)
+	if errB == nil || !strings.Contains(errB.Error(), "the disk is full") {
+		t.Fatalf("a store that failed: the exchange ended with %v", errB)
+	}
+	if got := len(failing.events[agent]); got != addBatch {
+		t.Fatalf("%d events stored; want the first batch only, the one before the failure", got)
 	}
 }

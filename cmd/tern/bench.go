@@ -314,6 +314,7 @@ func printBench(w io.Writer, r benchReport) {
 	if c := r.CatchUp; c != nil {
 		row("catchup", "events missing", "%d (%s)", c.Events, formatBytes(c.EventBytes))
 		row("catchup", "time to catch up", "%.2f s (%.0f events/s)", c.Seconds, float64(c.Events)/c.Seconds)
+		row("catchup", "their signatures, every core", "%.2f s: catch-up takes %.2f× (goal <= 1.5)", c.VerifySeconds, c.VerifyRatio)
 		row("catchup", "bytes on the wire", "%s (%.2f× the events; goal <= 1.1)", formatBytes(c.WireBytes), c.Ratio)
 		row("catchup", "sync frame bytes", "%s", formatBytes(c.FrameBytes))
 		row("catchup", "events sent", "%d (%.2f× the missing, %d exchanges)", c.EventsSent, float64(c.EventsSent)/float64(c.Events), c.Exchanges)

@@ -2,10 +2,15 @@ package nodebench
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
@@ -39,6 +44,13 @@ type CatchUpResult struct {
 	Exchanges  int64 `json:"exchanges"` // sync exchanges the two nodes ran
 
 	Ratio float64 `json:"ratio"` // WireBytes over EventBytes
+
+	// VerifySeconds is the limit: one ed25519 verification per event, of
+	// its signature over as many bytes as its line, on every core
+	// (GOMAXPROCS goroutines), measured in the same run. VerifyRatio is
+	// Seconds over it (goal <= 1.5).
+	VerifySeconds float64 `json:"verify_seconds"`
+	VerifyRatio   float64 `json:"verify_ratio"`
 }
 
 // CatchUp measures a node catching up after time offline: node A appends
@@ -104,6 +116,9 @@ func catchUp(ctx context.Context, dir string, events int, res *CatchUpResult, op
 	}
 	res.Events, res.EventBytes = len(evs), eventBytes(evs)
 	want := journal.VectorOf(evs)
+	if res.VerifySeconds, err = verifyAll(evs); err != nil {
+		return err
+	}
 
 	// B knows A only by the relay's address; A knows B by no address, so
 	// only B dials, and every byte between them crosses the relay.
@@ -163,6 +178,7 @@ func catchUp(ctx context.Context, dir string, events int, res *CatchUpResult, op
 	res.EventsSent = int64(c.EventsSent + c.EventsReceived)
 	res.Exchanges = int64(c.Exchanges)
 	res.Ratio = float64(res.WireBytes) / float64(res.EventBytes)
+	res.VerifyRatio = res.Seconds / res.VerifySeconds
 
 	got, err := b.Store().Vector(agent)
 	if err != nil {
@@ -172,6 +188,42 @@ func catchUp(ctx context.Context, dir string, events int, res *CatchUpResult, op
 		return fmt.Errorf("node B holds vector %v, want %v", got, want)
 	}
 	return nil
+}
+
+// verifyAll times one ed25519 verification per event, on every core: the
+// event's signature against its machine's key, over its line (as many
+// bytes as the signed members; verifying costs the same whether or not
+// the signature is over those bytes), the key given as bytes, as the
+// journal's reader gives it.
+func verifyAll(evs []*journal.Event) (float64, error) {
+	keys := map[string]ed25519.PublicKey{}
+	sigs := make([][]byte, len(evs))
+	for i, e := range evs {
+		if _, ok := keys[e.Machine]; !ok {
+			k, err := journal.MachineKey(e.Machine)
+			if err != nil {
+				return 0, err
+			}
+			keys[e.Machine] = k
+		}
+		sig, err := base64.StdEncoding.DecodeString(e.Sig)
+		if err != nil {
+			return 0, err
+		}
+		sigs[i] = sig
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(evs); i = int(next.Add(1) - 1) {
+				ed25519.Verify(keys[evs[i].Machine], evs[i].Line(), sigs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start).Seconds(), nil
 }
 
 // tcpAddr returns host:port of n's first TCP listen address.
