@@ -60,7 +60,7 @@ func UnpackFrom(r io.Reader, dir string, lim Limits) error {
 		return err
 	}
 	lim = lim.orDefault()
-	return unpackInto(dir, "the tar", func(staging string) (map[string]FileEntry, error) {
+	return unpackInto(dir, "", func(staging string) (map[string]FileEntry, error) {
 		tr := tar.NewReader(r)
 		written := map[string]FileEntry{}
 		seen := map[string]bool{}
@@ -110,7 +110,7 @@ func checkNewFolder(dir string) error {
 // written): it fsyncs the folders, verifies the capsule completely,
 // counting on those hashes instead of reading the files again, and renames
 // the staging folder to dir. On any error nothing is left behind. from
-// names the tar in errors.
+// names the tar file in errors ("" for a stream).
 func unpackInto(dir, from string, extract func(staging string) (map[string]FileEntry, error)) (err error) {
 	parent := filepath.Dir(dir)
 	staging, lock, err := newStaging(dir)
@@ -133,7 +133,7 @@ func unpackInto(dir, from string, extract func(staging string) (map[string]FileE
 		return err
 	}
 	if _, ok := written[ManifestFile]; !ok {
-		return fmt.Errorf("unpack %s: %w: no %s", from, ErrNotCapsule, ManifestFile)
+		return fmt.Errorf("%s: %w: no %s", unpackOf(from), ErrNotCapsule, ManifestFile)
 	}
 	for _, d := range append([]string{"."}, dirs...) {
 		if err := syncDir(filepath.Join(staging, filepath.FromSlash(d))); err != nil {
@@ -151,15 +151,27 @@ func unpackInto(dir, from string, extract func(staging string) (map[string]FileE
 		p := issues[0]
 		more := ""
 		if len(issues) > 1 {
-			more = fmt.Sprintf(" (and %d more problems; tern capsule verify %s lists them)", len(issues)-1, from)
+			more = fmt.Sprintf(" (and %d more)", len(issues)-1)
+			if from != "" {
+				more = fmt.Sprintf(" (and %d more; tern capsule verify %s lists them)", len(issues)-1, from)
+			}
 		}
-		return fmt.Errorf("unpack %s: entry %q: %w%s", from, p.File, p.Err, more)
+		return fmt.Errorf("%s: entry %q: %w%s", unpackOf(from), p.File, p.Err, more)
 	}
 	lock.Unlock()
 	if err := os.Rename(staging, dir); err != nil {
 		return fmt.Errorf("unpack: %w", err)
 	}
 	return syncDir(parent)
+}
+
+// unpackOf is how an unpack's errors begin: "unpack FILE", or "unpack"
+// for a stream.
+func unpackOf(from string) string {
+	if from == "" {
+		return "unpack"
+	}
+	return "unpack " + from
 }
 
 // writeHashed writes size bytes of r to the new file dst, fsyncs it, and

@@ -275,11 +275,13 @@ func checkFile(c *Capsule, name string, written map[string]FileEntry) (int64, er
 			return next.Size, nil
 		}
 	}
+	// A folder a person holds gets a hint of what to run on it; an
+	// unpack's staging folder (written != nil) is no one's to mend.
 	hint := ""
-	if _, ok := c.src.(dirSource); ok && isEditable(name) {
+	if _, ok := c.src.(dirSource); ok && written == nil && isEditable(name) {
 		hint = "; if you edited it by hand, accept the edit: tern capsule accept " + c.Path
 	}
-	if _, ok := c.src.(dirSource); ok && name == IndexFile {
+	if _, ok := c.src.(dirSource); ok && written == nil && name == IndexFile {
 		hint = "; it is derived from the notes: tern memory reindex " + c.Path + " writes it again"
 	}
 	switch {

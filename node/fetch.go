@@ -24,6 +24,7 @@ const PartialDir = "partial"
 // or p holds none of what is left. A snapshot's files are wanted once its
 // own blob has arrived, hence the rounds.
 func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
+	ctx = noDial(ctx)
 	dir := filepath.Join(n.home, PartialDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		n.log.Warn("blob fetch", "err", err)
@@ -58,10 +59,10 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 		}
 		progress := false
 		for _, h := range held {
-			if n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h)) {
+			if got, ok := n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h)); ok {
 				progress = true
 				blobs++
-				n.store.With(agent, func(d *capsule.Dir) error { bytes += d.BlobSize(h); return nil })
+				bytes += got
 			}
 		}
 		if !progress {
@@ -88,18 +89,19 @@ func (n *Node) goFetch(p peer.ID, agent string) {
 }
 
 // fetchBlob fetches the agent's blob h from p into partial and adopts
-// it, and reports whether the capsule holds it now. One fetch of a blob
+// it, and reports the bytes it received (after those a cut fetch left in
+// partial) and whether the capsule holds the blob now. One fetch of a blob
 // runs at a time (rounds with two peers, or SyncPeer beside a round, may
 // want it at once, and there is one partial file): a second waits, then
 // finds it held, or resumes from where the first stopped.
-func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial string) bool {
+func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial string) (int64, bool) {
 	unlock, ok := n.lockFetch(ctx, h)
 	if !ok {
-		return false
+		return 0, false
 	}
 	defer unlock()
 	if want, err := n.store.Wanted(agent); err != nil || !slices.Contains(want, h) {
-		return err == nil // adopted meanwhile
+		return 0, err == nil // adopted meanwhile
 	}
 	track, end := n.transfers.start(Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
 	got, err := protocol.Fetch(ctx, n.host, p, agent, h, partial, track)
@@ -107,13 +109,13 @@ func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial strin
 	n.stats.blobBytes.Add(float64(got))
 	if err != nil {
 		n.log.Debug("blob fetch", "peer", p, "blob", h, "err", err)
-		return false
+		return got, false
 	}
 	if err := n.store.adoptFetched(agent, h, partial); err != nil {
 		n.log.Warn("blob fetched but not adopted", "blob", h, "err", err)
-		return false
+		return got, false
 	}
-	return true
+	return got, true
 }
 
 // lockFetch takes the lock of the fetch named h (a blob's sha256, or

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +171,25 @@ func TestAFirstCopyCarriesSmallFilesInItsTar(t *testing.T) {
 	}
 	if n := blobBytesReceived(b); n > 0 {
 		t.Errorf("b fetched %.0f bytes of small blobs one by one", n)
+	}
+}
+
+// A peer that drops every connection at once (it has not paired this
+// node, or unpaired it) is not redialed in a loop by the round each
+// connection starts: the node dials it again at the next sync interval.
+func TestAPeerThatRefusesThisNodeIsNotRedialedInALoop(t *testing.T) {
+	a := startNodeEvery(t, t.TempDir(), time.Hour)
+	b := startNodeEvery(t, t.TempDir(), time.Hour)
+	sharedCapsule(t, b)
+	pair(t, a, b)
+	if _, err := a.peers.Remove(b.info.PeerID); err != nil { // a unpairs b; b still pairs a
+		t.Fatal(err)
+	}
+	var conns atomic.Int64
+	b.host.Network().Notify(&network.NotifyBundle{ConnectedF: func(network.Network, network.Conn) { conns.Add(1) }})
+	b.dialPeers()
+	time.Sleep(time.Second)
+	if n := conns.Load(); n > 3 {
+		t.Fatalf("b connected to a %d times in a second: a refused peer is redialed in a loop", n)
 	}
 }

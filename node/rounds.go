@@ -84,6 +84,15 @@ func (n *Node) connected(p peer.ID) {
 	}
 }
 
+// noDial keeps the streams opened with ctx on the connections there are:
+// a round or a fetch never dials. Dialing is antiEntropy's, once a sync
+// interval; a peer that drops each connection at once (it did not pair
+// this node, or unpaired it) would otherwise be redialed in a loop by the
+// round each connection starts.
+func noDial(ctx context.Context) context.Context {
+	return network.WithNoDial(ctx, "sync runs on the connection it was started for")
+}
+
 // leads reports whether, of two connected peers, self is the one that
 // starts the sync exchanges on connect: the lower peer ID, so that both
 // sides agree whoever dialed.
@@ -121,6 +130,7 @@ func (n *Node) SyncPeer(ctx context.Context, p peer.ID) { n.syncRound(ctx, p, ev
 
 func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 	defer n.stats.rounds.Inc()
+	ctx = noDial(ctx)
 	var theirs map[string]string // the peer's VectorDigest of each capsule it shares
 	if r > wantsOnly {
 		theirs = n.takeMissing(ctx, p)

@@ -450,7 +450,7 @@ func statusCmd(e *env) *cobra.Command {
 				}
 				fmt.Fprintf(w, "agent  %s%s: %s, %s from %s\n", c.ID, nameSuffix(c.Name), here, plural(c.Events, "event"), plural(len(c.Vector), "machine"))
 				if c.Incomplete {
-					fmt.Fprintf(w, "       incomplete: wants %s (see the transfers below)\n", plural(c.Wants, "blob"))
+					fmt.Fprintf(w, "       incomplete: wants %s\n", plural(c.Wants, "blob"))
 				}
 				for _, f := range c.Forks {
 					fmt.Fprintf(w, "       FORK machine %s seq %d; %d events quarantined\n", f.Machine, f.Seq, c.Quarantined)
@@ -501,6 +501,11 @@ func capsuleImportCmd(e *env) *cobra.Command {
 			body.Close()
 			if perr := packErr(); perr != nil {
 				return perr // the folder could not be packed: say why, not that the upload broke
+			}
+			var api *node.APIError
+			if errors.As(err, &api) {
+				// The node says "the uploaded tar"; the person knows it by its name.
+				api.Message = strings.Replace(api.Message, "the uploaded tar", args[0], 1)
 			}
 			if err != nil {
 				return err

@@ -127,3 +127,26 @@ func TestImportingAFolderThatCannotBePackedSaysWhy(t *testing.T) {
 		t.Fatalf("the node holds %v after a refused import", ids)
 	}
 }
+
+// A tar the node refuses is named in the error as the person gave it, not
+// as "the uploaded tar"; nothing is left of it in the node.
+func TestARefusedTarIsNamedByItsPath(t *testing.T) {
+	home := t.TempDir()
+	n := runNode(t, home)
+	dir := newAgent(t, home)
+	tarPath := filepath.Join(t.TempDir(), "agent.tar")
+	mustTern(t, home, "", "capsule", "pack", dir, "-o", tarPath)
+	data, err := os.ReadFile(tarPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.tar")
+	os.WriteFile(cut, data[:len(data)/2], 0o644)
+	code, _, errs := tern(t, home, "", "capsule", "import", cut)
+	if code != 2 || !strings.Contains(errs, cut) || strings.Contains(errs, "the uploaded tar") || !strings.Contains(errs, "truncated") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if ids, _ := n.Store().List(); len(ids) > 0 {
+		t.Fatalf("the node holds %v after a refused import", ids)
+	}
+}
