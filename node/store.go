@@ -754,7 +754,9 @@ func (s *Store) Import(path string) (string, bool, error) {
 	}
 	defer src.Close()
 	pr, pw := io.Pipe()
+	packed := make(chan struct{})
 	go func() {
+		defer close(packed)
 		bw := bufio.NewWriterSize(pw, 1<<20)
 		err := capsule.Pack(src, bw, capsule.PackOptions{})
 		if err == nil {
@@ -764,6 +766,7 @@ func (s *Store) Import(path string) (string, bool, error) {
 	}()
 	id, merged, err := s.ImportFrom(pr)
 	pr.CloseWithError(errImportEnded) // the packer stops if the import did
+	<-packed                          // and is done with src before it closes
 	return id, merged, err
 }
 
