@@ -99,25 +99,7 @@ func TestMigrationsWithKillNineNeverShowTwoActiveHolders(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 9))
-	ds := [2]*daemon{{t: t, home: t.TempDir(), port: freePort(t)}, {t: t, home: t.TempDir(), port: freePort(t)}}
-	for _, d := range ds {
-		d.start()
-		defer d.kill()
-	}
-	var ids [2]string
-	for i, d := range ds {
-		var info node.Info
-		data, _ := os.ReadFile(filepath.Join(d.home, node.InfoFile))
-		json.Unmarshal(data, &info)
-		ids[i] = info.PeerID
-	}
-	for i, d := range ds {
-		o := 1 - i
-		addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ds[o].port)
-		if code, _, errs := ternQuiet(d.home, "peer", "add", ids[o], addr, "--name", fmt.Sprint("n", o)); code != 0 {
-			t.Fatalf("peer add: %s", errs)
-		}
-	}
+	ds := pairedDaemons(t)
 	dir := filepath.Join(t.TempDir(), "agent")
 	code, out, errs := ternQuiet(ds[0].home, "capsule", "new", dir, "--name", "mover")
 	if code != 0 {

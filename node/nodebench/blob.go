@@ -169,15 +169,7 @@ func nodesBlob(ctx context.Context, dir string, data []byte, sha256Hex string, r
 	}); err != nil {
 		return fmt.Errorf("first sync round: %w", err)
 	}
-	d, err := capsule.OpenDir(context.Background(), src, opt.log())
-	if err != nil {
-		return err
-	}
-	_, err = d.Snapshot(ctx, a.Identity(), ws)
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := snapshotInto(ctx, src, ws, a.Identity(), opt); err != nil {
 		return err
 	}
 	if _, _, err := a.Store().Import(src); err != nil { // the store only: no round starts
@@ -241,15 +233,7 @@ func firstCopy(ctx context.Context, dir string, data []byte, a, b *node.Node, re
 	if err != nil {
 		return err
 	}
-	d, err := capsule.OpenDir(context.Background(), src, opt.log())
-	if err != nil {
-		return err
-	}
-	_, err = d.Snapshot(ctx, a.Identity(), ws)
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := snapshotInto(ctx, src, ws, a.Identity(), opt); err != nil {
 		return err
 	}
 	start := time.Now()

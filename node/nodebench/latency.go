@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/node"
 )
@@ -101,15 +100,7 @@ func Latency(ctx context.Context, size int64, opt Options) (res LatencyResult, e
 	if err != nil {
 		return res, err
 	}
-	d, err := capsule.OpenDir(ctx, bulk, opt.log())
-	if err != nil {
-		return res, err
-	}
-	_, err = d.Snapshot(ctx, a.Identity(), ws)
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := snapshotInto(ctx, bulk, ws, a.Identity(), opt); err != nil {
 		return res, err
 	}
 	res.BlobBytes = size

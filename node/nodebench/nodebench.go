@@ -3,6 +3,7 @@ package nodebench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -104,6 +105,18 @@ func newCapsule(dir, name, holder string) (string, error) {
 	}
 	defer c.Close()
 	return c.ID(), nil
+}
+
+// snapshotInto snapshots the folder ws into the capsule folder dir (held
+// by no node), signed by s: as if the agent had just snapshotted its
+// workspace.
+func snapshotInto(ctx context.Context, dir, ws string, s journal.Signer, opt Options) error {
+	d, err := capsule.OpenDir(ctx, dir, opt.log())
+	if err != nil {
+		return err
+	}
+	_, err = d.Snapshot(ctx, s, ws)
+	return errors.Join(err, d.Close())
 }
 
 // appendBatch is how many events one append call writes.
