@@ -1201,6 +1201,9 @@ func (r *simRun) override(sn, gone *simNode) bool {
 	r.res.Operator++
 	if gone == nil {
 		r.tracef("operator: resume on %s, which lost its registry as others did", sn.name)
+		r.mu.Lock()
+		r.ledger.Forget(sn.idx)
+		r.mu.Unlock()
 		r.mix(uint64(r.now()), 301, uint64(sn.idx), 0)
 	} else {
 		r.tracef("operator: resume on %s; %s is gone for good", sn.name, gone.name)

@@ -78,6 +78,19 @@ func (l *Ledger) Decide(node int, d fencing.Decided, now int64) error {
 	return nil
 }
 
+// Forget gives up what node decided before it lost its registry, when the
+// operator overrides on it as fencing.Machine.OverrideLost does: those
+// decisions are the ones its contract lets go (no registry left holds
+// them; a peer that still knew any of those epochs would have answered
+// the override's fence with it and pushed the fence above). From then on
+// the node is held to what it decides anew; an epoch activated anywhere
+// stays activated, so none is ever activated on two nodes, and every run
+// is still at the newest activated epoch.
+func (l *Ledger) Forget(node int) {
+	clear(l.decided[node])
+	l.decided[node] = l.decided[node][:0]
+}
+
 // Persist checks a record node is about to save against old, the one its
 // registry holds: registries only move forward, decision records are
 // never changed or removed. It records the new decisions.

@@ -90,6 +90,7 @@ func (r *Runner) overrideLost(h *host) bool {
 		r.tracef("operator: override on %s, which lost its registry as others did (its journal knows epoch %d)", h.id, seen)
 	}
 	r.mix(uint64(r.now), 301, uint64(h.idx), seen)
+	r.chk.Forget(h.idx)
 	r.input(h)
 	if err := h.m.OverrideLost(seen); err != nil {
 		r.violation("operator override on %s: %v", h.id, err)
