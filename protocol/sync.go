@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,8 +109,12 @@ type refusal struct {
 
 // stream is one side of an exchange: frames in and out, with counts.
 type stream struct {
-	r      *bufio.Reader
-	w      io.Writer
+	r *bufio.Reader
+	// w gathers event frames into writes of up to 64 KiB (one write of a
+	// libp2p stream is a multiplexer frame and an encrypted record of its
+	// own); the control frames (JSON) flush it, since each is followed by
+	// a read or the end.
+	w      *bufio.Writer
 	stats  SyncStats
 	unread *frame // a frame read ahead, returned by the next recv
 }
@@ -120,7 +125,7 @@ type frame struct {
 }
 
 func newStream(rw io.ReadWriter) *stream {
-	return &stream{r: bufio.NewReaderSize(rw, 64<<10), w: rw}
+	return &stream{r: bufio.NewReaderSize(rw, 64<<10), w: bufio.NewWriterSize(rw, 64<<10)}
 }
 
 // uvarintLen is the length of n as an unsigned varint.
@@ -132,19 +137,29 @@ func uvarintLen(n uint64) int {
 	return k
 }
 
+// send writes one frame, its tag then payload, into the stream's buffer.
 func (s *stream) send(tag byte, payload []byte) error {
-	frame := make([]byte, 0, 1+len(payload))
-	frame = append(append(frame, tag), payload...)
-	s.stats.BytesSent += int64(len(frame)) + int64(uvarintLen(uint64(len(frame))))
-	return WriteFrame(s.w, frame)
+	var head [binary.MaxVarintLen64 + 1]byte
+	n := binary.PutUvarint(head[:], uint64(1+len(payload)))
+	head[n] = tag
+	s.stats.BytesSent += int64(n + 1 + len(payload))
+	if _, err := s.w.Write(head[:n+1]); err != nil {
+		return err
+	}
+	_, err := s.w.Write(payload)
+	return err
 }
 
+// sendJSON sends a control frame and flushes what the buffer holds.
 func (s *stream) sendJSON(tag byte, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return s.send(tag, b)
+	if err := s.send(tag, b); err != nil {
+		return err
+	}
+	return s.w.Flush()
 }
 
 func (s *stream) recv() (byte, []byte, error) {

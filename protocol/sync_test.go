@@ -290,7 +290,7 @@ func FuzzReadFrame(f *testing.F) {
 // error or cleanly, never panic, and store only valid events.
 func FuzzRespond(f *testing.F) {
 	var buf bytes.Buffer
-	s := &stream{w: &buf}
+	s := &stream{w: bufio.NewWriter(&buf)}
 	s.sendJSON(tagHello, hello{Agent: agent})
 	s.sendJSON(tagDone, done{})
 	f.Add(buf.Bytes())
