@@ -32,6 +32,9 @@ const maxSafeInt = 1<<53 - 1
 // never panics, never modifies b, and returns a new slice; applied to its
 // own output it returns the same bytes. It is safe for concurrent use.
 func Canonical(b []byte) (out []byte, err error) {
+	if isCanonical(b) {
+		return bytes.Clone(b), nil
+	}
 	if b == nil {
 		b = []byte{}
 	}
