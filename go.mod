@@ -3,6 +3,7 @@ module github.com/tern-dev/tern
 go 1.26.8
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/anthropics/anthropic-sdk-go/v2 v2.17.0
 	github.com/chromedp/chromedp v0.23.1
 	github.com/godbus/dbus/v5 v5.2.2

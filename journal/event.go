@@ -182,7 +182,7 @@ func ParseLine(line []byte) (*Event, error) {
 	if machineRaw[0] != '"' {
 		return nil, fmt.Errorf("%w: field \"machine\" must be a string", ErrInvalidEvent)
 	}
-	machine, pub, err := machineKey(machineRaw[1 : len(machineRaw)-1])
+	machine, key, err := machineKey(machineRaw[1 : len(machineRaw)-1])
 	if err != nil {
 		return nil, fmt.Errorf("%w: field \"machine\": %v", ErrInvalidEvent, err)
 	}
@@ -201,7 +201,7 @@ func ParseLine(line []byte) (*Event, error) {
 	if err != nil || len(sig) != ed25519.SignatureSize || base64.StdEncoding.EncodeToString(sig) != e.Sig {
 		return nil, fmt.Errorf("%w for machine %s seq %d: field \"sig\" is not a standard base64 ed25519 signature", ErrBadSignature, e.Machine, e.Seq)
 	}
-	if !ed25519.Verify(pub, joinMembers(ms, "id", "sig"), sig) {
+	if !key.verify(joinMembers(ms, "id", "sig"), sig) {
 		return nil, fmt.Errorf("%w for machine %s seq %d: the signature does not verify (content changed or signed by another key)", ErrBadSignature, e.Machine, e.Seq)
 	}
 	if want := idOf(joinMembers(ms, "id")); e.ID != want {
@@ -312,7 +312,7 @@ const keyCacheSize = 1024
 
 type machineEntry struct {
 	name string
-	pub  ed25519.PublicKey
+	key  verifyKey
 }
 
 // maxMachineLen bounds the machine field before it is decoded (base58
@@ -327,60 +327,60 @@ const maxMachineLen = 128
 // libp2p protobuf encoding, exactly 00 24 08 01 12 20 followed by the 32
 // key bytes. The error says what is wrong.
 func MachineKey(id string) (ed25519.PublicKey, error) {
-	name, pub, err := machineKey([]byte(id)) // reads id as the inside of a JSON string
+	name, key, err := machineKey([]byte(id)) // reads id as the inside of a JSON string
 	if err == nil && name != id {
 		err = fmt.Errorf("peer ID %q is not in its canonical form", id)
 	}
-	return pub, err
+	return key.raw, err
 }
 
 // machineKey checks that b is a libp2p peer ID, spelled in its canonical
 // form, that embeds an ed25519 public key, and returns the ID and the key.
-func machineKey(b []byte) (string, ed25519.PublicKey, error) {
+func machineKey(b []byte) (string, verifyKey, error) {
 	if len(b) > maxMachineLen {
-		return "", nil, fmt.Errorf("%d bytes long: too long for a peer ID", len(b))
+		return "", verifyKey{}, fmt.Errorf("%d bytes long: too long for a peer ID", len(b))
 	}
 	keyCache.Lock()
 	ent, ok := keyCache.m[string(b)]
 	keyCache.Unlock()
 	if ok {
-		return ent.name, ent.pub, nil
+		return ent.name, ent.key, nil
 	}
 	s, err := decodeString(append(append([]byte{'"'}, b...), '"'))
 	if err != nil {
-		return "", nil, err
+		return "", verifyKey{}, err
 	}
 	id, err := peer.Decode(s)
 	if err != nil {
-		return "", nil, fmt.Errorf("not a peer ID: %q", s)
+		return "", verifyKey{}, fmt.Errorf("not a peer ID: %q", s)
 	}
 	if id.String() != s {
-		return "", nil, fmt.Errorf("peer ID %q is not in its canonical form %q", s, id.String())
+		return "", verifyKey{}, fmt.Errorf("peer ID %q is not in its canonical form %q", s, id.String())
 	}
 	pk, err := id.ExtractPublicKey()
 	if err != nil {
-		return "", nil, fmt.Errorf("peer ID %q does not embed a public key", s)
+		return "", verifyKey{}, fmt.Errorf("peer ID %q does not embed a public key", s)
 	}
 	if pk.Type() != pb.KeyType_Ed25519 {
-		return "", nil, fmt.Errorf("peer ID %q has a %s key, not ed25519", s, pk.Type())
+		return "", verifyKey{}, fmt.Errorf("peer ID %q has a %s key, not ed25519", s, pk.Type())
 	}
 	raw, err := pk.Raw()
 	if err != nil || len(raw) != ed25519.PublicKeySize {
-		return "", nil, fmt.Errorf("peer ID %q: bad ed25519 key", s)
+		return "", verifyKey{}, fmt.Errorf("peer ID %q: bad ed25519 key", s)
 	}
 	// The key's protobuf could be written another way (fields in another
 	// order, say), which would give one key a second peer ID.
 	if canon, err := peer.IDFromPublicKey(pk); err != nil || canon != id {
-		return "", nil, fmt.Errorf("peer ID %q does not encode its key as libp2p does", s)
+		return "", verifyKey{}, fmt.Errorf("peer ID %q does not encode its key as libp2p does", s)
 	}
-	ent = machineEntry{name: s, pub: ed25519.PublicKey(raw)}
+	ent = machineEntry{name: s, key: newVerifyKey(ed25519.PublicKey(raw))}
 	keyCache.Lock()
 	if len(keyCache.m) >= keyCacheSize || keyCache.m == nil {
 		keyCache.m = make(map[string]machineEntry)
 	}
 	keyCache.m[s] = ent
 	keyCache.Unlock()
-	return ent.name, ent.pub, nil
+	return ent.name, ent.key, nil
 }
 
 // Stamp says where a new event goes: its place in the writer's chain, its
