@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -59,6 +60,50 @@ func BenchmarkAppend8Writers(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/took.Seconds(), "events/s")
 	b.ReportMetric(float64(l.syncs.Load())/float64(b.N), "fsyncs/event")
+	b.ReportMetric(appendFloor(b, s, d, 8), "floor-events/s")
+}
+
+// appendFloor measures, in the same run, what bounds appends from k
+// writers that each wait for their own event: the events of one machine
+// are built one after another (each one's prev is the id of the one
+// before, which covers its signature), and a group of k costs k builds
+// plus one write and fsync, none of which can overlap while every writer
+// waits. It returns k / (k × build + write and fsync).
+func appendFloor(b *testing.B, s Signer, d Draft, k int) float64 {
+	b.Helper()
+	const builds, syncs = 500, 200
+	body, err := d.canonicalBody()
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	var head Head
+	var line int
+	for i := range builds {
+		e, err := buildEvent(s, Stamp{Seq: head.Seq + 1, Prev: head.ID, Clock: uint64(i + 1), Time: time.Now()}, d, body, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		head, line = Head{Seq: e.Seq, ID: e.ID}, len(e.line)+1
+	}
+	build := time.Since(start) / builds
+	f, err := os.Create(filepath.Join(b.TempDir(), "fsync"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	group := make([]byte, k*line)
+	start = time.Now()
+	for range syncs {
+		if _, err := f.Write(group); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sync := time.Since(start) / syncs
+	return float64(k) / (time.Duration(k)*build + sync).Seconds()
 }
 
 // BenchmarkSQLiteAppend8Writers: the same load on SQLite in WAL mode with
