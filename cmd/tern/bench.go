@@ -96,7 +96,7 @@ and the cold move's rate beside a bare libp2p stream of the same bytes in the sa
 }
 
 // benchParts are the measurements of tern bench sync, in the order they run.
-var benchParts = []string{"blob", "catchup", "partition", "memory", "latency"}
+var benchParts = []string{"blob", "catchup", "partition", "memory", "latency", "appends"}
 
 // maxBenchNodes bounds --nodes: each node is a libp2p host with its own
 // listener in this process.
@@ -117,6 +117,7 @@ type benchReport struct {
 	Partition  *nodebench.PartitionResult `json:"partition,omitempty"`
 	Memory     *nodebench.MemoryResult    `json:"memory,omitempty"`
 	Latency    *nodebench.LatencyResult   `json:"latency,omitempty"`
+	Appends    *nodebench.AppendsResult   `json:"appends,omitempty"`
 }
 
 func benchSyncCmd(e *env) *cobra.Command {
@@ -143,6 +144,9 @@ func benchSyncCmd(e *env) *cobra.Command {
   latency    an event appended on one node until the other stored it, idle
              (goal p99 < 10 ms) and while the other takes a first copy of a
              capsule holding a --blob-size file (goal p99 < 50 ms)
+  appends    8 clients of one node each appending an event and waiting
+             until it is durable, against the floor measured in the same
+             folder: 8 signatures one after another and one fsync a group
 
 Nothing is judged: the goals are printed beside the figures. Temporary
 folders go under --dir (default: the system's temporary folder; the disk
@@ -195,9 +199,13 @@ limit is measured there). Exit 1 if a measurement could not complete.`,
 					r, err := nodebench.IdleMemory(ctx, capsules, opt)
 					rep.Memory = &r
 					return err
-				default:
+				case "latency":
 					r, err := nodebench.Latency(ctx, size, opt)
 					rep.Latency = &r
+					return err
+				default:
+					r, err := nodebench.Appends(ctx, opt)
+					rep.Appends = &r
 					return err
 				}
 			})
@@ -339,6 +347,11 @@ func printBench(w io.Writer, r benchReport) {
 		row("latency", "appended to stored, idle", "p50 %.1f ms, p99 %.1f ms over %d events (goal p99 < 10 ms)", l.IdleP50, l.IdleP99, l.IdleEvents)
 		row("latency", "during a first copy", "p50 %.1f ms, p99 %.1f ms over %d events, while %s took %.2f s (goal p99 < 50 ms)",
 			l.LoadP50, l.LoadP99, l.LoadEvents, formatBytes(l.BlobBytes), l.BlobSeconds)
+	}
+	if a := r.Appends; a != nil {
+		row("appends", "durable, one event a call", "%.0f events/s from %d writers (%d events)", a.EventsPerSec, a.Writers, a.Events)
+		row("appends", "floor: signatures in a row, one fsync a group", "%.0f events/s (sign %.0f µs, write and fsync %.0f µs): appends reach %.2f of it",
+			a.FloorPerSec, a.SignMicros, a.SyncMicros, a.Ratio)
 	}
 	tw.Flush()
 }
