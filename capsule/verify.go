@@ -383,7 +383,7 @@ func checkJournal(c *Capsule, r *Report) []*journal.Event {
 		}
 	}
 	if extra := int64(len(data)-torn) - sealed; extra > 0 && len(bad) == 0 {
-		r.notef("%s: %d bytes of valid events appended after the manifest's seal; sealed on next write", JournalFile, extra)
+		r.notef("%s: %d bytes of valid events appended after the manifest's seal; its writer seals them later", JournalFile, extra)
 	}
 	problems := journal.Check(events)
 	for _, err := range problems {
