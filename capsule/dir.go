@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/journal"
@@ -37,6 +38,11 @@ type Dir struct {
 
 	commitMu sync.Mutex  // one manifest update at a time
 	unsealed atomic.Bool // events were stored after the manifest's seal (see sealLag)
+
+	sealMu    sync.Mutex    // held by a timed seal and by Close
+	sealDelay time.Duration // sealAfter; tests lengthen it
+	sealTimer *time.Timer   // the timed seal pending, if any
+	closed    bool          // Close has run
 
 	wantMu sync.Mutex
 	wanted wantedCache // the last Wanted answer, and the state it was taken at
@@ -213,7 +219,7 @@ func OpenDir(ctx context.Context, dir string, log *slog.Logger) (*Dir, error) {
 		lock.Unlock()
 		return nil, err
 	}
-	d := &Dir{Capsule: c, dir: dir, log: log, lock: lock}
+	d := &Dir{Capsule: c, dir: dir, log: log, lock: lock, sealDelay: sealAfter}
 	if err := d.recover(); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("%s: recover: %w", dir, err)
@@ -317,6 +323,15 @@ func (d *Dir) recoverBlobs(blobs []string) error {
 // sealLag), closes the journal if an append opened it and releases the
 // folder's lock. Closing again does nothing.
 func (d *Dir) Close() error {
+	d.sealMu.Lock()
+	defer d.sealMu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	if d.sealTimer != nil {
+		d.sealTimer.Stop()
+	}
 	var err error
 	if d.unsealed.Load() && d.sealBehind() {
 		err = d.Seal()
@@ -371,8 +386,9 @@ var writtenByTern = map[string]string{
 }
 
 // Append appends drafts to the journal as events signed by s at the given
-// epoch, durably, then seals them into the manifest. The events are
-// acknowledged (durable) even if sealing fails. A draft of a type only
+// epoch, durably; the manifest seals them at once if they name content,
+// else soon after (see sealLag). The events are acknowledged (durable)
+// even if sealing fails. A draft of a type only
 // tern writes (workspace.snapshot, file.updated, chain.healed) is refused,
 // naming the command that writes it, and nothing is written.
 func (d *Dir) Append(ctx context.Context, s journal.Signer, epoch uint64, drafts ...journal.Draft) ([]*journal.Event, error) {
@@ -423,16 +439,22 @@ func (d *Dir) AppendReserved(ctx context.Context, s journal.Signer, epoch uint64
 	return evs, d.commitAfterEvents(jl, files)
 }
 
-// sealLag is how far the manifest's seal of the journal may fall behind
-// it. Events stored while no other file changes are durable once the
-// journal's group commit returns, and a reader takes the complete lines
-// after the seal that verify on their own (docs/FORMAT.md); writing the
-// manifest after each of them (a file, an fsync, a rename and the
-// folder's fsync, one writer at a time) had made an append three fsyncs
-// and serialised every writer of the capsule behind it. The seal catches
-// up when files change, when this much has been stored past it, and when
-// the Dir closes.
-const sealLag = 1 << 20
+// sealLag and sealAfter bound how far the manifest's seal of the journal
+// may fall behind it, in bytes and in time. Events stored while no other
+// file changes are durable once the journal's group commit returns, and a
+// reader takes the complete lines after the seal that verify on their own
+// (docs/FORMAT.md); writing the manifest after each of them (a file, an
+// fsync, a rename and the folder's fsync, one writer at a time) had made
+// an append three fsyncs and serialised every writer of the capsule
+// behind it. The seal catches up when files change, when sealLag bytes
+// have been stored past it, sealAfter after the first event it left
+// behind, and when the Dir closes; so at most that much of a journal can
+// be cut at a line's end without verify noticing, as before a seal is
+// written at all.
+const (
+	sealLag   = 1 << 20
+	sealAfter = time.Second
+)
 
 // sealBehind reports whether the open journal holds more than the
 // manifest seals.
@@ -443,18 +465,42 @@ func (d *Dir) sealBehind() bool {
 	return jl != nil && jl.Size() != d.Manifest().Files[JournalFile].Size
 }
 
-// commitAfterEvents commits files, if any, with a fresh seal; with none it
-// seals only when the journal is sealLag past the manifest's seal.
+// commitAfterEvents commits files, if any, with a fresh seal. With none it
+// seals at once only when the journal is sealLag past the manifest's seal
+// or the manifest is signed (a signature attests what it seals, and the
+// events are not in it); else it leaves the seal to a timer, sealAfter on.
 func (d *Dir) commitAfterEvents(jl *journal.Log, files map[string][]byte) error {
-	if files == nil && jl.Size()-d.Manifest().Files[JournalFile].Size < sealLag {
-		d.unsealed.Store(true)
-		return nil
+	d.unsealed.Store(true)
+	m := d.Manifest()
+	if files != nil || m.Signature != nil || jl.Size()-m.Files[JournalFile].Size >= sealLag {
+		return d.commit(files, nil)
 	}
-	return d.commit(files, nil)
+	d.sealMu.Lock()
+	defer d.sealMu.Unlock()
+	if d.sealTimer == nil && !d.closed {
+		d.sealTimer = time.AfterFunc(d.sealDelay, d.sealLater)
+	}
+	return nil
+}
+
+// sealLater is the timed seal. It holds sealMu, so Close waits for it
+// rather than closing the journal under it. A failure is logged; Close
+// tries again.
+func (d *Dir) sealLater() {
+	d.sealMu.Lock()
+	defer d.sealMu.Unlock()
+	d.sealTimer = nil
+	if d.closed || !d.sealBehind() {
+		return
+	}
+	if err := d.Seal(); err != nil {
+		d.log.Warn("capsule: sealing the journal's new events into the manifest failed; they are durable, and the seal is tried again", "capsule", d.dir, "err", err)
+	}
 }
 
 // AddEvents stores events that other machines wrote (received by sync or
-// from another copy), durably, and seals them into the manifest. Events
+// from another copy), durably, and seals them into the manifest as Append
+// does. Events
 // already held are skipped; every event must come from journal.ParseLine
 // or a Log (it has been checked). It returns the events that were new.
 func (d *Dir) AddEvents(ctx context.Context, events []*journal.Event) ([]*journal.Event, error) {

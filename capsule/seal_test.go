@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // An append that changes no other file leaves the manifest alone: the
@@ -26,6 +27,7 @@ func TestAppendsSealTheJournalLazilyAndClosingSealsTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.sealDelay = time.Hour // only the Close and the bytes below seal here
 	manifest := func() []byte {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
@@ -92,6 +94,7 @@ func TestAppendsSealTheJournalLazilyAndClosingSealsTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
+	d.sealDelay = time.Hour
 	big := strings.Repeat("y", 64<<10)
 	for range sealLag/(64<<10) + 1 {
 		if _, err := d.Append(ctx, s, 0, userMessage(t, big)); err != nil {
@@ -105,5 +108,133 @@ func TestAppendsSealTheJournalLazilyAndClosingSealsTheRest(t *testing.T) {
 	}
 	if lag := jl.Size() - m.Size; lag >= sealLag {
 		t.Fatalf("the seal is %d bytes behind the journal, want less than %d", lag, sealLag)
+	}
+}
+
+// Events left after the seal are sealed sealDelay later without a Close,
+// so the part of a journal that verify could not tell was cut is bounded
+// in time as well as in bytes.
+func TestEventsLeftAfterTheSealAreSealedSoonWithoutAClose(t *testing.T) {
+	s := newSigner(t)
+	dir := filepath.Join(t.TempDir(), "agent")
+	c, err := New(dir, "timed", s.Machine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ctx := context.Background()
+	d, err := OpenDir(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d.sealDelay = 20 * time.Millisecond
+	if _, err := d.Append(ctx, s, 0, userMessage(t, "hello")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for d.sealBehind() {
+		if time.Now().After(deadline) {
+			t.Fatal("the seal never caught up with the journal")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rep, err := Verify(dir, VerifyOptions{})
+	if err != nil || !rep.OK() || len(rep.Notes) != 0 {
+		t.Fatalf("after the timed seal: %v, issues %v, notes %q", err, rep.Issues(), rep.Notes)
+	}
+}
+
+// A second Close does nothing, even after its first failed to seal and
+// another writer took the folder: it must not write this Dir's older
+// manifest over the newer one.
+func TestClosingADirAgainWritesNothing(t *testing.T) {
+	s := newSigner(t)
+	dir := filepath.Join(t.TempDir(), "agent")
+	c, err := New(dir, "twice", s.Machine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ctx := context.Background()
+	first, err := OpenDir(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.sealDelay = time.Hour
+	if _, err := first.Append(ctx, s, 0, userMessage(t, "one")); err != nil {
+		t.Fatal(err)
+	}
+	// The seal fails: where manifest.json goes stands a folder.
+	mpath := filepath.Join(dir, ManifestFile)
+	if err := os.Rename(mpath, mpath+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(mpath, "in-the-way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err == nil {
+		t.Fatal("Close sealed over a folder")
+	}
+	if err := os.RemoveAll(mpath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(mpath+".aside", mpath); err != nil {
+		t.Fatal(err)
+	}
+	second, err := OpenDir(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.sealDelay = time.Hour
+	if _, err := second.Append(ctx, s, 0, userMessage(t, "two")); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // again
+	if now, _ := os.ReadFile(filepath.Join(dir, ManifestFile)); !bytes.Equal(now, sealed) {
+		t.Fatal("closing a Dir again rewrote the manifest")
+	}
+}
+
+// The first append to a capsule whose manifest is signed seals at once,
+// dropping the signature: a signature must not stand beside events it
+// does not cover.
+func TestAnAppendToASignedCapsuleDropsTheSignatureAtOnce(t *testing.T) {
+	s := newSigner(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "agent")
+	c, err := New(dir, "signed", s.Machine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	tarPath := filepath.Join(root, "signed.tar")
+	packTo(t, dir, tarPath, PackOptions{Signer: s})
+	unpacked := filepath.Join(root, "unpacked")
+	if err := Unpack(tarPath, unpacked, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d, err := OpenDir(ctx, unpacked, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d.sealDelay = time.Hour
+	if d.Manifest().Signature == nil {
+		t.Fatal("the unpacked capsule is not signed")
+	}
+	if _, err := d.Append(ctx, s, 0, userMessage(t, "after the signature")); err != nil {
+		t.Fatal(err)
+	}
+	if d.Manifest().Signature != nil || d.sealBehind() {
+		t.Fatal("the signed manifest still stands beside an event it does not cover")
 	}
 }

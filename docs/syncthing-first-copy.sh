@@ -1,0 +1,336 @@
+#!/usr/bin/env bash
+# Side-by-side first copy of one file of random bytes between two local
+# Syncthing instances and between two tern nodes, on this machine, in one run.
+#
+#   docs/syncthing-first-copy.sh [SIZE_MIB, default 256] [RUNS, default 3]
+#
+# Run it from a clone of tern (any folder works: it finds the repo root from
+# its own path). Needs syncthing (apt-get install syncthing), go, curl and jq.
+# Everything goes under one temporary folder that is removed on exit, and
+# both Syncthing processes are killed on exit, failure included.
+#
+# Per run, interleaved:
+#   Syncthing  two fresh instances A and B on 127.0.0.1 only (no discovery,
+#              relays, NAT, usage or crash reporting, upgrades), one shared
+#              sendreceive folder on each, fsWatcher off, rescan once a day.
+#              Timed: from moving the file (made outside the folder and
+#              fsynced first) into A's folder and POST /rest/db/scan on A,
+#              until B's /rest/db/status shows it all in sync and the file
+#              is on B at its full size (polled every 50 ms). A's scan
+#              (hashing) and B's pull are read from their StateChanged events.
+#   tern       tern bench sync --only blob: first_copy_seconds is from
+#              `capsule import` on node A of a new capsule whose workspace is
+#              one file of that size until node B holds it all (polled every
+#              5 ms); it also measures a bare libp2p stream and a disk write
+#              + fsync of the same bytes as limits.
+# Printed per run: both times, syncthing_s / tern_s (> 1: tern is faster),
+# and each system's rate as a fraction of the slower of tern's two limits.
+set -euo pipefail
+
+SIZE_MIB=${1:-256}
+RUNS=${2:-3}
+SIZE=$((SIZE_MIB * 1024 * 1024))
+FOLDER_ID=bench
+FILE=blob.bin
+POLL_S=0.05     # how often B's status is polled while the copy runs
+TIMEOUT_S=900   # give up on one copy after this long
+
+die() { echo "syncthing-first-copy: $*" >&2; exit 1; }
+log() { echo "# $*" >&2; }
+
+# --- setup and cleanup --------------------------------------------------
+
+check_tools() {
+  command -v syncthing >/dev/null ||
+    die "syncthing is not installed: run 'apt-get install syncthing' (Debian) and try again"
+  local t
+  for t in go curl jq awk; do
+    command -v "$t" >/dev/null || die "$t is not installed"
+  done
+  [[ $SIZE_MIB =~ ^[1-9][0-9]*$ && $RUNS =~ ^[1-9][0-9]*$ ]] ||
+    die "usage: $0 [SIZE_MIB] [RUNS] (positive integers)"
+}
+
+PIDS=()
+TMP=
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  PIDS=()
+  [[ -n $TMP ]] && rm -rf "$TMP"
+  return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# build_tern builds the tern binary of this checkout into $TMP.
+build_tern() {
+  local root
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  log "building tern from $root"
+  (cd "$root" && go build -o "$TMP/tern" ./cmd/tern) || die "go build ./cmd/tern failed"
+}
+
+# free_port VAR: sets VAR to a TCP port on 127.0.0.1 that nothing listens on
+# and that this script has not handed out yet.
+USED_PORTS=" "
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    [[ $USED_PORTS == *" $p "* ]] && continue
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      USED_PORTS+="$p "
+      printf -v "$1" %s "$p"
+      return
+    fi
+  done
+}
+
+# --- one Syncthing instance ----------------------------------------------
+# An instance is described by shell variables named <NAME>_HOME, _GUI, _PORT,
+# _KEY, _ID, _DIR, _PID (NAME is A or B).
+
+# st_api NAME METHOD PATH [JSON]: one REST call to instance NAME.
+st_api() {
+  local gui key
+  gui=${1}_GUI key=${1}_KEY
+  curl -fsS -X "$2" -H "X-API-Key: ${!key}" ${4:+-H 'Content-Type: application/json' -d "$4"} \
+    "http://127.0.0.1:${!gui}$3"
+}
+
+# set_option FILE NAME VALUE: sets <NAME>VALUE</NAME> in a config.xml.
+set_option() {
+  grep -q "<$2>" "$1" || die "config.xml has no <$2>"
+  sed -i "s|<$2>[^<]*</$2>|<$2>$3</$2>|" "$1"
+}
+
+# st_generate NAME DIR: makes the home, keys and a config that talks to
+# 127.0.0.1 only, before the instance ever starts (so it never calls out).
+st_generate() {
+  local name=$1 home=$2/home cfg port=${1}_PORT
+  mkdir -p "$home" "$2/folder"
+  syncthing generate --home "$home" --no-default-folder --skip-port-probing >"$2/generate.log" 2>&1 ||
+    die "syncthing generate failed: $(cat "$2/generate.log")"
+  cfg=$home/config.xml
+  set_option "$cfg" listenAddress "tcp://127.0.0.1:${!port}"
+  set_option "$cfg" globalAnnounceEnabled false
+  set_option "$cfg" localAnnounceEnabled false
+  set_option "$cfg" relaysEnabled false
+  set_option "$cfg" natEnabled false
+  set_option "$cfg" urAccepted -1             # usage reporting declined
+  set_option "$cfg" crashReportingEnabled false
+  set_option "$cfg" autoUpgradeIntervalH 0
+  set_option "$cfg" startBrowser false
+  set_option "$cfg" setLowPriority false      # same priority as tern
+  set_option "$cfg" reconnectionIntervalS 1   # connect as soon as both know each other
+  eval "${name}_HOME=\$home ${name}_DIR=\$2/folder"
+  eval "${name}_ID=\$(syncthing serve --home \"\$home\" --device-id)"
+}
+
+# st_start NAME: starts the instance in the background. STMONITORED=yes runs
+# Syncthing itself without its monitor parent (which --no-restart does not
+# drop in 1.19), so the pid that is killed and waited for is the one that
+# serves. TZ=UTC makes its event times end in Z, which jq parses.
+st_start() {
+  local home=${1}_HOME gui=${1}_GUI key=${1}_KEY
+  STMONITORED=yes TZ=UTC STNODEFAULTFOLDER=1 syncthing serve --home "${!home}" --no-browser --no-restart --no-upgrade \
+    --gui-address="http://127.0.0.1:${!gui}" --gui-apikey="${!key}" \
+    >"${!home}/syncthing.log" 2>&1 &
+  PIDS+=($!)
+  eval "${1}_PID=$!"
+}
+
+# wait_for SECONDS WHAT COMMAND...: retries COMMAND every 100 ms.
+wait_for() {
+  local deadline=$((SECONDS + $1)) what=$2
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "timed out waiting for $what"
+    sleep 0.1
+  done
+}
+
+# st_configure NAME PEER: adds PEER as a device at its static address and the
+# shared folder, through the REST config API.
+st_configure() {
+  local peer_id=${2}_ID peer_port=${2}_PORT dir=${1}_DIR me=${1}_ID
+  st_api "$1" PUT "/rest/config/devices/${!peer_id}" \
+    "{\"deviceID\":\"${!peer_id}\",\"name\":\"$2\",\"addresses\":[\"tcp://127.0.0.1:${!peer_port}\"]}" >/dev/null
+  st_api "$1" PUT "/rest/config/folders/$FOLDER_ID" "$(jq -n --arg id "$FOLDER_ID" --arg path "${!dir}" \
+    --arg me "${!me}" --arg peer "${!peer_id}" '{id:$id, label:$id, path:$path, type:"sendreceive",
+      fsWatcherEnabled:false, rescanIntervalS:86400,
+      devices:[{deviceID:$me}, {deviceID:$peer}]}')" >/dev/null
+}
+
+connected() { st_api "$1" GET /rest/system/connections | jq -e --arg p "$2" '.connections[$p].connected' ; }
+folder_idle() { st_api "$1" GET "/rest/db/status?folder=$FOLDER_ID" | jq -e '.state == "idle"'; }
+
+# st_check_offline NAME: the options that keep it on 127.0.0.1 took effect.
+st_check_offline() {
+  st_api "$1" GET /rest/config/options | jq -e '
+    .globalAnnounceEnabled == false and .localAnnounceEnabled == false and
+    .relaysEnabled == false and .natEnabled == false and .urAccepted < 0 and
+    .crashReportingEnabled == false and .autoUpgradeIntervalH == 0' >/dev/null ||
+    die "instance $1 did not take its offline options"
+}
+
+# st_pair_up RUNDIR: two fresh instances A and B, connected, folder idle.
+st_pair_up() {
+  free_port A_GUI; free_port A_PORT; free_port B_GUI; free_port B_PORT
+  # shellcheck disable=SC2034 # read through ${!key} in st_api and st_start
+  A_KEY=bench-key-a-$RANDOM$RANDOM B_KEY=bench-key-b-$RANDOM$RANDOM
+  st_generate A "$1/a"
+  st_generate B "$1/b"
+  st_start A
+  st_start B
+  wait_for 30 "syncthing A's REST API" st_api A GET /rest/system/ping
+  wait_for 30 "syncthing B's REST API" st_api B GET /rest/system/ping
+  st_check_offline A
+  st_check_offline B
+  st_configure A B
+  st_configure B A
+  wait_for 60 "A and B to connect" connected A "$B_ID"
+  wait_for 60 "B to see A" connected B "$A_ID"
+  st_warm_up
+}
+
+# st_warm_up: a small file through the folder, untimed, so that the timed copy
+# starts on a connection whose folder exchange is over (adding the folder
+# can make them reconnect) and with both folders idle.
+st_warm_up() {
+  echo "warm-up" >"$A_DIR/warm-up.txt"
+  st_api A POST "/rest/db/scan?folder=$FOLDER_ID" >/dev/null
+  wait_for 60 "the warm-up file on B" test -f "$B_DIR/warm-up.txt"
+  wait_for 60 "A's folder to be idle" folder_idle A
+  wait_for 60 "B's folder to be idle" folder_idle B
+}
+
+# st_stop: kills both instances of this run.
+st_stop() {
+  kill "$A_PID" "$B_PID" 2>/dev/null || true
+  wait "$A_PID" "$B_PID" 2>/dev/null || true
+  PIDS=()
+}
+
+# last_event_id NAME: the id of the newest event the instance has buffered.
+last_event_id() { st_api "$1" GET "/rest/events?since=0&timeout=1" | jq 'map(.id) | max // 0'; }
+
+# busy_span NAME SINCE: prints "FROM TO" (Unix seconds): the folder's first
+# leaving "idle" after event SINCE and its last return to "idle", from its
+# StateChanged event times (their "duration" field is wrong in 1.19). On A
+# that is the scan (hashing), on B the pull (index handling, fetching,
+# writing, fsync, rename).
+busy_span() {
+  st_api "$1" GET "/rest/events?since=$2&timeout=1" | jq -r --arg f "$FOLDER_ID" '
+    def secs: capture("^(?<s>[^.]+)(?<f>[.][0-9]+)?Z$") | (.s + "Z" | fromdateiso8601) + ((.f // "0") | tonumber);
+    [.[] | select(.type == "StateChanged" and .data.folder == $f)] as $ev
+    | "\([$ev[] | select(.data.from == "idle")][0].time | secs) \([$ev[] | select(.data.to == "idle")][-1].time | secs)"'
+}
+
+# b_has_it: B's database and disk both hold the whole file.
+b_has_it() {
+  local st
+  # B writes a temporary file and renames it at the end: until the name
+  # appears there is nothing to ask B (and this test forks nothing).
+  [[ -f $B_DIR/$FILE ]] || return 1
+  st=$(st_api B GET "/rest/db/status?folder=$FOLDER_ID") || return 1
+  jq -e --argjson size "$SIZE" '.needFiles == 0 and .globalBytes >= $size and .inSyncBytes == .globalBytes' \
+    <<<"$st" >/dev/null || return 1
+  [[ $(stat -c %s "$B_DIR/$FILE") -eq $SIZE ]]
+}
+
+# syncthing_run RUNDIR: sets ST_RESULT to "total_s scan_s pull_s idle_s" of one
+# first copy. It runs in the main shell (not in $(...)) so that the
+# instances' pids reach the EXIT trap.
+syncthing_run() {
+  local dir=$1 src t0 t1 a_ev b_ev
+  st_pair_up "$dir"
+  # The file is made and fsynced outside the folder, so that the timed part
+  # starts with its bytes in the page cache and none of them dirty.
+  src=$dir/$FILE
+  head -c "$SIZE" /dev/urandom >"$src"
+  sync "$src"
+  a_ev=$(last_event_id A) b_ev=$(last_event_id B)
+
+  local deadline=$((SECONDS + TIMEOUT_S))
+  t0=$EPOCHREALTIME
+  mv "$src" "$A_DIR/$FILE"   # same file system: a rename
+  st_api A POST "/rest/db/scan?folder=$FOLDER_ID" >/dev/null
+  until b_has_it; do
+    ((SECONDS < deadline)) || die "syncthing: B did not hold the file after ${TIMEOUT_S}s"
+    sleep "$POLL_S"
+  done
+  t1=$EPOCHREALTIME
+
+  # Seconds from t0: total (polled), A's scan, B's pull, B back to idle.
+  ST_RESULT=$(awk -v t0="$t0" -v t1="$t1" -v a="$(busy_span A "$a_ev")" -v b="$(busy_span B "$b_ev")" 'BEGIN {
+    split(a, as, " "); split(b, bs, " ")
+    printf "%.3f %.3f %.3f %.3f", t1 - t0, as[2] - as[1], bs[2] - bs[1], bs[2] - t0 }')
+  st_stop
+}
+
+# --- tern ----------------------------------------------------------------
+
+# tern_run RUNDIR: sets TERN_RESULT to "first_copy_s libp2p_MBps disk_MBps
+# import_s".
+tern_run() {
+  mkdir -p "$1"
+  # In the background and waited for, so that a signal reaches the trap at
+  # once and the trap can end it.
+  "$TMP/tern" bench sync --only blob --json --quiet --dir "$1" --blob-size "${SIZE_MIB}MiB" >"$1/out.json" 2>"$1/err.log" &
+  PIDS+=($!)
+  wait $! || die "tern bench sync failed: $(cat "$1/err.log")"
+  PIDS=()
+  TERN_RESULT=$(jq -r '.blob | "\(.first_copy_seconds) \(.libp2p_mbps) \(.disk_mbps) \(.import_seconds)"' "$1/out.json")
+}
+
+# --- report --------------------------------------------------------------
+
+# report RUN ST_S SCAN_S PULL_S IDLE_S TERN_S LIBP2P DISK IMPORT_S: one line.
+report() {
+  awk -v run="$1" -v st="$2" -v scan="$3" -v pull="$4" -v idle="$5" -v tern="$6" -v l2p="$7" -v disk="$8" \
+      -v imp="$9" -v size="$SIZE" 'BEGIN {
+    limit = (l2p < disk) ? l2p : disk; lname = (l2p < disk) ? "libp2p" : "disk"
+    mb = size / 1e6
+    printf "run %d: syncthing %.2f s (A scan %.2f, B pull %.2f, B idle at %.2f) | tern %.2f s (import %.2f) | " \
+           "syncthing/tern %.2f | of the slower limit (%s %.0f MB/s): syncthing %.2f, tern %.2f\n",
+           run, st, scan, pull, idle, tern, imp, st / tern, lname, limit, mb / st / limit, mb / tern / limit
+  }'
+}
+
+# median V...: the middle value (the mean of the two middle ones if even).
+median() {
+  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+main() {
+  check_tools
+  TMP=$(mktemp -d "${TMPDIR:-/tmp}/syncthing-first-copy.XXXXXX")
+  build_tern
+  echo "# $(syncthing --version)"
+  echo "# tern $(git -C "$(dirname "${BASH_SOURCE[0]}")" describe --always --dirty 2>/dev/null || echo '?'), $(go version | cut -d' ' -f3)"
+  echo "# $SIZE_MIB MiB of random bytes, $RUNS runs, temp folder $TMP ($(df -P "$TMP" | awk 'NR==2 { print $1 }'))"
+  echo "# syncthing: fsWatcher off, explicit scan; time from the move into A's folder until B holds it (50 ms polls);"
+  echo "#   A scan = A's folder busy (hashing), B pull = B's folder busy, B idle at = B's own end time from the move"
+  echo "# tern: first_copy_seconds of 'tern bench sync --only blob' (import on A until B holds it; 5 ms polls)"
+  echo "# fractions: size / seconds / the slower of tern's measured limits (bare libp2p stream, disk write + fsync)"
+  local run st_all=() tern_all=() ratio_all=()
+  for ((run = 1; run <= RUNS; run++)); do
+    log "run $run: syncthing"
+    syncthing_run "$TMP/st$run"
+    rm -rf "$TMP/st$run"
+    log "run $run: tern"
+    tern_run "$TMP/tern$run"
+    rm -rf "$TMP/tern$run"
+    # shellcheck disable=SC2086 # word splitting of the two results is meant
+    report "$run" $ST_RESULT $TERN_RESULT
+    st_all+=("${ST_RESULT%% *}") tern_all+=("${TERN_RESULT%% *}")
+    ratio_all+=("$(awk -v a="${ST_RESULT%% *}" -v b="${TERN_RESULT%% *}" 'BEGIN { print a / b }')")
+  done
+  printf 'median of %d: syncthing %.2f s | tern %.2f s | syncthing/tern %.2f\n' "$RUNS" \
+    "$(median "${st_all[@]}")" "$(median "${tern_all[@]}")" "$(median "${ratio_all[@]}")"
+}
+
+main "$@"
