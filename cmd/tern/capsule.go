@@ -164,10 +164,15 @@ func inspect(c *capsule.Capsule) (*inspection, error) {
 		Forks: journal.Forks(events), Types: map[string]int{}, Environment: spec, Sessions: []string{},
 	}
 	for name, f := range c.Manifest().Files {
-		in.Bytes += f.Size
+		if name != capsule.JournalFile { // counted below, with events its writer has not sealed yet
+			in.Bytes += f.Size
+		}
 		if strings.HasPrefix(name, capsule.BlobDir+"/") {
 			in.Blobs++
 		}
+	}
+	for _, ev := range events {
+		in.Bytes += int64(len(ev.Line())) + 1
 	}
 	seen := map[string]bool{}
 	for _, ev := range events {

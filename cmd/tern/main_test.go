@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tern-dev/tern/capsule"
 )
 
 // tern runs the CLI in-process with $TERN_HOME set to home and returns its
@@ -352,4 +355,40 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// inspect counts the journal as it is, events after the manifest's seal
+// included (a writer seals them up to a second later, a crashed one not
+// until the next writer).
+func TestInspectCountsEventsAfterTheSeal(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	before := filepath.Join(t.TempDir(), "before")
+	if err := os.CopyFS(before, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	mustTern(t, home, draftLine("one more"), "journal", "append", dir)
+	journal, err := os.ReadFile(filepath.Join(dir, capsule.JournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old manifest with the new journal: one event past the seal.
+	if err := os.WriteFile(filepath.Join(before, capsule.JournalFile), journal, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	filepath.WalkDir(before, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && d.Name() != capsule.ManifestFile {
+			info, _ := d.Info()
+			want += info.Size()
+		}
+		return err
+	})
+	var in struct {
+		Bytes int64 `json:"bytes"`
+	}
+	json.Unmarshal([]byte(mustTern(t, home, "", "capsule", "inspect", before, "--json")), &in)
+	if in.Bytes != want {
+		t.Fatalf("inspect counts %d bytes, the files hold %d", in.Bytes, want)
+	}
 }
