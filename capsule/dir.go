@@ -39,7 +39,10 @@ type Dir struct {
 	commitMu sync.Mutex  // one manifest update at a time
 	unsealed atomic.Bool // events were stored after the manifest's seal (see sealLag)
 
-	sealMu    sync.Mutex    // held by a timed seal and by Close
+	// sealMu is held by a timed seal and by Close, and is taken before
+	// commitMu and jlMu; journalLog takes it under commitMu only as it
+	// first opens the log, which no timed seal can precede.
+	sealMu    sync.Mutex
 	sealDelay time.Duration // sealAfter; tests lengthen it
 	sealTimer *time.Timer   // the timed seal pending, if any
 	closed    bool          // Close has run
@@ -351,15 +354,24 @@ func (d *Dir) Close() error {
 
 func (d *Dir) journalLog() (*journal.Log, error) {
 	d.jlMu.Lock()
-	defer d.jlMu.Unlock()
+	opened := false
 	if d.jl == nil {
 		jl, err := d.openLog()
 		if err != nil {
+			d.jlMu.Unlock()
 			return nil, err
 		}
-		d.jl = jl
+		d.jl, opened = jl, true
 	}
-	return d.jl, nil
+	jl := d.jl
+	d.jlMu.Unlock()
+	if opened && jl.Size() != d.Manifest().Files[JournalFile].Size {
+		// Events a writer stored and did not seal before it died: this
+		// writer seals them as it seals its own.
+		d.unsealed.Store(true)
+		d.sealSoon()
+	}
+	return jl, nil
 }
 
 // openLog opens the journal file, protecting the part the manifest seals.
@@ -475,12 +487,17 @@ func (d *Dir) commitAfterEvents(jl *journal.Log, files map[string][]byte) error 
 	if files != nil || m.Signature != nil || jl.Size()-m.Files[JournalFile].Size >= sealLag {
 		return d.commit(files, nil)
 	}
+	d.sealSoon()
+	return nil
+}
+
+// sealSoon starts the timed seal unless one is pending.
+func (d *Dir) sealSoon() {
 	d.sealMu.Lock()
 	defer d.sealMu.Unlock()
 	if d.sealTimer == nil && !d.closed {
 		d.sealTimer = time.AfterFunc(d.sealDelay, d.sealLater)
 	}
-	return nil
 }
 
 // sealLater is the timed seal. It holds sealMu, so Close waits for it

@@ -238,3 +238,61 @@ func TestAnAppendToASignedCapsuleDropsTheSignatureAtOnce(t *testing.T) {
 		t.Fatal("the signed manifest still stands beside an event it does not cover")
 	}
 }
+
+// Events a writer stored and did not seal before it died are sealed by
+// the next writer that opens the journal, when it closes (or sealDelay
+// after it opened it), even if it stores nothing itself.
+func TestTheNextWriterSealsWhatACrashedOneLeft(t *testing.T) {
+	s := newSigner(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "agent")
+	c, err := New(dir, "crashed", s.Machine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	ctx := context.Background()
+	d, err := OpenDir(ctx, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.sealDelay = time.Hour
+	if _, err := d.Append(ctx, s, 0, userMessage(t, "unsealed")); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"closed", "timed"} {
+		crashed := filepath.Join(root, name)
+		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil { // what a kill -9 leaves
+			t.Fatal(err)
+		}
+		next, err := OpenDir(ctx, crashed, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "closed" {
+			next.sealDelay = time.Hour
+		} else {
+			next.sealDelay = 10 * time.Millisecond
+		}
+		if _, err := next.Events(); err != nil {
+			t.Fatal(err)
+		}
+		if name == "timed" {
+			deadline := time.Now().Add(10 * time.Second)
+			for next.sealBehind() && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if next.sealBehind() {
+				t.Fatal("the timed seal never sealed what the crashed writer left")
+			}
+		}
+		if err := next.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Verify(crashed, VerifyOptions{})
+		if err != nil || !rep.OK() || len(rep.Notes) != 0 {
+			t.Fatalf("%s: %v, issues %v, notes %q; want the crashed writer's events sealed", name, err, rep.Issues(), rep.Notes)
+		}
+	}
+	d.Close()
+}

@@ -337,7 +337,7 @@ func checkUnlisted(c *Capsule, r *Report) {
 		if isDir {
 			switch {
 			case isTempName(name):
-				r.notef("%s: leftover of an interrupted write; removed by the next write", name)
+				r.notef("%s: a write in progress, or the leftover of an interrupted one; removed by the next write", name)
 				continue
 			case strings.HasSuffix(name, nextSuffix):
 				if _, ok := c.Manifest().Files[strings.TrimSuffix(name, nextSuffix)]; ok {
