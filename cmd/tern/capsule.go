@@ -122,7 +122,7 @@ func capsuleInspectCmd(e *env) *cobra.Command {
 			}
 			fmt.Fprintf(w, "files     %d (%d blobs, %d bytes)\n", in.Files, in.Blobs, in.Bytes)
 			fmt.Fprintf(w, "workspace %d entries\n", in.Workspace)
-			fmt.Fprintf(w, "journal   %d events in %d sessions from %d machines\n", in.Events, len(in.Sessions), len(in.Vector))
+			fmt.Fprintf(w, "journal   %s in %s from %s\n", plural(in.Events, "event"), plural(len(in.Sessions), "session"), plural(len(in.Vector), "machine"))
 			for _, m := range sortedKeys(in.Vector) {
 				fmt.Fprintf(w, "          %s seq %d\n", m, in.Vector[m].Seq)
 			}
