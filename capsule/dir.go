@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tern-dev/tern/internal/filelock"
@@ -36,8 +35,7 @@ type Dir struct {
 	jlMu sync.Mutex
 	jl   *journal.Log // opened on first use
 
-	commitMu sync.Mutex  // one manifest update at a time
-	unsealed atomic.Bool // events were stored after the manifest's seal (see sealLag)
+	commitMu sync.Mutex // one manifest update at a time
 
 	// sealMu is held by a timed seal and by Close, and is taken before
 	// commitMu and jlMu; journalLog takes it under commitMu only as it
@@ -322,8 +320,7 @@ func (d *Dir) recoverBlobs(blobs []string) error {
 	return nil
 }
 
-// Close seals the events this Dir stored after the manifest's seal (see
-// sealLag), closes the journal if an append opened it and releases the
+// Close seals the events after the manifest's seal (see sealLag), closes the journal if an append opened it and releases the
 // folder's lock. Closing again does nothing.
 func (d *Dir) Close() error {
 	d.sealMu.Lock()
@@ -336,7 +333,7 @@ func (d *Dir) Close() error {
 		d.sealTimer.Stop()
 	}
 	var err error
-	if d.unsealed.Load() && d.sealBehind() {
+	if d.sealBehind() {
 		err = d.Seal()
 	}
 	d.jlMu.Lock()
@@ -368,7 +365,6 @@ func (d *Dir) journalLog() (*journal.Log, error) {
 	if opened && jl.Size() != d.Manifest().Files[JournalFile].Size {
 		// Events a writer stored and did not seal before it died: this
 		// writer seals them as it seals its own.
-		d.unsealed.Store(true)
 		d.sealSoon()
 	}
 	return jl, nil
@@ -482,7 +478,6 @@ func (d *Dir) sealBehind() bool {
 // or the manifest is signed (a signature attests what it seals, and the
 // events are not in it); else it leaves the seal to a timer, sealAfter on.
 func (d *Dir) commitAfterEvents(jl *journal.Log, files map[string][]byte) error {
-	d.unsealed.Store(true)
 	m := d.Manifest()
 	if files != nil || m.Signature != nil || jl.Size()-m.Files[JournalFile].Size >= sealLag {
 		return d.commit(files, nil)
