@@ -16,18 +16,9 @@ import (
 // closes, and when the journal runs sealLag past it.
 func TestAppendsSealTheJournalLazilyAndClosingSealsTheRest(t *testing.T) {
 	s := newSigner(t)
-	dir := filepath.Join(t.TempDir(), "agent")
-	c, err := New(dir, "lazy", s.Machine())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	dir := newFolder(t, t.TempDir(), "lazy", s)
 	ctx := context.Background()
-	d, err := OpenDir(ctx, dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.sealDelay = time.Hour // only the Close and the bytes below seal here
+	d := openDir(t, dir, time.Hour)
 	manifest := func() []byte {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
@@ -89,12 +80,7 @@ func TestAppendsSealTheJournalLazilyAndClosingSealsTheRest(t *testing.T) {
 	}
 
 	// Past sealLag, the seal catches up without a Close.
-	d, err = OpenDir(ctx, dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	d.sealDelay = time.Hour
+	d = openDir(t, dir, time.Hour)
 	big := strings.Repeat("y", 64<<10)
 	for range sealLag/(64<<10) + 1 {
 		if _, err := d.Append(ctx, s, 0, userMessage(t, big)); err != nil {
@@ -116,29 +102,13 @@ func TestAppendsSealTheJournalLazilyAndClosingSealsTheRest(t *testing.T) {
 // in time as well as in bytes.
 func TestEventsLeftAfterTheSealAreSealedSoonWithoutAClose(t *testing.T) {
 	s := newSigner(t)
-	dir := filepath.Join(t.TempDir(), "agent")
-	c, err := New(dir, "timed", s.Machine())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	dir := newFolder(t, t.TempDir(), "timed", s)
 	ctx := context.Background()
-	d, err := OpenDir(ctx, dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	d.sealDelay = 20 * time.Millisecond
+	d := openDir(t, dir, 20*time.Millisecond)
 	if _, err := d.Append(ctx, s, 0, userMessage(t, "hello")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for d.sealBehind() {
-		if time.Now().After(deadline) {
-			t.Fatal("the seal never caught up with the journal")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitSealed(t, d)
 	rep, err := Verify(dir, VerifyOptions{})
 	if err != nil || !rep.OK() || len(rep.Notes) != 0 {
 		t.Fatalf("after the timed seal: %v, issues %v, notes %q", err, rep.Issues(), rep.Notes)
@@ -150,18 +120,9 @@ func TestEventsLeftAfterTheSealAreSealedSoonWithoutAClose(t *testing.T) {
 // manifest over the newer one.
 func TestClosingADirAgainWritesNothing(t *testing.T) {
 	s := newSigner(t)
-	dir := filepath.Join(t.TempDir(), "agent")
-	c, err := New(dir, "twice", s.Machine())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	dir := newFolder(t, t.TempDir(), "twice", s)
 	ctx := context.Background()
-	first, err := OpenDir(ctx, dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.sealDelay = time.Hour
+	first := openDir(t, dir, time.Hour)
 	if _, err := first.Append(ctx, s, 0, userMessage(t, "one")); err != nil {
 		t.Fatal(err)
 	}
@@ -182,11 +143,7 @@ func TestClosingADirAgainWritesNothing(t *testing.T) {
 	if err := os.Rename(mpath+".aside", mpath); err != nil {
 		t.Fatal(err)
 	}
-	second, err := OpenDir(ctx, dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	second.sealDelay = time.Hour
+	second := openDir(t, dir, time.Hour)
 	if _, err := second.Append(ctx, s, 0, userMessage(t, "two")); err != nil {
 		t.Fatal(err)
 	}
@@ -209,12 +166,7 @@ func TestClosingADirAgainWritesNothing(t *testing.T) {
 func TestAnAppendToASignedCapsuleDropsTheSignatureAtOnce(t *testing.T) {
 	s := newSigner(t)
 	root := t.TempDir()
-	dir := filepath.Join(root, "agent")
-	c, err := New(dir, "signed", s.Machine())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	dir := newFolder(t, root, "signed", s)
 	tarPath := filepath.Join(root, "signed.tar")
 	packTo(t, dir, tarPath, PackOptions{Signer: s})
 	unpacked := filepath.Join(root, "unpacked")
@@ -222,12 +174,7 @@ func TestAnAppendToASignedCapsuleDropsTheSignatureAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	d, err := OpenDir(ctx, unpacked, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	d.sealDelay = time.Hour
+	d := openDir(t, unpacked, time.Hour)
 	if d.Manifest().Signature == nil {
 		t.Fatal("the unpacked capsule is not signed")
 	}
@@ -245,18 +192,9 @@ func TestAnAppendToASignedCapsuleDropsTheSignatureAtOnce(t *testing.T) {
 func TestTheNextWriterSealsWhatACrashedOneLeft(t *testing.T) {
 	s := newSigner(t)
 	root := t.TempDir()
-	dir := filepath.Join(root, "agent")
-	c, err := New(dir, "crashed", s.Machine())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.Close()
+	dir := newFolder(t, root, "crashed", s)
 	ctx := context.Background()
-	d, err := OpenDir(ctx, dir, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.sealDelay = time.Hour
+	d := openDir(t, dir, time.Hour)
 	if _, err := d.Append(ctx, s, 0, userMessage(t, "unsealed")); err != nil {
 		t.Fatal(err)
 	}
@@ -265,26 +203,16 @@ func TestTheNextWriterSealsWhatACrashedOneLeft(t *testing.T) {
 		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil { // what a kill -9 leaves
 			t.Fatal(err)
 		}
-		next, err := OpenDir(ctx, crashed, nil)
-		if err != nil {
-			t.Fatal(err)
+		delay := time.Hour
+		if name == "timed" {
+			delay = 10 * time.Millisecond
 		}
-		if name == "closed" {
-			next.sealDelay = time.Hour
-		} else {
-			next.sealDelay = 10 * time.Millisecond
-		}
+		next := openDir(t, crashed, delay)
 		if _, err := next.Events(); err != nil {
 			t.Fatal(err)
 		}
 		if name == "timed" {
-			deadline := time.Now().Add(10 * time.Second)
-			for next.sealBehind() && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if next.sealBehind() {
-				t.Fatal("the timed seal never sealed what the crashed writer left")
-			}
+			waitSealed(t, next)
 		}
 		if err := next.Close(); err != nil {
 			t.Fatal(err)
@@ -294,5 +222,43 @@ func TestTheNextWriterSealsWhatACrashedOneLeft(t *testing.T) {
 			t.Fatalf("%s: %v, issues %v, notes %q; want the crashed writer's events sealed", name, err, rep.Issues(), rep.Notes)
 		}
 	}
-	d.Close()
+}
+
+// newFolder creates a capsule folder named name under root, held by s's
+// machine, and returns its path.
+func newFolder(t *testing.T, root, name string, s *testSigner) string {
+	t.Helper()
+	dir := filepath.Join(root, name)
+	c, err := New(dir, name, s.Machine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	return dir
+}
+
+// openDir opens dir for writing with its timed seal delay after the
+// first event it leaves unsealed; the test's end closes it (closing again
+// does nothing).
+func openDir(t *testing.T, dir string, delay time.Duration) *Dir {
+	t.Helper()
+	d, err := OpenDir(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.sealDelay = delay
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// waitSealed waits until the manifest seals all of d's journal.
+func waitSealed(t *testing.T, d *Dir) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for d.sealBehind() {
+		if time.Now().After(deadline) {
+			t.Fatal("the seal never caught up with the journal")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
