@@ -97,34 +97,36 @@ func (f *flipWriter) Write(p []byte) (int, error) {
 }
 
 func TestACorruptChunkFromAPeerIsRejectedAndFetchedAgain(t *testing.T) {
-	// No timer rounds: what b fetches, and when, is up to the test.
-	a, b := startQuietNode(t), startQuietNode(t)
-	pair(t, a, b)
-	agent := sharedCapsule(t, a, b)
-	serveBlobsRotten(a, 2*protocol.BlobChunk+100)
-	blob := snapshotOn(t, a, agent, 4*protocol.BlobChunk)
-	ctx := context.Background()
-	if err := b.host.Connect(ctx, peer.AddrInfo{ID: a.host.ID(), Addrs: a.host.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	b.SyncPeer(ctx, a.host.ID()) // the events, then a fetch of the listing and of the rotten blob
-	// The rounds the connection and the events started may fetch it
-	// again meanwhile; once they are over:
-	eventually(t, "b's rounds and fetches are over", func() bool { return quiet(b) })
-	if w := wants(t, b, agent); !slices.Contains(w, blob) {
-		t.Fatalf("b wants %v: the rotten blob was adopted", w)
-	}
-	if _, err := os.Stat(filepath.Join(b.home, PartialDir, blob)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the rotten partial file was kept (%v): a resume would build on it", err)
-	}
-	protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // a's copy is good again
-	b.SyncPeer(ctx, a.host.ID())
-	if w := wants(t, b, agent); len(w) != 0 {
-		t.Fatalf("b still wants %v from a peer that serves them", w)
-	}
-	if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
-		t.Fatalf("b's capsule: %v %+v", err, rep)
-	}
+	overBoth(t, func(t *testing.T, tr transport) {
+		// No timer rounds: what b fetches, and when, is up to the test.
+		a, b := startQuietNode(t, tr), startQuietNode(t, tr)
+		pair(t, a, b)
+		agent := sharedCapsule(t, a, b)
+		serveBlobsRotten(a, 2*protocol.BlobChunk+100)
+		blob := snapshotOn(t, a, agent, 4*protocol.BlobChunk)
+		ctx := context.Background()
+		if err := b.host.Connect(ctx, peer.AddrInfo{ID: a.host.ID(), Addrs: a.host.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		b.SyncPeer(ctx, a.host.ID()) // the events, then a fetch of the listing and of the rotten blob
+		// The rounds the connection and the events started may fetch it
+		// again meanwhile; once they are over:
+		eventually(t, "b's rounds and fetches are over", func() bool { return quiet(b) })
+		if w := wants(t, b, agent); !slices.Contains(w, blob) {
+			t.Fatalf("b wants %v: the rotten blob was adopted", w)
+		}
+		if _, err := os.Stat(filepath.Join(b.home, PartialDir, blob)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the rotten partial file was kept (%v): a resume would build on it", err)
+		}
+		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // a's copy is good again
+		b.SyncPeer(ctx, a.host.ID())
+		if w := wants(t, b, agent); len(w) != 0 {
+			t.Fatalf("b still wants %v from a peer that serves them", w)
+		}
+		if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
+			t.Fatalf("b's capsule: %v %+v", err, rep)
+		}
+	})
 }
 
 // quiet reports whether n runs no sync round, no blob fetch and no
@@ -145,156 +147,166 @@ func wants(t *testing.T, n *Node, agent string) []string {
 }
 
 func TestARestartInTheMiddleOfABlobTransferLosesNoWantAndResumes(t *testing.T) {
-	homeB := t.TempDir()
-	a, b := startNode(t, t.TempDir()), startNode(t, homeB)
-	pair(t, a, b)
-	agent := sharedCapsule(t, a, b)
-	serveBlobsCut(a, 3*protocol.BlobChunk)
-	const size = 8 * protocol.BlobChunk
-	blob := snapshotOn(t, a, agent, size)
-	a.goSync(b.host.ID())
-	partial := filepath.Join(homeB, PartialDir, blob)
-	eventually(t, "b holds part of the blob", func() bool {
-		st, err := os.Stat(partial)
-		return err == nil && st.Size() > 0
-	})
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	kept, _ := os.Stat(partial)
+	overBoth(t, func(t *testing.T, tr transport) {
+		homeB := t.TempDir()
+		a, b := tr.start(t, t.TempDir()), tr.start(t, homeB)
+		pair(t, a, b)
+		agent := sharedCapsule(t, a, b)
+		serveBlobsCut(a, 3*protocol.BlobChunk)
+		const size = 8 * protocol.BlobChunk
+		blob := snapshotOn(t, a, agent, size)
+		a.goSync(b.host.ID())
+		partial := filepath.Join(homeB, PartialDir, blob)
+		eventually(t, "b holds part of the blob", func() bool {
+			st, err := os.Stat(partial)
+			return err == nil && st.Size() > 0
+		})
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		kept, _ := os.Stat(partial)
 
-	b = startNode(t, homeB) // same home, new port
-	if w := wants(t, b, agent); len(w) == 0 || !slices.Contains(w, blob) {
-		t.Fatalf("after the restart b wants %v, not the blob %s", w, blob)
-	}
-	protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // the link is good again
-	if err := a.peers.Add(Peer{ID: b.info.PeerID, Addrs: hostAddrs(b)}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "b holds every blob", func() bool { return len(wants(t, b, agent)) == 0 })
-	if got := testutil.ToFloat64(b.stats.blobBytes); got != float64(size-kept.Size()) {
-		t.Fatalf("b fetched %v bytes after the restart; it kept %d of %d, so want %d", got, kept.Size(), size, size-kept.Size())
-	}
+		b = tr.start(t, homeB) // same home, new port
+		if w := wants(t, b, agent); len(w) == 0 || !slices.Contains(w, blob) {
+			t.Fatalf("after the restart b wants %v, not the blob %s", w, blob)
+		}
+		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // the link is good again
+		if err := a.peers.Add(Peer{ID: b.info.PeerID, Addrs: hostAddrs(b)}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "b holds every blob", func() bool { return len(wants(t, b, agent)) == 0 })
+		if got := testutil.ToFloat64(b.stats.blobBytes); got != float64(size-kept.Size()) {
+			t.Fatalf("b fetched %v bytes after the restart; it kept %d of %d, so want %d", got, kept.Size(), size, size-kept.Size())
+		}
+	})
 }
 
 func TestSyncStateWaitsForThePeersBlobs(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	pair(t, a, b)
-	agent := sharedCapsule(t, a, b)
-	a.host.RemoveStreamHandler(protocol.BlobID) // b can learn the events, not fetch the blob
-	snapshotOn(t, a, agent, 100_000)
-	a.goSync(b.host.ID())
-	ctx := context.Background()
-	eventually(t, "b holds the events", func() bool {
-		st, err := a.syncState(ctx, b.host.ID(), agent)
-		return err == nil && st.Events
-	})
-	st, _ := a.syncState(ctx, b.host.ID(), agent)
-	if st.InSync || st.PeerLacks == 0 || st.Blobs == 0 {
-		t.Fatalf("b lacks the snapshot's blobs, yet %+v", st)
-	}
-	protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log)
-	eventually(t, "b holds the whole capsule", func() bool {
-		st, err := a.syncState(ctx, b.host.ID(), agent)
-		return err == nil && st.InSync && st.PeerLacks == 0
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		pair(t, a, b)
+		agent := sharedCapsule(t, a, b)
+		a.host.RemoveStreamHandler(protocol.BlobID) // b can learn the events, not fetch the blob
+		snapshotOn(t, a, agent, 100_000)
+		a.goSync(b.host.ID())
+		ctx := context.Background()
+		eventually(t, "b holds the events", func() bool {
+			st, err := a.syncState(ctx, b.host.ID(), agent)
+			return err == nil && st.Events
+		})
+		st, _ := a.syncState(ctx, b.host.ID(), agent)
+		if st.InSync || st.PeerLacks == 0 || st.Blobs == 0 {
+			t.Fatalf("b lacks the snapshot's blobs, yet %+v", st)
+		}
+		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log)
+		eventually(t, "b holds the whole capsule", func() bool {
+			st, err := a.syncState(ctx, b.host.ID(), agent)
+			return err == nil && st.InSync && st.PeerLacks == 0
+		})
 	})
 }
 
 func TestABlobIsServedOnlyFromACapsuleSharedWithThePeer(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	kept, given := sharedCapsule(t, a), sharedCapsule(t, a)
-	if err := a.store.shares.Set(kept, b.info.PeerID, false); err != nil {
-		t.Fatal(err)
-	}
-	blob := snapshotOn(t, a, kept, 1000)
-	pair(t, a, b)
-	converged(t, given, 0, a, b)
-	ctx := context.Background()
-	for _, agent := range []string{kept, given} {
-		_, err := protocol.Fetch(ctx, b.host, a.host.ID(), agent, blob, filepath.Join(t.TempDir(), "p"), nil)
-		if !errors.Is(err, protocol.ErrNoBlob) {
-			t.Errorf("fetch of %s's blob as %s: %v, want ErrNoBlob", kept, agent, err)
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		kept, given := sharedCapsule(t, a), sharedCapsule(t, a)
+		if err := a.store.shares.Set(kept, b.info.PeerID, false); err != nil {
+			t.Fatal(err)
 		}
-		if held, err := protocol.PeerHas(ctx, b.host, a.host.ID(), agent, []string{blob}); err != nil || len(held) != 0 {
-			t.Errorf("have query as %s: %v %v, want none", agent, held, err)
+		blob := snapshotOn(t, a, kept, 1000)
+		pair(t, a, b)
+		converged(t, given, 0, a, b)
+		ctx := context.Background()
+		for _, agent := range []string{kept, given} {
+			_, err := protocol.Fetch(ctx, b.host, a.host.ID(), agent, blob, filepath.Join(t.TempDir(), "p"), nil)
+			if !errors.Is(err, protocol.ErrNoBlob) {
+				t.Errorf("fetch of %s's blob as %s: %v, want ErrNoBlob", kept, agent, err)
+			}
+			if held, err := protocol.PeerHas(ctx, b.host, a.host.ID(), agent, []string{blob}); err != nil || len(held) != 0 {
+				t.Errorf("have query as %s: %v %v, want none", agent, held, err)
+			}
 		}
-	}
-	// Shared again, it is served.
-	if err := a.store.shares.Set(kept, b.info.PeerID, true); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := protocol.Fetch(ctx, b.host, a.host.ID(), kept, blob, filepath.Join(t.TempDir(), "p"), nil); err != nil {
-		t.Fatal(err)
-	}
+		// Shared again, it is served.
+		if err := a.store.shares.Set(kept, b.info.PeerID, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := protocol.Fetch(ctx, b.host, a.host.ID(), kept, blob, filepath.Join(t.TempDir(), "p"), nil); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestTwoRoundsWantingOneBlobFetchItOnce(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	pair(t, a, b)
-	agent := sharedCapsule(t, a, b)
-	snapshotOn(t, a, agent, 3*protocol.BlobChunk)
-	ctx := context.Background()
-	if err := b.host.Connect(ctx, peer.AddrInfo{ID: a.host.ID(), Addrs: a.host.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	evs, _ := a.store.Events(agent, "")
-	if err := b.store.Add(ctx, agent, "", evs); err != nil { // no round starts for this
-		t.Fatal(err)
-	}
-	var want int64
-	blobs, _ := a.store.Blobs(agent)
-	for _, h := range blobs {
-		f, size, err := a.store.OpenBlob(agent, "", h)
-		if err != nil {
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		pair(t, a, b)
+		agent := sharedCapsule(t, a, b)
+		snapshotOn(t, a, agent, 3*protocol.BlobChunk)
+		ctx := context.Background()
+		if err := b.host.Connect(ctx, peer.AddrInfo{ID: a.host.ID(), Addrs: a.host.Addrs()}); err != nil {
 			t.Fatal(err)
 		}
-		f.Close()
-		want += size
-	}
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Go(func() { b.fetchWanted(ctx, a.host.ID(), agent) })
-	}
-	wg.Wait()
-	if w := wants(t, b, agent); len(w) != 0 {
-		t.Fatalf("b still wants %v", w)
-	}
-	if got := testutil.ToFloat64(b.stats.blobBytes); got != float64(want) {
-		t.Fatalf("b fetched %v bytes for blobs of %d: a blob was fetched more than once", got, want)
-	}
+		evs, _ := a.store.Events(agent, "")
+		if err := b.store.Add(ctx, agent, "", evs); err != nil { // no round starts for this
+			t.Fatal(err)
+		}
+		var want int64
+		blobs, _ := a.store.Blobs(agent)
+		for _, h := range blobs {
+			f, size, err := a.store.OpenBlob(agent, "", h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			want += size
+		}
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() { b.fetchWanted(ctx, a.host.ID(), agent) })
+		}
+		wg.Wait()
+		if w := wants(t, b, agent); len(w) != 0 {
+			t.Fatalf("b still wants %v", w)
+		}
+		if got := testutil.ToFloat64(b.stats.blobBytes); got != float64(want) {
+			t.Fatalf("b fetched %v bytes for blobs of %d: a blob was fetched more than once", got, want)
+		}
+	})
 }
 
 func TestABlobAnEventNamesFollowsTheEventByGossip(t *testing.T) {
-	a, b := startQuietNode(t), startQuietNode(t) // no timer round fetches it
-	agent := sharedCapsule(t, a, b)
-	pair(t, a, b)
-	ctx := context.Background()
-	if err := a.host.Connect(ctx, peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "each node sees the other in the agent's topic", func() bool {
-		return inTopic(a, agent, b.host.ID()) && inTopic(b, agent, a.host.ID())
-	})
-	eventually(t, "the rounds the connection started are over", func() bool { return quiet(a) && quiet(b) })
-	// An image a's user attached: its blob in a's capsule, then the message.
-	img := filepath.Join(t.TempDir(), "img")
-	os.WriteFile(img, bytes.Repeat([]byte("pixel"), 50_000), 0o644)
-	sum := sha256.Sum256(bytes.Repeat([]byte("pixel"), 50_000))
-	h := hex.EncodeToString(sum[:])
-	d, done, err := a.store.use(agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = d.AdoptBlob(h, img)
-	done()
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "image", "cid": capsule.BlobCID(h), "media_type": "image/png"}}})
-	if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "message", Session: "s", Body: body}}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "b holds the image's blob", func() bool {
-		return len(b.store.HeldBlobs(agent, "", []string{h})) == 1
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := startQuietNode(t, tr), startQuietNode(t, tr) // no timer round fetches it
+		agent := sharedCapsule(t, a, b)
+		pair(t, a, b)
+		ctx := context.Background()
+		if err := a.host.Connect(ctx, peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "each node sees the other in the agent's topic", func() bool {
+			return inTopic(a, agent, b.host.ID()) && inTopic(b, agent, a.host.ID())
+		})
+		eventually(t, "the rounds the connection started are over", func() bool { return quiet(a) && quiet(b) })
+		// An image a's user attached: its blob in a's capsule, then the message.
+		img := filepath.Join(t.TempDir(), "img")
+		os.WriteFile(img, bytes.Repeat([]byte("pixel"), 50_000), 0o644)
+		sum := sha256.Sum256(bytes.Repeat([]byte("pixel"), 50_000))
+		h := hex.EncodeToString(sum[:])
+		d, done, err := a.store.use(agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = d.AdoptBlob(h, img)
+		done()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "image", "cid": capsule.BlobCID(h), "media_type": "image/png"}}})
+		if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "message", Session: "s", Body: body}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "b holds the image's blob", func() bool {
+			return len(b.store.HeldBlobs(agent, "", []string{h})) == 1
+		})
 	})
 }

@@ -42,14 +42,9 @@ func (w *warnings) list() []string {
 }
 
 // startNodeLogging starts a node whose warnings are kept in w.
-func startNodeLogging(t *testing.T, w *warnings) *Node {
+func startNodeLogging(t *testing.T, tr transport, w *warnings) *Node {
 	t.Helper()
-	n, err := Start(t.TempDir(), Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond}, slog.New(w))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
+	return tr.startWith(t, t.TempDir(), Config{SyncInterval: 100 * time.Millisecond}, slog.New(w))
 }
 
 // packed is the agent's capsule on n as a tar.
@@ -75,62 +70,66 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestAFirstCopyComesAsItsJournalThenItsBlobsAndWarnsOfNothing(t *testing.T) {
-	var wa, wb warnings
-	a, b := startNodeLogging(t, &wa), startNodeLogging(t, &wb)
-	agent := sharedCapsule(t, a) // only a holds it
-	appendN(t, a, agent, 3)
-	blob := snapshotOn(t, a, agent, 3<<20)
-	pair(t, a, b)
-	waitFor(t, "b holds the capsule whole", func() bool {
-		st, err := b.Status()
-		return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete && st.Capsules[0].Events == 4
+	overBoth(t, func(t *testing.T, tr transport) {
+		var wa, wb warnings
+		a, b := startNodeLogging(t, tr, &wa), startNodeLogging(t, tr, &wb)
+		agent := sharedCapsule(t, a) // only a holds it
+		appendN(t, a, agent, 3)
+		blob := snapshotOn(t, a, agent, 3<<20)
+		pair(t, a, b)
+		waitFor(t, "b holds the capsule whole", func() bool {
+			st, err := b.Status()
+			return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete && st.Capsules[0].Events == 4
+		})
+		if !bytes.Equal(packed(t, a, agent), packed(t, b, agent)) {
+			t.Fatal("b's copy is not a's capsule")
+		}
+		if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
+			t.Fatalf("b's copy: %v %+v", err, rep)
+		}
+		// The blob came over /tern/blob/1.0.0, not inside the capsule's tar.
+		if n := blobBytesReceived(b); n < 3<<20 {
+			t.Errorf("b received %.0f bytes over the blob protocol, want the %d of blob %s at least", n, 3<<20, blob[:8])
+		}
+		if w := append(wa.list(), wb.list()...); len(w) > 0 {
+			t.Errorf("a first copy logged warnings: %q", w)
+		}
 	})
-	if !bytes.Equal(packed(t, a, agent), packed(t, b, agent)) {
-		t.Fatal("b's copy is not a's capsule")
-	}
-	if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
-		t.Fatalf("b's copy: %v %+v", err, rep)
-	}
-	// The blob came over /tern/blob/1.0.0, not inside the capsule's tar.
-	if n := blobBytesReceived(b); n < 3<<20 {
-		t.Errorf("b received %.0f bytes over the blob protocol, want the %d of blob %s at least", n, 3<<20, blob[:8])
-	}
-	if w := append(wa.list(), wb.list()...); len(w) > 0 {
-		t.Errorf("a first copy logged warnings: %q", w)
-	}
 }
 
 func TestAFirstCopyCutShortIsListedIncompleteAndResumes(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	agent := sharedCapsule(t, a)
-	blob := snapshotOn(t, a, agent, 3<<20)
-	// The link carries a chunk and a half of blob bytes, then drops every stream.
-	budget := &cutWriter{left: 1<<20 + 1<<19} // a chunk and a half
-	a.host.SetStreamHandler(protocol.BlobID, func(s network.Stream) {
-		budget.Stream = s
-		protocol.ServeBlob(budget, servedBlobs{a.store, a.transfers}, s.Conn().RemotePeer().String())
-		s.Close()
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		agent := sharedCapsule(t, a)
+		blob := snapshotOn(t, a, agent, 3<<20)
+		// The link carries a chunk and a half of blob bytes, then drops every stream.
+		budget := &cutWriter{left: 1<<20 + 1<<19} // a chunk and a half
+		a.host.SetStreamHandler(protocol.BlobID, func(s network.Stream) {
+			budget.Stream = s
+			protocol.ServeBlob(budget, servedBlobs{a.store, a.transfers}, s.Conn().RemotePeer().String())
+			s.Close()
+		})
+		pair(t, a, b)
+		waitFor(t, "b lists the capsule as incomplete", func() bool {
+			st, err := b.Status()
+			return err == nil && len(st.Capsules) == 1 && st.Capsules[0].Incomplete && st.Capsules[0].Wants >= 1
+		})
+		waitFor(t, "b keeps what the cut stream sent", func() bool {
+			n, _ := fileSize(filepath.Join(b.home, PartialDir, blob))
+			return n >= 1<<20
+		})
+		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // the link is back
+		waitFor(t, "b holds the capsule whole", func() bool {
+			st, err := b.Status()
+			return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete
+		})
+		if !bytes.Equal(packed(t, a, agent), packed(t, b, agent)) {
+			t.Fatal("b's copy is not a's capsule")
+		}
+		if n := blobBytesReceived(b); n >= 3<<20+1<<19 {
+			t.Errorf("b received %.0f blob bytes: the blob was sent again from the start, not resumed", n)
+		}
 	})
-	pair(t, a, b)
-	waitFor(t, "b lists the capsule as incomplete", func() bool {
-		st, err := b.Status()
-		return err == nil && len(st.Capsules) == 1 && st.Capsules[0].Incomplete && st.Capsules[0].Wants >= 1
-	})
-	waitFor(t, "b keeps what the cut stream sent", func() bool {
-		n, _ := fileSize(filepath.Join(b.home, PartialDir, blob))
-		return n >= 1<<20
-	})
-	protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // the link is back
-	waitFor(t, "b holds the capsule whole", func() bool {
-		st, err := b.Status()
-		return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete
-	})
-	if !bytes.Equal(packed(t, a, agent), packed(t, b, agent)) {
-		t.Fatal("b's copy is not a's capsule")
-	}
-	if n := blobBytesReceived(b); n >= 3<<20+1<<19 {
-		t.Errorf("b received %.0f blob bytes: the blob was sent again from the start, not resumed", n)
-	}
 }
 
 // blobBytesReceived is what n's metrics counted of blob bytes received.
@@ -147,31 +146,33 @@ func fileSize(path string) (int64, error) {
 // A workspace of many small files travels inside the first copy's tar: a
 // stream per file would cost a round trip each.
 func TestAFirstCopyCarriesSmallFilesInItsTar(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	agent := sharedCapsule(t, a)
-	ws := t.TempDir()
-	for i := range 300 {
-		if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("note-%03d.txt", i)), []byte(fmt.Sprintf("note %d\n", i)), 0o644); err != nil {
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		agent := sharedCapsule(t, a)
+		ws := t.TempDir()
+		for i := range 300 {
+			if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("note-%03d.txt", i)), []byte(fmt.Sprintf("note %d\n", i)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.store.With(agent, func(d *capsule.Dir) error {
+			_, err := d.Snapshot(context.Background(), a.id, ws)
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := a.store.With(agent, func(d *capsule.Dir) error {
-		_, err := d.Snapshot(context.Background(), a.id, ws)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	pair(t, a, b)
-	waitFor(t, "b holds the capsule whole", func() bool {
-		st, err := b.Status()
-		return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete
+		pair(t, a, b)
+		waitFor(t, "b holds the capsule whole", func() bool {
+			st, err := b.Status()
+			return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete
+		})
+		if !bytes.Equal(packed(t, a, agent), packed(t, b, agent)) {
+			t.Fatal("b's copy is not a's capsule")
+		}
+		if n := blobBytesReceived(b); n > 0 {
+			t.Errorf("b fetched %.0f bytes of small blobs one by one", n)
+		}
 	})
-	if !bytes.Equal(packed(t, a, agent), packed(t, b, agent)) {
-		t.Fatal("b's copy is not a's capsule")
-	}
-	if n := blobBytesReceived(b); n > 0 {
-		t.Errorf("b fetched %.0f bytes of small blobs one by one", n)
-	}
 }
 
 // A peer that drops every connection at once (it has not paired this

@@ -21,9 +21,13 @@ import (
 
 // startQuietNode runs a node whose anti-entropy timer never fires within
 // a test: after the sync on connect, only gossip moves events.
-func startQuietNode(t *testing.T) *Node {
+func startQuietNode(t *testing.T, tr ...transport) *Node {
 	t.Helper()
-	return startNodeEvery(t, t.TempDir(), time.Hour)
+	on := tcp
+	if len(tr) > 0 {
+		on = tr[0]
+	}
+	return on.startEvery(t, t.TempDir(), time.Hour)
 }
 
 // eventually fails the test unless cond holds within 10 s.
@@ -58,34 +62,36 @@ func eventCount(t *testing.T, n *Node, agent string) int {
 }
 
 func TestNewEventsReachAPeerByGossipAlone(t *testing.T) {
-	a, b := startQuietNode(t), startQuietNode(t)
-	agent := sharedCapsule(t, a, b)
-	pair(t, a, b)
-	if err := a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "each node sees the other in the agent's topic", func() bool {
-		return inTopic(a, agent, b.host.ID()) && inTopic(b, agent, a.host.ID())
-	})
-	// The round the connection started must be over, or an exchange of it
-	// could carry the first new event before gossip does. (Both hold the
-	// capsule alike, so the leader's round runs none.)
-	leader := a
-	if !leads(a.host.ID(), b.host.ID()) {
-		leader = b
-	}
-	eventually(t, "the round on connect has ended", func() bool { return testutil.ToFloat64(leader.stats.rounds) >= 1 })
-	start := eventCount(t, b, agent)
-	for i := 1; i <= 10; i++ {
-		body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": "hello"}}})
-		if _, err := a.Append(context.Background(), agent, []journal.Draft{{Type: "message", Session: "s", Body: body}}); err != nil {
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := startQuietNode(t, tr), startQuietNode(t, tr)
+		agent := sharedCapsule(t, a, b)
+		pair(t, a, b)
+		if err := a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "b holds the new event", func() bool { return eventCount(t, b, agent) == start+i })
-	}
-	// The validator counts an event after it stored it: wait for the count.
-	eventually(t, "b counts all 10 events as accepted by gossip", func() bool {
-		return testutil.ToFloat64(b.stats.gossip.WithLabelValues("accepted")) == 10
+		eventually(t, "each node sees the other in the agent's topic", func() bool {
+			return inTopic(a, agent, b.host.ID()) && inTopic(b, agent, a.host.ID())
+		})
+		// The round the connection started must be over, or an exchange of it
+		// could carry the first new event before gossip does. (Both hold the
+		// capsule alike, so the leader's round runs none.)
+		leader := a
+		if !leads(a.host.ID(), b.host.ID()) {
+			leader = b
+		}
+		eventually(t, "the round on connect has ended", func() bool { return testutil.ToFloat64(leader.stats.rounds) >= 1 })
+		start := eventCount(t, b, agent)
+		for i := 1; i <= 10; i++ {
+			body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": "hello"}}})
+			if _, err := a.Append(context.Background(), agent, []journal.Draft{{Type: "message", Session: "s", Body: body}}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "b holds the new event", func() bool { return eventCount(t, b, agent) == start+i })
+		}
+		// The validator counts an event after it stored it: wait for the count.
+		eventually(t, "b counts all 10 events as accepted by gossip", func() bool {
+			return testutil.ToFloat64(b.stats.gossip.WithLabelValues("accepted")) == 10
+		})
 	})
 }
 

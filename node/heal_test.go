@@ -69,40 +69,42 @@ func mustOpenCapsule(t *testing.T, path string) *capsule.Capsule {
 // appends work again, and a paired peer that received the fork reads the
 // same healed chain.
 func TestANodeHealsItsOwnForkAndItsPeerConverges(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	pair(t, a, b)
-	agent := forkOwnChain(t, a, b)
-	ctx := context.Background()
-	if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "note"}}); !errors.Is(err, journal.ErrFork) {
-		t.Fatalf("append to a forked chain: %v, want ErrFork", err)
-	}
-	eventually(t, "b holds the fork too", func() bool {
-		evs, _ := b.store.Events(agent, "")
-		return len(journal.Forks(evs)) > 0
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		pair(t, a, b)
+		agent := forkOwnChain(t, a, b)
+		ctx := context.Background()
+		if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "note"}}); !errors.Is(err, journal.ErrFork) {
+			t.Fatalf("append to a forked chain: %v, want ErrFork", err)
+		}
+		eventually(t, "b holds the fork too", func() bool {
+			evs, _ := b.store.Events(agent, "")
+			return len(journal.Forks(evs)) > 0
+		})
+		healed, err := a.Heal(ctx, agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(healed) == 0 {
+			t.Fatal("nothing healed")
+		}
+		if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "note"}}); err != nil {
+			t.Fatalf("append after the heal: %v", err)
+		}
+		eventually(t, "b reads the same healed chain", func() bool {
+			va, _ := a.store.Vector(agent)
+			vb, _ := b.store.Vector(agent)
+			evs, _ := b.store.Events(agent, "")
+			return len(journal.Check(evs)) == 0 && vecEqual(va, vb)
+		})
+		ea, _ := a.store.Events(agent, "")
+		eb, _ := b.store.Events(agent, "")
+		va, _ := journal.Readable(ea)
+		vb, _ := journal.Readable(eb)
+		if !slices.Equal(idsOf(va), idsOf(vb)) || len(ea) != len(eb) {
+			t.Fatalf("a reads %d of %d events, b %d of %d", len(va), len(ea), len(vb), len(eb))
+		}
 	})
-	healed, err := a.Heal(ctx, agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(healed) == 0 {
-		t.Fatal("nothing healed")
-	}
-	if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "note"}}); err != nil {
-		t.Fatalf("append after the heal: %v", err)
-	}
-	eventually(t, "b reads the same healed chain", func() bool {
-		va, _ := a.store.Vector(agent)
-		vb, _ := b.store.Vector(agent)
-		evs, _ := b.store.Events(agent, "")
-		return len(journal.Check(evs)) == 0 && vecEqual(va, vb)
-	})
-	ea, _ := a.store.Events(agent, "")
-	eb, _ := b.store.Events(agent, "")
-	va, _ := journal.Readable(ea)
-	vb, _ := journal.Readable(eb)
-	if !slices.Equal(idsOf(va), idsOf(vb)) || len(ea) != len(eb) {
-		t.Fatalf("a reads %d of %d events, b %d of %d", len(va), len(ea), len(vb), len(eb))
-	}
 }
 
 func vecEqual(a, b journal.Vector) bool {

@@ -134,138 +134,148 @@ func holderState(t *testing.T, n *Node, agent string) (string, uint64) {
 }
 
 func TestAnAgentMigratesToAPeerAndBack(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	connectAll(t, a, b)
-	agent := heldBy(t, a, nil)
-	if e := say(t, a, agent, "on a"); e.Epoch != 1 {
-		t.Fatalf("the holder appends at epoch %d, want 1", e.Epoch)
-	}
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		connectAll(t, a, b)
+		agent := heldBy(t, a, nil)
+		if e := say(t, a, agent, "on a"); e.Epoch != 1 {
+			t.Fatalf("the holder appends at epoch %d, want 1", e.Epoch)
+		}
 
-	out := mustMigrate(t, a, b, agent)
-	if out.Epoch != 2 || len(out.Phases) == 0 || out.FrozenMS < 0 {
-		t.Fatalf("outcome %+v", out)
-	}
-	if st, e := holderState(t, a, agent); st != "retired" || e != 1 {
-		t.Fatalf("a is %s at %d after moving the agent, want retired at 1", st, e)
-	}
-	if st, e := holderState(t, b, agent); st != "active" || e != 2 || !b.runs(agent) {
-		t.Fatalf("b is %s at %d, want active at 2 and running", st, e)
-	}
-	if e := say(t, b, agent, "on b"); e.Epoch != 2 {
-		t.Fatalf("the new holder appends at epoch %d, want 2", e.Epoch)
-	}
-	if e := say(t, a, agent, "an offline edit on a"); e.Epoch != 0 {
-		t.Fatalf("the old holder appends at epoch %d, want 0 (an offline edit)", e.Epoch)
-	}
-	var mh capsule.Holder
-	b.store.With(agent, func(d *capsule.Dir) error { mh = d.Manifest().Holder; return nil })
-	if mh.Peer != b.info.PeerID || mh.Epoch != 2 {
-		t.Fatalf("b's manifest names holder %+v", mh)
-	}
-	if _, err := os.Stat(filepath.Join(b.home, WorkspacesDir, agent)); err != nil {
-		t.Fatalf("b has no prepared workspace for the agent: %v", err)
-	}
+		out := mustMigrate(t, a, b, agent)
+		if out.Epoch != 2 || len(out.Phases) == 0 || out.FrozenMS < 0 {
+			t.Fatalf("outcome %+v", out)
+		}
+		if st, e := holderState(t, a, agent); st != "retired" || e != 1 {
+			t.Fatalf("a is %s at %d after moving the agent, want retired at 1", st, e)
+		}
+		if st, e := holderState(t, b, agent); st != "active" || e != 2 || !b.runs(agent) {
+			t.Fatalf("b is %s at %d, want active at 2 and running", st, e)
+		}
+		if e := say(t, b, agent, "on b"); e.Epoch != 2 {
+			t.Fatalf("the new holder appends at epoch %d, want 2", e.Epoch)
+		}
+		if e := say(t, a, agent, "an offline edit on a"); e.Epoch != 0 {
+			t.Fatalf("the old holder appends at epoch %d, want 0 (an offline edit)", e.Epoch)
+		}
+		var mh capsule.Holder
+		b.store.With(agent, func(d *capsule.Dir) error { mh = d.Manifest().Holder; return nil })
+		if mh.Peer != b.info.PeerID || mh.Epoch != 2 {
+			t.Fatalf("b's manifest names holder %+v", mh)
+		}
+		if _, err := os.Stat(filepath.Join(b.home, WorkspacesDir, agent)); err != nil {
+			t.Fatalf("b has no prepared workspace for the agent: %v", err)
+		}
 
-	back := mustMigrate(t, b, a, agent)
-	if back.Epoch != 3 {
-		t.Fatalf("back at epoch %d, want 3", back.Epoch)
-	}
-	if st, e := holderState(t, a, agent); st != "active" || e != 3 || !a.runs(agent) || b.runs(agent) {
-		t.Fatalf("a is %s at %d after taking it back", st, e)
-	}
+		back := mustMigrate(t, b, a, agent)
+		if back.Epoch != 3 {
+			t.Fatalf("back at epoch %d, want 3", back.Epoch)
+		}
+		if st, e := holderState(t, a, agent); st != "active" || e != 3 || !a.runs(agent) || b.runs(agent) {
+			t.Fatalf("a is %s at %d after taking it back", st, e)
+		}
+	})
 }
 
 func TestAChainOfMigrationsEndsWhereItStarted(t *testing.T) {
-	a, b, c := startNode(t, t.TempDir()), startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	connectAll(t, a, b, c)
-	agent := heldBy(t, a, nil)
-	for i, hop := range [][2]*Node{{a, b}, {b, c}, {c, a}} {
-		say(t, hop[0], agent, "before a hop")
-		out := mustMigrate(t, hop[0], hop[1], agent)
-		if out.Epoch != uint64(i+2) {
-			t.Fatalf("hop %d at epoch %d", i, out.Epoch)
-		}
-		runners := 0
-		for _, n := range []*Node{a, b, c} {
-			if n.runs(agent) {
-				runners++
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b, c := tr.start(t, t.TempDir()), tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		connectAll(t, a, b, c)
+		agent := heldBy(t, a, nil)
+		for i, hop := range [][2]*Node{{a, b}, {b, c}, {c, a}} {
+			say(t, hop[0], agent, "before a hop")
+			out := mustMigrate(t, hop[0], hop[1], agent)
+			if out.Epoch != uint64(i+2) {
+				t.Fatalf("hop %d at epoch %d", i, out.Epoch)
+			}
+			runners := 0
+			for _, n := range []*Node{a, b, c} {
+				if n.runs(agent) {
+					runners++
+				}
+			}
+			if runners != 1 || !hop[1].runs(agent) {
+				t.Fatalf("after hop %d, %d nodes run the agent", i, runners)
 			}
 		}
-		if runners != 1 || !hop[1].runs(agent) {
-			t.Fatalf("after hop %d, %d nodes run the agent", i, runners)
-		}
-	}
-	// Every node holds the same events in the end.
-	va, _ := a.store.Vector(agent)
-	eventually(t, "c holds a's events", func() bool {
-		vc, _ := c.store.Vector(agent)
-		return vecEqual(va, vc)
+		// Every node holds the same events in the end.
+		va, _ := a.store.Vector(agent)
+		eventually(t, "c holds a's events", func() bool {
+			vc, _ := c.store.Vector(agent)
+			return vecEqual(va, vc)
+		})
 	})
 }
 
 func TestAMigrationTheTargetCannotPrepareAborts(t *testing.T) {
-	a := startNode(t, t.TempDir())
-	homeB := t.TempDir()
-	b, err := Start(homeB, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: 100 * time.Millisecond,
-		Secrets: mapSecrets{}}, testLog(homeB))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	connectAll(t, a, b)
-	// The environment needs a secret the target does not have.
-	agent := heldBy(t, a, func(dir string) {
-		acceptEdit(t, a, dir, capsule.EnvironmentFile, `{"workdir":"workspace","packages":[],"env":{},"secrets":["DB_PASSWORD"]}`+"\n")
+	overBoth(t, func(t *testing.T, tr transport) {
+		a := tr.start(t, t.TempDir())
+		homeB := t.TempDir()
+		b, err := Start(homeB, Config{Listen: []string{tr.listen}, NoMDNS: true, SyncInterval: 100 * time.Millisecond,
+			Secrets: mapSecrets{}}, testLog(homeB))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		connectAll(t, a, b)
+		// The environment needs a secret the target does not have.
+		agent := heldBy(t, a, func(dir string) {
+			acceptEdit(t, a, dir, capsule.EnvironmentFile, `{"workdir":"workspace","packages":[],"env":{},"secrets":["DB_PASSWORD"]}`+"\n")
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, err := a.Migrate(ctx, agent, b.host.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("outcome %+v", out)
+		if out.Outcome != "aborted" || !strings.Contains(out.Reason, "DB_PASSWORD") {
+			t.Fatalf("outcome %+v, want aborted, naming the secret", out)
+		}
+		if st, e := holderState(t, a, agent); st != "active" || e != 1 || !a.runs(agent) || b.runs(agent) {
+			t.Fatalf("after the abort a is %s at %d", st, e)
+		}
+		eventually(t, "b empties its staging area", func() bool {
+			_, err := os.Stat(filepath.Join(b.home, StagingDir, agent))
+			return errors.Is(err, os.ErrNotExist)
+		})
+		say(t, a, agent, "still running here")
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := a.Migrate(ctx, agent, b.host.ID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("outcome %+v", out)
-	if out.Outcome != "aborted" || !strings.Contains(out.Reason, "DB_PASSWORD") {
-		t.Fatalf("outcome %+v, want aborted, naming the secret", out)
-	}
-	if st, e := holderState(t, a, agent); st != "active" || e != 1 || !a.runs(agent) || b.runs(agent) {
-		t.Fatalf("after the abort a is %s at %d", st, e)
-	}
-	eventually(t, "b empties its staging area", func() bool {
-		_, err := os.Stat(filepath.Join(b.home, StagingDir, agent))
-		return errors.Is(err, os.ErrNotExist)
-	})
-	say(t, a, agent, "still running here")
 }
 
 func TestMigratingToAPeerThatIsDownFreezesNothing(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	connectAll(t, a, b)
-	agent := heldBy(t, a, nil)
-	b.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	out, err := a.Migrate(ctx, agent, b.host.ID())
-	if err != nil || out.Outcome != "aborted" || out.FrozenMS != 0 || out.Reason == "" {
-		t.Fatalf("a migration to a node that is down: %+v, %v; want aborted before any freeze, with a reason", out, err)
-	}
-	if st, _ := holderState(t, a, agent); st != "active" || !a.runs(agent) {
-		t.Fatalf("a is %s after the failed migration", st)
-	}
-	say(t, a, agent, "appends work")
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		connectAll(t, a, b)
+		agent := heldBy(t, a, nil)
+		b.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		out, err := a.Migrate(ctx, agent, b.host.ID())
+		if err != nil || out.Outcome != "aborted" || out.FrozenMS != 0 || out.Reason == "" {
+			t.Fatalf("a migration to a node that is down: %+v, %v; want aborted before any freeze, with a reason", out, err)
+		}
+		if st, _ := holderState(t, a, agent); st != "active" || !a.runs(agent) {
+			t.Fatalf("a is %s after the failed migration", st)
+		}
+		say(t, a, agent, "appends work")
+	})
 }
 
 func TestAHolderReportsItselfAndItsPeers(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	connectAll(t, a, b)
-	agent := heldBy(t, a, nil)
-	mustMigrate(t, a, b, agent)
-	rep, err := a.Holder(context.Background(), agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.State != "retired" || len(rep.Peers) != 1 || rep.Peers[0].State != "active" || rep.Peers[0].Epoch != 2 {
-		t.Fatalf("report %+v", rep)
-	}
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		connectAll(t, a, b)
+		agent := heldBy(t, a, nil)
+		mustMigrate(t, a, b, agent)
+		rep, err := a.Holder(context.Background(), agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.State != "retired" || len(rep.Peers) != 1 || rep.Peers[0].State != "active" || rep.Peers[0].Epoch != 2 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
 }
 
 // loseFirst returns a hook that loses the first message of type typ.
@@ -342,126 +352,123 @@ func (f *phaseFault) hook(self string) func(fencing.Message) bool {
 // when the source lived to tell it), the other one retired or a copy, and
 // no staging area left.
 func TestEveryPhaseUnderEveryFaultEndsWithOneRunner(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for retries and restarts")
-	}
-	phases := []struct {
-		name           string
-		request, reply fencing.MsgType
-	}{
-		{"propose", fencing.MsgPropose, fencing.MsgAccept},
-		{"prepare", fencing.MsgPrepare, fencing.MsgPrepared},
-		{"activate", fencing.MsgActivate, fencing.MsgDecision},
-	}
-	for _, ph := range phases {
-		for _, fault := range []string{"request lost", "reply lost", "target crash", "source crash", "link cut"} {
-			t.Run(ph.name+"/"+fault, func(t *testing.T) {
-				f := &phaseFault{request: ph.request, reply: ph.reply, fault: fault, nodes: map[string]*Node{}, done: make(chan struct{})}
-				homes := map[string]string{"a": t.TempDir(), "b": t.TempDir()}
-				for _, name := range []string{"a", "b"} {
-					n, err := Start(homes[name], Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true,
-						SyncInterval: time.Hour, tick: 20 * time.Millisecond, loseMigrate: f.hook(name)}, testLog(homes[name]))
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { n.Close() })
-					f.mu.Lock()
-					f.nodes[name] = n
-					f.mu.Unlock()
-				}
-				a, b := f.nodes["a"], f.nodes["b"]
-				connectAll(t, a, b)
-				agent := heldBy(t, a, nil)
-				// A crashed target restarts from its home while the source
-				// waits; a crashed source after its Migrate has returned.
-				restarted := make(chan *Node, 1)
-				go func() {
-					<-f.done
-					if f.crashed == b {
-						back, err := Start(homes["b"], Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: time.Hour, tick: 20 * time.Millisecond}, testLog(homes["b"]))
-						if err == nil {
-							err = link(a, back)
-						}
-						if err != nil {
-							t.Error(err)
-							back = nil
-						}
-						restarted <- back
-					}
-				}()
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				out, err := a.Migrate(ctx, agent, b.host.ID())
-				f.mu.Lock()
-				struck, crashed := f.struck, f.crashed
-				f.mu.Unlock()
-				if !struck {
-					t.Fatalf("the fault never struck (outcome %+v, %v)", out, err)
-				}
-				want := (*Node)(nil)
-				if crashed != a {
-					if err != nil {
-						t.Fatal(err)
-					}
-					switch out.Outcome {
-					case "committed":
-						want = b
-					case "aborted":
-						want = a
-					case "frozen": // resolved in the background
-					default:
-						t.Fatalf("outcome %+v", out)
-					}
-				}
-				switch crashed {
-				case a:
-					<-f.done
-					a = startAt(t, homes["a"])
-					connectAll(t, a, b)
-				case b:
-					back := <-restarted
-					if back == nil {
-						t.FailNow()
-					}
-					t.Cleanup(func() { back.Close() })
-					if want == b {
-						want = back
-					}
-					b = back
-					connectAll(t, a, b)
-				}
-				// A target left staging by a crashed source drops it after
-				// Staging ticks of silence (12 s at these ticks); a warmed
-				// workspace lingers as long.
-				wait := time.Duration(timing.Staging+100) * 20 * time.Millisecond
-				within(t, wait, "exactly one node runs the agent, the other has retired it or holds a copy", func() bool {
-					sa, _ := a.holders.state(agent)
-					sb, _ := b.holders.state(agent)
-					one := (a.runs(agent) && sa.State == "active" && (sb.State == "copy" || sb.State == "retired")) ||
-						(b.runs(agent) && sb.State == "active" && (sa.State == "copy" || sa.State == "retired"))
-					return one && (want == nil || want.runs(agent))
-				})
-				within(t, wait, "no staging area is left", func() bool {
-					_, ea := os.Stat(filepath.Join(a.home, StagingDir, agent))
-					_, eb := os.Stat(filepath.Join(b.home, StagingDir, agent))
-					return errors.Is(ea, os.ErrNotExist) && errors.Is(eb, os.ErrNotExist)
-				})
-				runner := map[bool]string{true: "a", false: "b"}[a.runs(agent)]
-				t.Logf("outcome %q (%v); %s runs the agent", out.Outcome, err, runner)
-			})
+	overBoth(t, func(t *testing.T, tr transport) {
+		if testing.Short() {
+			t.Skip("waits for retries and restarts")
 		}
-	}
+		phases := []struct {
+			name           string
+			request, reply fencing.MsgType
+		}{
+			{"propose", fencing.MsgPropose, fencing.MsgAccept},
+			{"prepare", fencing.MsgPrepare, fencing.MsgPrepared},
+			{"activate", fencing.MsgActivate, fencing.MsgDecision},
+		}
+		for _, ph := range phases {
+			for _, fault := range []string{"request lost", "reply lost", "target crash", "source crash", "link cut"} {
+				t.Run(ph.name+"/"+fault, func(t *testing.T) {
+					f := &phaseFault{request: ph.request, reply: ph.reply, fault: fault, nodes: map[string]*Node{}, done: make(chan struct{})}
+					homes := map[string]string{"a": t.TempDir(), "b": t.TempDir()}
+					for _, name := range []string{"a", "b"} {
+						n, err := Start(homes[name], Config{Listen: []string{tr.listen}, NoMDNS: true,
+							SyncInterval: time.Hour, tick: 20 * time.Millisecond, loseMigrate: f.hook(name)}, testLog(homes[name]))
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { n.Close() })
+						f.mu.Lock()
+						f.nodes[name] = n
+						f.mu.Unlock()
+					}
+					a, b := f.nodes["a"], f.nodes["b"]
+					connectAll(t, a, b)
+					agent := heldBy(t, a, nil)
+					// A crashed target restarts from its home while the source
+					// waits; a crashed source after its Migrate has returned.
+					restarted := make(chan *Node, 1)
+					go func() {
+						<-f.done
+						if f.crashed == b {
+							back, err := Start(homes["b"], Config{Listen: []string{tr.listen}, NoMDNS: true, SyncInterval: time.Hour, tick: 20 * time.Millisecond}, testLog(homes["b"]))
+							if err == nil {
+								err = link(a, back)
+							}
+							if err != nil {
+								t.Error(err)
+								back = nil
+							}
+							restarted <- back
+						}
+					}()
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					out, err := a.Migrate(ctx, agent, b.host.ID())
+					f.mu.Lock()
+					struck, crashed := f.struck, f.crashed
+					f.mu.Unlock()
+					if !struck {
+						t.Fatalf("the fault never struck (outcome %+v, %v)", out, err)
+					}
+					want := (*Node)(nil)
+					if crashed != a {
+						if err != nil {
+							t.Fatal(err)
+						}
+						switch out.Outcome {
+						case "committed":
+							want = b
+						case "aborted":
+							want = a
+						case "frozen": // resolved in the background
+						default:
+							t.Fatalf("outcome %+v", out)
+						}
+					}
+					switch crashed {
+					case a:
+						<-f.done
+						a = tr.startAt(t, homes["a"])
+						connectAll(t, a, b)
+					case b:
+						back := <-restarted
+						if back == nil {
+							t.FailNow()
+						}
+						t.Cleanup(func() { back.Close() })
+						if want == b {
+							want = back
+						}
+						b = back
+						connectAll(t, a, b)
+					}
+					// A target left staging by a crashed source drops it after
+					// Staging ticks of silence (12 s at these ticks); a warmed
+					// workspace lingers as long.
+					wait := time.Duration(timing.Staging+100) * 20 * time.Millisecond
+					within(t, wait, "exactly one node runs the agent, the other has retired it or holds a copy", func() bool {
+						sa, _ := a.holders.state(agent)
+						sb, _ := b.holders.state(agent)
+						one := (a.runs(agent) && sa.State == "active" && (sb.State == "copy" || sb.State == "retired")) ||
+							(b.runs(agent) && sb.State == "active" && (sa.State == "copy" || sa.State == "retired"))
+						return one && (want == nil || want.runs(agent))
+					})
+					within(t, wait, "no staging area is left", func() bool {
+						_, ea := os.Stat(filepath.Join(a.home, StagingDir, agent))
+						_, eb := os.Stat(filepath.Join(b.home, StagingDir, agent))
+						return errors.Is(ea, os.ErrNotExist) && errors.Is(eb, os.ErrNotExist)
+					})
+					runner := map[bool]string{true: "a", false: "b"}[a.runs(agent)]
+					t.Logf("outcome %q (%v); %s runs the agent", out.Outcome, err, runner)
+				})
+			}
+		}
+	})
 }
 
 // startAt runs a node on home with fast fencing ticks.
 func startAt(t *testing.T, home string) *Node {
 	t.Helper()
-	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: time.Hour, tick: 20 * time.Millisecond}, testLog(home))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
+	return tcp.startAt(t, home)
 }
 
 // copyHome copies a stopped node's home, as a backup would.
@@ -482,56 +489,58 @@ func copyHome(t *testing.T, from string) string {
 // its old epoch; once it meets the new holder, those events are set aside
 // there, and its attempt to move the agent is refused as stale.
 func TestAStaleWakeUpIsFencedOff(t *testing.T) {
-	if testing.Short() {
-		t.Skip("restarts nodes")
-	}
-	homeA, homeB := t.TempDir(), t.TempDir()
-	a, b := startAt(t, homeA), startAt(t, homeB)
-	connectAll(t, a, b)
-	agent := heldBy(t, a, nil)
-	say(t, a, agent, "before the backup")
-	a.Close()
-	backup := copyHome(t, homeA)
-	a = startAt(t, homeA)
-	connectAll(t, a, b)
-	eventually(t, "a runs the agent again", func() bool { return a.runs(agent) })
-	mustMigrate(t, a, b, agent)
-	a.Close()
-	b.Close()
-
-	stale := startAt(t, backup) // b is down: the startup check finds no peer and runs offline
-	eventually(t, "the restored node runs the agent offline", func() bool { return stale.runs(agent) })
-	if e := say(t, stale, agent, "written by a stale holder"); e.Epoch != 1 {
-		t.Fatalf("the stale node wrote at epoch %d", e.Epoch)
-	}
-
-	b = startAt(t, homeB)
-	connectAll(t, stale, b)
-	stale.SyncPeer(context.Background(), b.host.ID())
-	evs, err := b.store.Events(agent, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	view, aside := journal.Readable(evs)
-	found := false
-	for _, e := range aside {
-		if string(e.Body) == `{"content":[{"text":"written by a stale holder","type":"text"}],"role":"user"}` {
-			found = true
+	overBoth(t, func(t *testing.T, tr transport) {
+		if testing.Short() {
+			t.Skip("restarts nodes")
 		}
-	}
-	if !found {
-		t.Fatalf("b reads the stale event: %d read, %d aside", len(view), len(aside))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := stale.Migrate(ctx, agent, b.host.ID())
-	if err == nil && out.Outcome == "committed" {
-		t.Fatalf("the stale node moved the agent: %+v", out)
-	}
-	t.Logf("the stale node's attempt: %+v, %v", out, err)
-	eventually(t, "b runs the agent at epoch 2", func() bool {
-		st, e := holderState(t, b, agent)
-		return st == "active" && e == 2 && b.runs(agent)
+		homeA, homeB := t.TempDir(), t.TempDir()
+		a, b := tr.startAt(t, homeA), tr.startAt(t, homeB)
+		connectAll(t, a, b)
+		agent := heldBy(t, a, nil)
+		say(t, a, agent, "before the backup")
+		a.Close()
+		backup := copyHome(t, homeA)
+		a = tr.startAt(t, homeA)
+		connectAll(t, a, b)
+		eventually(t, "a runs the agent again", func() bool { return a.runs(agent) })
+		mustMigrate(t, a, b, agent)
+		a.Close()
+		b.Close()
+
+		stale := tr.startAt(t, backup) // b is down: the startup check finds no peer and runs offline
+		eventually(t, "the restored node runs the agent offline", func() bool { return stale.runs(agent) })
+		if e := say(t, stale, agent, "written by a stale holder"); e.Epoch != 1 {
+			t.Fatalf("the stale node wrote at epoch %d", e.Epoch)
+		}
+
+		b = tr.startAt(t, homeB)
+		connectAll(t, stale, b)
+		stale.SyncPeer(context.Background(), b.host.ID())
+		evs, err := b.store.Events(agent, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		view, aside := journal.Readable(evs)
+		found := false
+		for _, e := range aside {
+			if string(e.Body) == `{"content":[{"text":"written by a stale holder","type":"text"}],"role":"user"}` {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("b reads the stale event: %d read, %d aside", len(view), len(aside))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		out, err := stale.Migrate(ctx, agent, b.host.ID())
+		if err == nil && out.Outcome == "committed" {
+			t.Fatalf("the stale node moved the agent: %+v", out)
+		}
+		t.Logf("the stale node's attempt: %+v, %v", out, err)
+		eventually(t, "b runs the agent at epoch 2", func() bool {
+			st, e := holderState(t, b, agent)
+			return st == "active" && e == 2 && b.runs(agent)
+		})
 	})
 }
 
@@ -651,33 +660,35 @@ func TestTwoNodesThatLostTheirRegistriesWaitUntilAnOperatorResumesOne(t *testing
 // runs the agent again, the target keeps no staging area. Once the blob is
 // served whole, the same migration commits.
 func TestACorruptBlobDuringTheTransferAbortsCleanly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for the migration to give up")
-	}
-	a, b := startAt(t, t.TempDir()), startAt(t, t.TempDir())
-	connectAll(t, a, b)
-	agent := heldBy(t, a, nil)
-	blob := snapshotOn(t, a, agent, 3*protocol.BlobChunk)
-	serveBlobsRotten(a, protocol.BlobChunk+10)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := a.Migrate(ctx, agent, b.host.ID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out.Outcome != "aborted" {
-		t.Fatalf("outcome %+v, want aborted", out)
-	}
-	t.Logf("aborted: %s", out.Reason)
-	eventually(t, "a runs the agent again and b keeps no staging area", func() bool {
-		_, err := os.Stat(filepath.Join(b.home, StagingDir, agent))
-		return a.runs(agent) && !b.runs(agent) && errors.Is(err, os.ErrNotExist)
+	overBoth(t, func(t *testing.T, tr transport) {
+		if testing.Short() {
+			t.Skip("waits for the migration to give up")
+		}
+		a, b := tr.startAt(t, t.TempDir()), tr.startAt(t, t.TempDir())
+		connectAll(t, a, b)
+		agent := heldBy(t, a, nil)
+		blob := snapshotOn(t, a, agent, 3*protocol.BlobChunk)
+		serveBlobsRotten(a, protocol.BlobChunk+10)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		out, err := a.Migrate(ctx, agent, b.host.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Outcome != "aborted" {
+			t.Fatalf("outcome %+v, want aborted", out)
+		}
+		t.Logf("aborted: %s", out.Reason)
+		eventually(t, "a runs the agent again and b keeps no staging area", func() bool {
+			_, err := os.Stat(filepath.Join(b.home, StagingDir, agent))
+			return a.runs(agent) && !b.runs(agent) && errors.Is(err, os.ErrNotExist)
+		})
+		if b.store.HoldsBlob(agent, "", blob) {
+			t.Fatal("b adopted the corrupt blob")
+		}
+		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // a serves it whole again
+		mustMigrate(t, a, b, agent)
 	})
-	if b.store.HoldsBlob(agent, "", blob) {
-		t.Fatal("b adopted the corrupt blob")
-	}
-	protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // a serves it whole again
-	mustMigrate(t, a, b, agent)
 }
 
 // A target that activates and then loses its registry before its decision

@@ -33,12 +33,7 @@ func startNode(t testing.TB, home string) *Node {
 // interval.
 func startNodeEvery(t testing.TB, home string, interval time.Duration) *Node {
 	t.Helper()
-	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: interval}, testLog(home))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	return n
+	return tcp.startWith(t, home, Config{SyncInterval: interval})
 }
 
 // pair makes a and b allow each other, with b's addresses known to a.
@@ -128,30 +123,34 @@ func converged(t *testing.T, agent string, want int, nodes ...*Node) {
 }
 
 func TestTwoNodesConvergeAfterConcurrentAppends(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	pair(t, a, b)
-	agent := sharedCapsule(t, a, b)
-	appendN(t, a, agent, 20)
-	appendN(t, b, agent, 15)
-	converged(t, agent, 35, a, b)
-	for _, n := range []*Node{a, b} {
-		rep, err := capsule.Verify(filepath.Join(n.home, CapsulesDir, agent), capsule.VerifyOptions{})
-		if err != nil || !rep.OK() {
-			t.Fatalf("capsule on %s: %v %+v", n.info.PeerID, err, rep)
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		pair(t, a, b)
+		agent := sharedCapsule(t, a, b)
+		appendN(t, a, agent, 20)
+		appendN(t, b, agent, 15)
+		converged(t, agent, 35, a, b)
+		for _, n := range []*Node{a, b} {
+			rep, err := capsule.Verify(filepath.Join(n.home, CapsulesDir, agent), capsule.VerifyOptions{})
+			if err != nil || !rep.OK() {
+				t.Fatalf("capsule on %s: %v %+v", n.info.PeerID, err, rep)
+			}
 		}
-	}
+	})
 }
 
 func TestThreeNodesConverge(t *testing.T) {
-	a, b, c := startNode(t, t.TempDir()), startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	pair(t, a, b)
-	pair(t, b, c)
-	pair(t, a, c)
-	agent := sharedCapsule(t, a, b, c)
-	appendN(t, a, agent, 5)
-	appendN(t, b, agent, 6)
-	appendN(t, c, agent, 7)
-	converged(t, agent, 18, a, b, c)
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b, c := tr.start(t, t.TempDir()), tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		pair(t, a, b)
+		pair(t, b, c)
+		pair(t, a, c)
+		agent := sharedCapsule(t, a, b, c)
+		appendN(t, a, agent, 5)
+		appendN(t, b, agent, 6)
+		appendN(t, c, agent, 7)
+		converged(t, agent, 18, a, b, c)
+	})
 }
 
 func TestNodeJSONSaysWhereTheAPIIs(t *testing.T) {
@@ -227,115 +226,121 @@ func TestTheAPIListensOnLoopbackOnly(t *testing.T) {
 }
 
 func TestATamperedEventFromAPeerIsQuarantinedAndShown(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	pair(t, a, b)
-	agent := sharedCapsule(t, a, b)
-	appendN(t, b, agent, 1)
-	evs, _ := b.store.Events(agent, "")
-	bad := bytes.Replace(evs[0].Line(), []byte(`"text":"`), []byte(`"text":"forged `), 1)
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		pair(t, a, b)
+		agent := sharedCapsule(t, a, b)
+		appendN(t, b, agent, 1)
+		evs, _ := b.store.Events(agent, "")
+		bad := bytes.Replace(evs[0].Line(), []byte(`"text":"`), []byte(`"text":"forged `), 1)
 
-	// b plays a peer that lies: it opens a sync stream to a and sends the
-	// tampered line as an event a lacks.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := b.host.Connect(ctx, peer.AddrInfo{ID: a.host.ID(), Addrs: a.host.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := b.host.NewStream(ctx, a.host.ID(), protocol.SyncID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hello, _ := json.Marshal(map[string]any{"agent": agent, "vector": map[string]any{}})
-	protocol.WriteFrame(s, append([]byte{'H'}, hello...))
-	protocol.WriteFrame(s, append([]byte{'E'}, bad...))
-	protocol.WriteFrame(s, []byte(`D{"vector":{}}`))
-	io.Copy(io.Discard, s)
-	s.Close()
-
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := a.Status()
+		// b plays a peer that lies: it opens a sync stream to a and sends the
+		// tampered line as an event a lacks.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.host.Connect(ctx, peer.AddrInfo{ID: a.host.ID(), Addrs: a.host.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := b.host.NewStream(ctx, a.host.ID(), protocol.SyncID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Capsules[0].Rejected == 1 {
-			break
+		hello, _ := json.Marshal(map[string]any{"agent": agent, "vector": map[string]any{}})
+		protocol.WriteFrame(s, append([]byte{'H'}, hello...))
+		protocol.WriteFrame(s, append([]byte{'E'}, bad...))
+		protocol.WriteFrame(s, []byte(`D{"vector":{}}`))
+		io.Copy(io.Discard, s)
+		s.Close()
+
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			st, err := a.Status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Capsules[0].Rejected == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status does not show the rejected event: %+v", st.Capsules)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status does not show the rejected event: %+v", st.Capsules)
+		held, _ := a.store.Events(agent, "")
+		for _, e := range held {
+			if bytes.Contains(e.Line(), []byte("forged")) {
+				t.Fatal("the tampered event entered the journal")
+			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	held, _ := a.store.Events(agent, "")
-	for _, e := range held {
-		if bytes.Contains(e.Line(), []byte("forged")) {
-			t.Fatal("the tampered event entered the journal")
+		data, err := os.ReadFile(filepath.Join(a.home, QuarantineDir, agent+".jsonl"))
+		if err != nil || !bytes.Contains(data, []byte("forged")) || !bytes.Contains(data, []byte(b.info.PeerID)) {
+			t.Fatalf("quarantine file: %s %v", data, err)
 		}
-	}
-	data, err := os.ReadFile(filepath.Join(a.home, QuarantineDir, agent+".jsonl"))
-	if err != nil || !bytes.Contains(data, []byte("forged")) || !bytes.Contains(data, []byte(b.info.PeerID)) {
-		t.Fatalf("quarantine file: %s %v", data, err)
-	}
+	})
 }
 
 func TestAWorkspaceSnapshotReachesThePeerWithEveryBlob(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	pair(t, a, b)
-	agent := sharedCapsule(t, a, b)
-	ws := filepath.Join(t.TempDir(), "ws")
-	os.MkdirAll(filepath.Join(ws, "src"), 0o755)
-	os.WriteFile(filepath.Join(ws, "src", "main.go"), []byte("package main\n"), 0o644)
-	os.WriteFile(filepath.Join(ws, "big.bin"), bytes.Repeat([]byte("0123456789"), 100_000), 0o644)
-	d, done, err := a.store.use(agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = d.Snapshot(context.Background(), a.id, ws)
-	done()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range a.host.Network().Peers() {
-		a.goSync(p)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, _ := b.Status()
-		evs, _ := b.store.Events(agent, "")
-		if len(evs) == 1 && st.Capsules[0].Wants == 0 {
-			break
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		pair(t, a, b)
+		agent := sharedCapsule(t, a, b)
+		ws := filepath.Join(t.TempDir(), "ws")
+		os.MkdirAll(filepath.Join(ws, "src"), 0o755)
+		os.WriteFile(filepath.Join(ws, "src", "main.go"), []byte("package main\n"), 0o644)
+		os.WriteFile(filepath.Join(ws, "big.bin"), bytes.Repeat([]byte("0123456789"), 100_000), 0o644)
+		d, done, err := a.store.use(agent)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("b did not get the snapshot and its blobs: %+v", st.Capsules)
+		_, err = d.Snapshot(context.Background(), a.id, ws)
+		done()
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	out := filepath.Join(t.TempDir(), "out")
-	c, err := capsule.Open(filepath.Join(b.home, CapsulesDir, agent))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.Materialize(out); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := os.ReadFile(filepath.Join(out, "big.bin")); len(got) != 1_000_000 {
-		t.Fatalf("big.bin has %d bytes on b", len(got))
-	}
-	if rep, _ := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); !rep.OK() {
-		t.Fatalf("b's capsule: %+v", rep.Problems)
-	}
+		for _, p := range a.host.Network().Peers() {
+			a.goSync(p)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			st, _ := b.Status()
+			evs, _ := b.store.Events(agent, "")
+			if len(evs) == 1 && st.Capsules[0].Wants == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("b did not get the snapshot and its blobs: %+v", st.Capsules)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		out := filepath.Join(t.TempDir(), "out")
+		c, err := capsule.Open(filepath.Join(b.home, CapsulesDir, agent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Materialize(out); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(filepath.Join(out, "big.bin")); len(got) != 1_000_000 {
+			t.Fatalf("big.bin has %d bytes on b", len(got))
+		}
+		if rep, _ := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); !rep.OK() {
+			t.Fatalf("b's capsule: %+v", rep.Problems)
+		}
+	})
 }
 
 func TestAPeerTakesACapsuleItDoesNotHoldYet(t *testing.T) {
-	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
-	agent := sharedCapsule(t, a) // only a holds it
-	appendN(t, a, agent, 4)
-	pair(t, a, b)
-	converged(t, agent, 4, a, b)
-	if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
-		t.Fatalf("b's copy: %v %+v", err, rep)
-	}
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
+		agent := sharedCapsule(t, a) // only a holds it
+		appendN(t, a, agent, 4)
+		pair(t, a, b)
+		converged(t, agent, 4, a, b)
+		if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
+			t.Fatalf("b's copy: %v %+v", err, rep)
+		}
+	})
 }
 
 func testLog(home string) *slog.Logger {

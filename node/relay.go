@@ -39,7 +39,6 @@ type relayRequest struct {
 // serveTurnRelay answers TurnRelayID streams from paired peers (the gater
 // lets no one else connect).
 func (n *Node) serveTurnRelay(s network.Stream) {
-	defer s.Close()
 	p, err := protocol.ReadFrame(bufio.NewReader(s), 4<<10)
 	if err != nil {
 		s.Reset()
@@ -68,6 +67,7 @@ func (n *Node) serveTurnRelay(s network.Stream) {
 		writeSSE(&out.buf, "", "moved", map[string]string{"peer": moved})
 		out.flush()
 	}
+	protocol.Finish(s) // resets the stream if the follower is gone
 }
 
 // relayTurn copies the turn's events after sequence number after from
@@ -87,9 +87,15 @@ func (n *Node) relayTurn(ctx context.Context, out *sseOut, to, agent string, t *
 	if err != nil {
 		return "", sent, err
 	}
-	defer s.Close()
 	stop := context.AfterFunc(ctx, func() { s.Reset() })
-	defer stop()
+	defer func() {
+		stop()
+		if err != nil {
+			s.Reset()
+		} else {
+			protocol.Finish(s) // the turn ended or moved: what follows is the peer's end
+		}
+	}()
 	req, _ := json.Marshal(relayRequest{Agent: agent, Session: t.Session, Turn: t.ID, After: after})
 	if err := protocol.WriteFrame(s, req); err != nil {
 		return "", sent, err

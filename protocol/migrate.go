@@ -34,7 +34,7 @@ const MigrateTimeout = 30 * time.Minute
 
 // The kinds of migrate requests.
 const (
-	kindMessage = "message" // a fencing message; no answer
+	kindMessage = "message" // a fencing message; no answer but the stream's clean end
 	kindPull    = "pull"    // take what the asker holds of the agent, then answer a Pulled
 	kindState   = "state"   // answer a HolderState
 )
@@ -182,12 +182,15 @@ func HandleMigrate(h host.Host, node MigrateNode, log *slog.Logger) {
 	h.SetStreamHandler(MigrateID, func(s network.Stream) {
 		_ = s.SetDeadline(time.Now().Add(MigrateTimeout))
 		remote := s.Conn().RemotePeer().String()
-		if err := ServeMigrate(s, node, remote); err != nil {
-			log.Warn("migrate request from a peer failed", "peer", remote, "err", err)
+		err := ServeMigrate(s, node, remote)
+		if err != nil {
 			s.Reset()
-			return
+		} else {
+			err = Finish(s)
 		}
-		s.Close()
+		if err != nil {
+			log.Warn("migrate request from a peer failed", "peer", remote, "err", err)
+		}
 	})
 }
 
@@ -305,9 +308,13 @@ func migrateRequestTo(ctx context.Context, h host.Host, p peer.ID, req migrateRe
 		s.Reset()
 		return ans, err
 	}
+	// A message has no answer: the server's clean end says it was
+	// delivered (it resets the stream if it was not).
+	if err := Finish(s); err != nil {
+		return ans, err
+	}
 	if ans.Error != "" {
-		s.Close()
 		return ans, fmt.Errorf("%w: %s", ErrPeerRefused, ans.Error)
 	}
-	return ans, s.Close()
+	return ans, nil
 }

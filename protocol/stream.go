@@ -13,6 +13,35 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
+// Finish ends an exchange on s once this side has written everything it
+// will and read everything it expected: it closes its writing side, reads
+// the peer's end (anything more is a protocol error) and closes the
+// stream. Both sides of every protocol end this way, requester and server
+// alike, so neither stops reading while the other still writes.
+//
+// The peer's clean end is the exchange's outcome: a server that failed
+// resets the stream, so a requester that reads the end knows its request
+// was carried out. The error of closing the writing side is not: on QUIC
+// it fails ("close called for canceled stream") when the peer has already
+// stopped reading, which an older peer does as soon as it has what it
+// wanted, and on any transport the end that follows says whether the
+// exchange went well. A failure resets the stream.
+func Finish(s network.Stream) error {
+	_ = s.CloseWrite()
+	var b [1]byte
+	n, err := s.Read(b[:])
+	switch {
+	case n > 0 || err == nil:
+		s.Reset()
+		return fmt.Errorf("%w: data after the end of the exchange", ErrProtocol)
+	case !errors.Is(err, io.EOF):
+		s.Reset()
+		return fmt.Errorf("the peer did not end the exchange cleanly: %w", err)
+	}
+	_ = s.Close() // both sides have ended: nothing is left to fail
+	return nil
+}
+
 // SyncTimeout bounds one whole sync exchange on a libp2p stream: a peer
 // that stalls is reset, never waited for.
 const SyncTimeout = 2 * time.Minute
@@ -52,8 +81,11 @@ func HandleSync(h host.Host, j Journals, log *slog.Logger) {
 			s.Reset()
 			return
 		}
+		if err := Finish(s); err != nil {
+			log.Warn("sync with peer failed at its end", "peer", remote, "err", err)
+			return
+		}
 		log.Debug("synced", "peer", remote, "sent", stats.Sent, "received", stats.Received)
-		s.Close()
 	})
 }
 
@@ -79,21 +111,11 @@ func Sync(ctx context.Context, h host.Host, p peer.ID, agent string, j Journals)
 		s.Reset()
 		return stats, fmt.Errorf("sync %s with %s: %w", agent, p, err)
 	}
-	// Wait for the responder to have read everything: it closes its side
-	// once it has stored what we sent.
-	if err := s.CloseWrite(); err != nil {
-		s.Reset()
-		return stats, err
+	// The responder ends its side once it has stored what we sent.
+	if err := Finish(s); err != nil {
+		return stats, fmt.Errorf("sync %s with %s: %w", agent, p, err)
 	}
-	buf := make([]byte, 1)
-	switch _, err := s.Read(buf); {
-	case err == nil:
-		s.Reset()
-		return stats, fmt.Errorf("sync %s with %s: %w: data after the exchange", agent, p, ErrProtocol)
-	case !errors.Is(err, io.EOF):
-		return stats, fmt.Errorf("sync %s with %s: the peer did not accept what we sent: %w", agent, p, err)
-	}
-	return stats, s.Close()
+	return stats, nil
 }
 
 // BlobTimeout bounds one blob stream; a large blob that needs longer is
@@ -125,12 +147,15 @@ func HandleBlob(h host.Host, src BlobSource, log *slog.Logger) {
 		}
 		defer s.Scope().ReleaseMemory(2 * maxBlobFrame)
 		_ = s.SetDeadline(time.Now().Add(BlobTimeout))
-		if err := ServeBlob(s, src, s.Conn().RemotePeer().String()); err != nil {
-			log.Debug("blob request failed", "peer", s.Conn().RemotePeer(), "err", err)
+		err := ServeBlob(s, src, s.Conn().RemotePeer().String())
+		if err != nil {
 			s.Reset()
-			return
+		} else {
+			err = Finish(s)
 		}
-		s.Close()
+		if err != nil {
+			log.Debug("blob request failed", "peer", s.Conn().RemotePeer(), "err", err)
+		}
 	})
 }
 
@@ -156,7 +181,7 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, agent, sha256Hex, partia
 		s.Reset()
 		return n, err
 	}
-	return n, s.Close()
+	return n, Finish(s)
 }
 
 // PeerHas asks p which of hashes it holds in the agent's capsule, in
@@ -176,7 +201,9 @@ func PeerHas(ctx context.Context, h host.Host, p peer.ID, agent string, hashes [
 			s.Reset()
 			return nil, err
 		}
-		s.Close()
+		if err := Finish(s); err != nil {
+			return nil, err
+		}
 		held = append(held, got...)
 	}
 	return held, nil
@@ -189,12 +216,15 @@ const CapsuleTimeout = 30 * time.Minute
 func HandleCapsules(h host.Host, c Capsules, log *slog.Logger) {
 	h.SetStreamHandler(CapsuleID, func(s network.Stream) {
 		_ = s.SetDeadline(time.Now().Add(CapsuleTimeout))
-		if err := ServeCapsules(s, c, s.Conn().RemotePeer().String()); err != nil {
-			log.Debug("capsule request failed", "peer", s.Conn().RemotePeer(), "err", err)
+		err := ServeCapsules(s, c, s.Conn().RemotePeer().String())
+		if err != nil {
 			s.Reset()
-			return
+		} else {
+			err = Finish(s)
 		}
-		s.Close()
+		if err != nil {
+			log.Debug("capsule request failed", "peer", s.Conn().RemotePeer(), "err", err)
+		}
 	})
 }
 
@@ -211,7 +241,7 @@ func PeerCapsules(ctx context.Context, h host.Host, p peer.ID) ([]string, map[st
 		s.Reset()
 		return nil, nil, err
 	}
-	return ids, vectors, s.Close()
+	return ids, vectors, Finish(s)
 }
 
 // TakeCapsule copies the agent's capsule from p as a tar into w, with all
@@ -227,5 +257,5 @@ func TakeCapsule(ctx context.Context, h host.Host, p peer.ID, agent string, all 
 		s.Reset()
 		return n, err
 	}
-	return n, s.Close()
+	return n, Finish(s)
 }

@@ -16,10 +16,11 @@ import (
 )
 
 // pairedDaemons runs two tern nodes as processes, each paired with the
-// other, and returns them.
-func pairedDaemons(t *testing.T) [2]*daemon {
+// other, on TCP (or on QUIC, if quic), and returns them.
+func pairedDaemons(t *testing.T, quic ...bool) [2]*daemon {
 	t.Helper()
-	ds := [2]*daemon{{t: t, home: t.TempDir(), port: freePort(t)}, {t: t, home: t.TempDir(), port: freePort(t)}}
+	q := len(quic) > 0 && quic[0]
+	ds := [2]*daemon{{t: t, home: t.TempDir(), port: freePort(t), quic: q}, {t: t, home: t.TempDir(), port: freePort(t), quic: q}}
 	for _, d := range ds {
 		d.start()
 		t.Cleanup(d.kill)
@@ -33,8 +34,7 @@ func pairedDaemons(t *testing.T) [2]*daemon {
 	}
 	for i, d := range ds {
 		o := 1 - i
-		addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ds[o].port)
-		if code, _, errs := ternQuiet(d.home, "peer", "add", ids[o], addr, "--name", fmt.Sprint("n", o)); code != 0 {
+		if code, _, errs := ternQuiet(d.home, "peer", "add", ids[o], ds[o].addr(), "--name", fmt.Sprint("n", o)); code != 0 {
 			t.Fatalf("peer add: %s", errs)
 		}
 	}

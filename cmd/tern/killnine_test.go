@@ -21,24 +21,43 @@ type daemon struct {
 	t    *testing.T
 	home string
 	port int
+	quic bool // listen on QUIC only (libp2p's choice between two machines), else TCP only
 	cmd  *exec.Cmd
 }
 
+// addr is the multiaddr the daemon listens on.
+func (d *daemon) addr() string {
+	if d.quic {
+		return fmt.Sprintf("/ip4/127.0.0.1/udp/%d/quic-v1", d.port)
+	}
+	return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", d.port)
+}
+
+// freePort is a port free on 127.0.0.1 for TCP and for UDP at this moment.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		l.Close()
+		if err == nil {
+			u.Close()
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no port free for both TCP and UDP")
+	return 0
 }
 
 // start runs the daemon and waits until its API answers.
 func (d *daemon) start() {
 	d.t.Helper()
 	os.Remove(filepath.Join(d.home, node.InfoFile))
-	d.cmd = ternProcess(d.home, "", "node", "--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", d.port), "--no-mdns", "--sync-interval", "500ms")
+	d.cmd = ternProcess(d.home, "", "node", "--listen", d.addr(), "--no-mdns", "--sync-interval", "500ms")
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatal(err)
 	}

@@ -39,11 +39,12 @@ type Kind uint8
 
 // The kinds of message.
 const (
-	Open       Kind = iota + 1 // a stream is opened for Proto
-	Data                       // bytes written to a stream
-	CloseWrite                 // the writer closed its side: the reader gets EOF
-	Reset                      // the stream is reset
-	Gossip                     // a gossip message on Topic
+	Open        Kind = iota + 1 // a stream is opened for Proto
+	Data                        // bytes written to a stream
+	CloseWrite                  // the writer closed its side: the reader gets EOF
+	Reset                       // the stream is reset
+	Gossip                      // a gossip message on Topic
+	StopSending                 // the reader stopped reading: the writer's writes fail, as on QUIC
 )
 
 func (k Kind) String() string {
@@ -58,6 +59,8 @@ func (k Kind) String() string {
 		return "reset"
 	case Gossip:
 		return "gossip"
+	case StopSending:
+		return "stop"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -321,6 +324,9 @@ func (n *Network) Deliver(m *Message) {
 		p.dead = true
 		n.mu.Unlock()
 		to.hangUp(network.ErrReset)
+	case StopSending:
+		n.mu.Unlock()
+		to.stop()
 	}
 }
 

@@ -214,3 +214,61 @@ func TestSentIsInTheSameOrderHoweverGoroutinesRan(t *testing.T) {
 		}
 	}
 }
+
+// A stream closed by a reader that has its answer, while the other end has
+// not closed its side, stops that end's writing, as QUIC's streams do: its
+// Close then fails. A stream whose other end finished writing first is
+// closed quietly.
+func TestClosingBeforeThePeerFinishedWritingStopsItsWritesAsQUICDoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := New()
+		a, b := testHost(t, n, 0), testHost(t, n, 1)
+		closed, release := make(chan error, 1), make(chan struct{})
+		b.SetStreamHandler("/answer", func(s network.Stream) {
+			s.Write([]byte("answer"))
+			<-release // the asker closes first
+			closed <- s.Close()
+		})
+		s, err := a.NewStream(context.Background(), b.ID(), "/answer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Write([]byte("q"))
+		go func() {
+			buf := make([]byte, 6)
+			io.ReadFull(s, buf)
+			s.Close() // before the answerer closed its side: it stops the answerer's writes
+		}()
+		drive(n)
+		close(release)
+		if err := <-closed; err == nil {
+			t.Fatal("the answerer closed a stream the asker had stopped reading, without an error")
+		}
+
+		quiet := make(chan error, 1)
+		b.SetStreamHandler("/done", func(s network.Stream) {
+			s.Write([]byte("answer"))
+			quiet <- s.CloseWrite()
+		})
+		s, _ = a.NewStream(context.Background(), b.ID(), "/done")
+		s.Write([]byte("q"))
+		read := make(chan error, 1)
+		go func() {
+			data, err := io.ReadAll(s)
+			if err == nil && string(data) != "answer" {
+				err = errors.New("read " + string(data))
+			}
+			if err == nil {
+				err = s.Close()
+			}
+			read <- err
+		}()
+		drive(n)
+		if err := <-read; err != nil {
+			t.Fatalf("reading the answer, then closing after the other end finished: %v", err)
+		}
+		if err := <-quiet; err != nil {
+			t.Fatalf("the answerer's close: %v", err)
+		}
+	})
+}

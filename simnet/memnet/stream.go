@@ -46,6 +46,7 @@ type stream struct {
 	eof      bool  // the other end closed its side
 	err      error // reset, or closed for reading
 	wroteEOF bool  // this end closed its side
+	stopped  bool  // the other end stopped reading before this one closed its side: writes fail
 	deadline time.Time
 	readable chan struct{} // cap 1: something changed
 }
@@ -85,6 +86,20 @@ func (s *stream) hangUp(err error) {
 	}
 	s.signal()
 }
+
+// stop is the other end's StopSending: what this end has not finished
+// writing can no longer be written. s.mu not held.
+func (s *stream) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.wroteEOF {
+		s.stopped = true
+	}
+}
+
+// errStopped is what writing to a stream the other end stopped reading
+// returns, in the words of quic-go, whose streams behave so.
+var errStopped = errors.New("memnet: close called for canceled stream (the other end stopped reading)")
 
 // errDeadline is what a read past its deadline returns: a net.Error that
 // times out, as a real stream's.
@@ -137,11 +152,14 @@ func (s *stream) Write(p []byte) (int, error) {
 func (s *stream) post(k Kind, data []byte) error {
 	s.mu.Lock()
 	switch {
-	case s.err != nil && k != Reset:
+	case s.err != nil && (k == Data || k == CloseWrite):
 		err := s.err
 		s.mu.Unlock()
 		return err
-	case s.wroteEOF && k != Reset:
+	case s.stopped && (k == Data || k == CloseWrite):
+		s.mu.Unlock()
+		return errStopped
+	case s.wroteEOF && (k == Data || k == CloseWrite):
 		s.mu.Unlock()
 		return errors.New("memnet: write on a stream closed for writing")
 	}
@@ -169,28 +187,46 @@ func (s *stream) post(k Kind, data []byte) error {
 func (s *stream) CloseWrite() error {
 	s.mu.Lock()
 	done := s.wroteEOF || s.err != nil
+	stopped := s.stopped
 	s.mu.Unlock()
-	if done {
+	switch {
+	case stopped:
+		return errStopped
+	case done:
 		return nil
 	}
 	return s.post(CloseWrite, nil)
 }
 
+// CloseRead stops reading. As on QUIC, the other end learns it (a
+// StopSending message) unless it had finished writing, and its writes
+// fail from then on.
 func (s *stream) CloseRead() error {
-	s.hangUp(errors.New("memnet: stream closed for reading"))
+	s.stopReading(errors.New("memnet: stream closed for reading"))
 	return nil
 }
 
-// Close closes both sides; like a real stream, it does not wait for the
-// other end.
-func (s *stream) Close() error {
-	err := s.CloseWrite()
+// stopReading ends this end's reading with err and tells the other end,
+// unless it had closed its side already.
+func (s *stream) stopReading(err error) {
 	s.mu.Lock()
+	tell := !s.eof && s.err == nil
 	if s.err == nil {
-		s.err = errors.New("memnet: stream closed")
+		s.err = err
 	}
 	s.signal()
 	s.mu.Unlock()
+	if tell {
+		s.post(StopSending, nil)
+	}
+}
+
+// Close closes both sides, as go-libp2p's QUIC streams do: it closes the
+// writing side and stops reading (see CloseRead); like a real stream, it
+// does not wait for the other end.
+func (s *stream) Close() error {
+	err := s.CloseWrite()
+	s.stopReading(errors.New("memnet: stream closed"))
 	return err
 }
 
