@@ -1144,6 +1144,33 @@ func activationVectors(t *testing.T, v *vectorSet, a, b, third *vectorKey, c *ve
 	a7edit := event(a, 7, a6.ID, 8, 0, "message", message("user", "An edit made offline."))
 	add("journal-activation-offline-edit-after-a-stale-event", c.withJournal(t, base, ran, []*journal.Event{endsAt5, a6, a7edit}),
 		[]*journal.Event{a6, a7edit}, 7, checkBrokenChain)
+
+	// a's home is restored from a backup made when its chain stood at seq
+	// 3, and runs on alone under epoch 1 from there (r4, r5): a branch
+	// beside a4 and a5, which a had written before it handed the agent
+	// on. An activation that names a's head by id (a5) makes the restored
+	// branch stale, not a fork: a4 and a5 read on.
+	r4 := event(a, 4, a3.ID, 6, 1, "message", message("user", "Written by a restored backup."))
+	r5 := event(a, 5, r4.ID, 7, 1, "message", message("assistant", "Written by a restored backup."))
+	endsAtA5 := activation(b, 2, b1.ID, 6, 2, journal.Bound{Peer: b.PeerID, Epoch: 2}, journal.Bound{Peer: a.PeerID, Epoch: 1, Seq: 5, ID: a5.ID})
+	add("journal-activation-by-id-sets-aside-a-restored-branch", c.withJournal(t, base, ran, []*journal.Event{endsAtA5, r4, r5}),
+		[]*journal.Event{r4, r5}, 7, checkOK)
+	// The same without the id (an older writer): only the seq says, so the
+	// two branches are a fork from seq 4 on.
+	add("journal-activation-by-seq-leaves-a-restored-branch-a-fork", c.withJournal(t, base, ran, []*journal.Event{endsAt5, r4, r5}),
+		[]*journal.Event{a4, a5, r4, r5}, 5, checkFork)
+	// a, restored, wrote r4 alone, and healed the fork with a4 before the
+	// activation reached it: the heal keeps the longer branch (a4, a5) and
+	// signs r4's content again at epoch 0 (h6) before the heal event
+	// (h7). Content a heal signed again of a stale event is stale too, so
+	// h6 is set aside with r4, and h7 follows a gap: a broken chain until a
+	// heals again.
+	h, err := journal.Heal(slices.Concat(base, ran, []*journal.Event{r4}), a, vectorTime.Add(time.Hour))
+	if err != nil || len(h) != 2 {
+		t.Fatalf("the heal wrote %d events (%v), want r4 signed again and the heal", len(h), err)
+	}
+	add("journal-activation-by-id-sets-aside-what-a-heal-signed-again", c.withJournal(t, base, ran, []*journal.Event{endsAtA5, r4}, h),
+		[]*journal.Event{r4, h[0], h[1]}, 7, checkBrokenChain)
 }
 
 func reversedLines(lines [][]byte) [][]byte {

@@ -16,47 +16,61 @@ type ActivatedBody struct {
 	From   Bound `json:"from"`   // the old holder, its epoch, and its chain's head when it froze
 }
 
-// Bound names a machine, an epoch and, for the old holder, the seq of the
-// last event of its chain it wrote under that epoch.
+// Bound names a machine, an epoch and, for the old holder, the head of its
+// chain when its epoch ended: the seq and id of the last event it wrote
+// under that epoch.
 type Bound struct {
 	Peer  string `json:"peer"`
 	Epoch uint64 `json:"epoch"`
 	Seq   uint64 `json:"seq,omitempty"`
+	ID    string `json:"id,omitempty"`
 }
 
-// epochBounds is, per machine and epoch, the highest seq of the machine's
-// chain that an activation lets stand under that epoch.
-type epochBounds map[string]map[uint64]uint64
+// endOf is where an activation says one machine's epoch ended: the head
+// of its chain, by seq and (from writers that say it) id.
+type endOf struct {
+	seq uint64
+	id  string
+}
+
+// epochBounds is, per machine and epoch, where an activation says the
+// machine's chain ended under that epoch.
+type epochBounds map[string]map[uint64]endOf
 
 // boundOf reads a holder.activated event: the old holder's machine, epoch
-// and last seq. ok is false for an event of another type, a body of
-// another shape, or one that does not describe its own writer as the new
-// holder at its own epoch (only the node that activated says where the
-// old epoch ends).
-func boundOf(e *Event) (machine string, epoch, seq uint64, ok bool) {
+// and where its chain ended. ok is false for an event of another type, a
+// body of another shape, or one that does not describe its own writer as
+// the new holder at its own epoch (only the node that activated says where
+// the old epoch ends).
+func boundOf(e *Event) (machine string, epoch uint64, end endOf, ok bool) {
 	if e.Type != ActivatedType {
-		return "", 0, 0, false
+		return "", 0, endOf{}, false
 	}
 	b, ok := readActivated(e.Body)
 	if !ok {
-		return "", 0, 0, false
+		return "", 0, endOf{}, false
 	}
 	if b.Holder.Peer != e.Machine || b.Holder.Epoch != e.Epoch || b.From.Peer == "" || b.From.Peer == e.Machine ||
 		b.From.Epoch == 0 || b.From.Epoch >= e.Epoch {
-		return "", 0, 0, false
+		return "", 0, endOf{}, false
 	}
-	return b.From.Peer, b.From.Epoch, b.From.Seq, true
+	return b.From.Peer, b.From.Epoch, endOf{b.From.Seq, b.From.ID}, true
 }
 
-// add records a bound, keeping the lowest seq for one machine and epoch.
-func (eb epochBounds) add(machine string, epoch, seq uint64) {
+// add records a bound, keeping for one machine and epoch the lowest seq,
+// and at that seq an id over none, and the smallest id over another.
+func (eb epochBounds) add(machine string, epoch uint64, end endOf) {
 	m := eb[machine]
 	if m == nil {
-		m = map[uint64]uint64{}
+		m = map[uint64]endOf{}
 		eb[machine] = m
 	}
-	if cur, ok := m[epoch]; !ok || seq < cur {
-		m[epoch] = seq
+	cur, ok := m[epoch]
+	switch {
+	case !ok, end.seq < cur.seq:
+		m[epoch] = end
+	case end.seq == cur.seq && end.id != "" && (cur.id == "" || end.id < cur.id):
+		m[epoch] = end
 	}
 }
 
@@ -64,23 +78,99 @@ func (eb epochBounds) add(machine string, epoch, seq uint64) {
 func boundsOf(events []*Event) epochBounds {
 	var eb epochBounds
 	for _, e := range events {
-		if machine, epoch, seq, ok := boundOf(e); ok {
+		if machine, epoch, end, ok := boundOf(e); ok {
 			if eb == nil {
 				eb = epochBounds{}
 			}
-			eb.add(machine, epoch, seq)
+			eb.add(machine, epoch, end)
 		}
 	}
 	return eb
 }
 
-// stale reports whether an activation bounds e's epoch below e's seq.
-func (eb epochBounds) stale(e *Event) bool {
+// touches reports whether an activation ends e's epoch for e's machine:
+// whether e may be stale, which only its chain can tell (see staleIn).
+func (eb epochBounds) touches(e *Event) bool {
 	if e.Epoch == 0 || eb == nil {
 		return false
 	}
-	seq, ok := eb[e.Machine][e.Epoch]
-	return ok && e.Seq > seq
+	_, ok := eb[e.Machine][e.Epoch]
+	return ok
+}
+
+// staleIn returns the ids of the events of one machine's chain that it
+// wrote under an epoch that had ended (docs/FORMAT.md, holder.activated):
+// for each epoch an activation ends, the events at that epoch above the
+// seq where it ended, and, when the activation names the head by id and
+// the chain holds it, the events at that epoch that are not the head or
+// its ancestors (a branch the machine wrote from an older state: a home
+// restored from a backup). Then what the machine's heals signed again of a
+// stale event is stale too, as the event was. chain is one machine's
+// events; nil when none is stale.
+func (eb epochBounds) staleIn(chain []*Event) map[string]bool {
+	if len(chain) == 0 || eb[chain[0].Machine] == nil {
+		return nil
+	}
+	ends := eb[chain[0].Machine]
+	var byID map[string]*Event
+	standing := map[uint64]map[string]bool{} // by epoch: the head an activation names and its ancestors
+	for epoch, end := range ends {
+		if end.id == "" {
+			continue
+		}
+		if byID == nil {
+			byID = make(map[string]*Event, len(chain))
+			for _, e := range chain {
+				byID[e.ID] = e
+			}
+		}
+		head, ok := byID[end.id]
+		if !ok || head.Seq != end.seq {
+			continue // not held here (yet), or not that seq: the seq alone says
+		}
+		line := map[string]bool{}
+		for e := head; e != nil && !line[e.ID]; e = byID[e.Prev] {
+			line[e.ID] = true
+		}
+		standing[epoch] = line
+	}
+	var out map[string]bool
+	for _, e := range chain {
+		end, ok := ends[e.Epoch]
+		if e.Epoch == 0 || !ok {
+			continue
+		}
+		if line := standing[e.Epoch]; e.Seq > end.seq || line != nil && !line[e.ID] {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[e.ID] = true
+		}
+	}
+	if out == nil {
+		return nil
+	}
+	// Content a heal signed again stays as stale as it was, however many
+	// heals passed it on.
+	for changed := true; changed; {
+		changed = false
+		for _, e := range chain {
+			if e.Type != HealType {
+				continue
+			}
+			b, ok := readHeal(e.Body)
+			if !ok {
+				continue
+			}
+			for _, r := range b.Replaced {
+				if out[r.ID] && r.By != "" && !out[r.By] {
+					out[r.By] = true
+					changed = true
+				}
+			}
+		}
+	}
+	return out
 }
 
 // readActivated reads a holder.activated body strictly: an object whose
@@ -109,6 +199,11 @@ func readActivated(body []byte) (b ActivatedBody, ok bool) {
 		}
 		if raw, has := m["seq"]; has && withSeq {
 			if bd.Seq, okE = wholeNumber(raw); !okE {
+				return Bound{}, false
+			}
+		}
+		if raw, has := m["id"]; has && withSeq {
+			if !isString(raw) || json.Unmarshal(raw, &bd.ID) != nil {
 				return Bound{}, false
 			}
 		}

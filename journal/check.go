@@ -159,16 +159,17 @@ func bySeq(a, b *Event) int {
 // line of the rest.
 func analyseMachine(chain []*Event, bounds epochBounds) *machineChain {
 	c := &machineChain{machine: chain[0].Machine}
-	replaced := setAside(chain)
+	stale := bounds.staleIn(chain)
+	replaced := setAside(chain, stale)
 	kept := chain
-	if len(replaced) > 0 || bounds[c.machine] != nil {
+	if len(replaced) > 0 || len(stale) > 0 {
 		kept = make([]*Event, 0, len(chain))
 		for _, e := range chain {
 			switch {
+			case stale[e.ID]:
+				c.setAside(e, AsideStaleEpoch)
 			case replaced[e.ID]:
 				c.setAside(e, AsideHealed)
-			case bounds.stale(e):
-				c.setAside(e, AsideStaleEpoch)
 			default:
 				kept = append(kept, e)
 			}

@@ -45,8 +45,41 @@ var ErrNothingToHeal = errors.New("nothing to heal")
 // own events are in its chain, so a heal that names another machine's
 // events sets nothing of theirs aside (its heals are signed by it: nobody
 // else can heal its chain).
-func setAside(chain []*Event) map[string]bool {
+//
+// One exception: an event whose content a heal signed again after an
+// event that turned out to be stale (stale, from staleIn: a heal made
+// before the activation that ends that epoch reached the machine) is not
+// set aside by that heal. The copy follows what is set aside and cannot be
+// read, so the event itself stays readable.
+func setAside(chain []*Event, stale map[string]bool) map[string]bool {
 	var out map[string]bool
+	var afterStale func(id string) bool
+	if len(stale) > 0 {
+		byID := make(map[string]*Event, len(chain))
+		for _, e := range chain {
+			byID[e.ID] = e
+		}
+		memo := map[string]bool{}
+		afterStale = func(id string) bool {
+			var path []string
+			found := false
+			for e := byID[id]; e != nil; e = byID[e.Prev] {
+				if v, ok := memo[e.ID]; ok {
+					found = v
+					break
+				}
+				path = append(path, e.ID)
+				if stale[e.ID] {
+					found = true
+					break
+				}
+			}
+			for _, p := range path {
+				memo[p] = found
+			}
+			return found
+		}
+	}
 	for _, e := range chain {
 		if e.Type != HealType {
 			continue
@@ -59,9 +92,10 @@ func setAside(chain []*Event) map[string]bool {
 			out = map[string]bool{}
 		}
 		for _, r := range b.Replaced {
-			if r.ID != e.ID {
-				out[r.ID] = true
+			if r.ID == e.ID || afterStale != nil && r.By != "" && !stale[r.ID] && afterStale(r.By) {
+				continue
 			}
+			out[r.ID] = true
 		}
 	}
 	return out
@@ -157,13 +191,15 @@ func Heal(events []*Event, s Signer, now time.Time) ([]*Event, error) {
 	if len(c.problems) == 0 {
 		return nil, fmt.Errorf("heal: the chain of machine %s is whole: %w", machine, ErrNothingToHeal)
 	}
-	replaced := setAside(mine)
+	stale := bounds.staleIn(mine)
+	replaced := setAside(mine, stale)
 	// The events no heal set aside yet. Stale events (written under an
-	// epoch after the agent moved on) stay aside: a heal neither keeps
-	// them nor signs their content again.
+	// epoch after the agent moved on, and what a heal signed again of
+	// them) stay aside: a heal neither keeps them nor signs their content
+	// again.
 	var live []*Event
 	for _, e := range mine {
-		if !replaced[e.ID] && !bounds.stale(e) {
+		if !replaced[e.ID] && !stale[e.ID] {
 			live = append(live, e)
 		}
 	}

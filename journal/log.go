@@ -264,20 +264,21 @@ func (l *Log) commitEvent(e *Event) {
 		l.chains[e.Machine] = c
 	}
 	c.events = append(c.events, e)
-	if m, epoch, seq, ok := boundOf(e); ok {
+	if m, epoch, end, ok := boundOf(e); ok {
 		if l.bounds == nil {
 			l.bounds = epochBounds{}
 		}
-		l.bounds.add(m, epoch, seq)
+		l.bounds.add(m, epoch, end)
 		if bc := l.chains[m]; bc != nil && !bc.dirty {
 			bc.dirty = true // some of its events may be stale now
 			l.disorder++
 		}
 	}
 	// An event that extends a sound chain's head moves it; anything else
-	// (a fork, a gap, a heal, an event of a branch set aside, a stale one)
-	// makes the chain be analysed again when it is next needed.
-	if !c.dirty && c.stuck == nil && e.Type != HealType && !l.bounds.stale(e) && e.Seq == c.head.Seq+1 && e.Prev == c.head.ID && e.Clock > c.clock {
+	// (a fork, a gap, a heal, an event of a branch set aside, one at an
+	// epoch an activation ended, which may be stale) makes the chain be
+	// analysed again when it is next needed.
+	if !c.dirty && c.stuck == nil && e.Type != HealType && !l.bounds.touches(e) && e.Seq == c.head.Seq+1 && e.Prev == c.head.ID && e.Clock > c.clock {
 		c.head.Seq, c.head.ID, c.clock = e.Seq, e.ID, e.Clock
 	} else {
 		c.dirty = true

@@ -546,7 +546,7 @@ func (hs *holders) markActivation(h *holder, rec fencing.Record) error {
 	self := hs.n.id.Machine()
 	body, err := json.Marshal(journal.ActivatedBody{
 		Holder: journal.Bound{Peer: self, Epoch: rec.Epoch},
-		From:   journal.Bound{Peer: source, Epoch: from, Seq: v[source].Seq},
+		From:   journal.Bound{Peer: source, Epoch: from, Seq: v[source].Seq, ID: v[source].ID},
 	})
 	if err != nil {
 		return err

@@ -523,30 +523,51 @@ def chain_problems(chain):
 HEAL = "chain.healed"
 
 
-def heal_names(e):
-    """The ids a chain.healed event names: its body is an object whose
-    "replaced" is a list of objects, each with a string "id" and, if
-    present, a string "by" (other members are ignored). A body of any other
-    shape names nothing."""
+def heal_pairs(e):
+    """The (id, by) pairs a chain.healed event names: its body is an object
+    whose "replaced" is a list of objects, each with a string "id" and, if
+    present, a string "by" ("" when absent; other members are ignored). A
+    body of any other shape names nothing."""
     body = e.body
     if not isinstance(body, dict) or not isinstance(body.get("replaced"), list):
-        return set()
-    ids = set()
+        return []
+    pairs = []
     for r in body["replaced"]:
         if not isinstance(r, dict) or not isinstance(r.get("id"), str) or not isinstance(r.get("by", ""), str):
-            return set()
-        ids.add(r["id"])
-    return ids
+            return []
+        pairs.append((r["id"], r.get("by", "")))
+    return pairs
 
 
-def set_aside(chain):
+def follows(chain, start, ids):
+    """Whether walking prev links from the event start, among chain, meets
+    an event whose id is in ids."""
+    by_id = {e.id: e for e in chain}
+    seen = set()
+    e = by_id.get(start)
+    while e is not None and e.id not in seen:
+        if e.id in ids:
+            return True
+        seen.add(e.id)
+        e = by_id.get(e.prev)
+    return False
+
+
+def set_aside(chain, stale):
     """The ids of one machine's events that its heals set aside: every id
     any heal of the machine names (but its own), whether or not that heal
-    is itself set aside, so what is set aside only grows."""
+    is itself set aside, so what is set aside only grows; except an event
+    not itself stale whose content a heal signed again after a stale event
+    (the copy follows what is set aside; the event stays readable)."""
     named = set()
     for e in chain:
         if e.type == HEAL:
-            named |= heal_names(e) - {e.id}
+            for i, by in heal_pairs(e):
+                if i == e.id:
+                    continue
+                if by and i not in stale and stale and follows(chain, by, stale):
+                    continue
+                named.add(i)
     return named & {e.id for e in chain}
 
 
@@ -554,45 +575,88 @@ ACTIVATED = "holder.activated"
 
 
 def activation_bound(e):
-    """(S, e, k) for a holder.activated event that counts: its body is
+    """(S, e, k, x) for a holder.activated event that counts: its body is
     {"holder": {"peer": P, "epoch": n}, "from": {"peer": S, "epoch": e,
-    "seq": k}}, with P its writer, n its epoch, S another machine and
-    0 < e < n; the old holder S's epoch e ended when its chain stood at seq
-    k. A "seq" left out is 0 (S had written nothing). None for any other
-    event, and for a body of another shape."""
+    "seq": k, "id": x}}, with P its writer, n its epoch, S another machine
+    and 0 < e < n; the old holder S's epoch e ended when its chain stood at
+    seq k, at the event x. A "seq" left out is 0 (S had written nothing),
+    an "id" left out is "" (not said). None for any other event, and for a
+    body of another shape."""
     if e.type != ACTIVATED or not isinstance(e.body, dict):
         return None
     holder, old = e.body.get("holder"), e.body.get("from")
     if not isinstance(holder, dict) or not isinstance(old, dict):
         return None
     peer, epoch = holder.get("peer"), holder.get("epoch")
-    s, s_epoch, k = old.get("peer"), old.get("epoch"), old.get("seq", 0)
-    if not all(is_int(n) and n >= 0 for n in (epoch, s_epoch, k)) or not isinstance(s, str):
+    s, s_epoch, k, x = old.get("peer"), old.get("epoch"), old.get("seq", 0), old.get("id", "")
+    if not all(is_int(n) and n >= 0 for n in (epoch, s_epoch, k)) or not isinstance(s, str) or not isinstance(x, str):
         return None
     if peer != e.machine or epoch != e.epoch or s in ("", e.machine) or not 0 < s_epoch < e.epoch:
         return None
-    return s, s_epoch, k
+    return s, s_epoch, k, x
 
 
 def epoch_bounds(events):
-    """{(S, e): k}: for each old holder S and epoch e that an activation
-    among events ends, the lowest seq k any of them gives. Every activation
+    """{(S, e): (k, x)}: for each old holder S and epoch e that an
+    activation among events ends, the lowest seq k any of them gives, and at
+    that seq an id x over none, the smallest over another. Every activation
     counts, wherever it stands in its writer's chain."""
     bounds = {}
     for e in events:
         b = activation_bound(e)
-        if b is not None:
-            key = b[:2]
-            bounds[key] = min(bounds.get(key, b[2]), b[2])
+        if b is None:
+            continue
+        key, k, x = b[:2], b[2], b[3]
+        if key not in bounds:
+            bounds[key] = (k, x)
+            continue
+        ck, cx = bounds[key]
+        if k < ck or k == ck and x and (not cx or x < cx):
+            bounds[key] = (k, x)
     return bounds
 
 
-def stale(e, bounds):
-    """Whether S wrote e under an epoch that had ended: at a nonzero epoch
-    an activation ends, with a seq above where it ended. Offline edits
-    (epoch 0) always stand."""
-    k = bounds.get((e.machine, e.epoch))
-    return e.epoch != 0 and k is not None and e.seq > k
+def stale_ids(chain, bounds):
+    """The ids of one machine's events that it wrote under an epoch that
+    had ended: at a nonzero epoch an activation ends, with a seq above
+    where it ended, or, when the activation names that point by id and the
+    chain holds an event with that id at that seq, not that event nor one
+    of its ancestors (by prev). Then what its heals signed again of a stale
+    event ("by" of a pair whose "id" is stale) is stale too, as often as
+    that goes on. Offline edits (epoch 0) always stand otherwise."""
+    by_id = {e.id: e for e in chain}
+    standing = {}
+    for (machine, epoch), (k, x) in bounds.items():
+        if not chain or machine != chain[0].machine or not x:
+            continue
+        head = by_id.get(x)
+        if head is None or head.seq != k:
+            continue
+        line = set()
+        e = head
+        while e is not None and e.id not in line:
+            line.add(e.id)
+            e = by_id.get(e.prev)
+        standing[epoch] = line
+    out = set()
+    for e in chain:
+        b = bounds.get((e.machine, e.epoch))
+        if e.epoch == 0 or b is None:
+            continue
+        line = standing.get(e.epoch)
+        if e.seq > b[0] or line is not None and e.id not in line:
+            out.add(e.id)
+    changed = bool(out)
+    while changed:
+        changed = False
+        for e in chain:
+            if e.type != HEAL:
+                continue
+            for i, by in heal_pairs(e):
+                if i in out and by and by not in out:
+                    out.add(by)
+                    changed = True
+    return out
 
 
 class Journal:
@@ -610,7 +674,8 @@ class Journal:
             by_machine.setdefault(e.machine, []).append(e)
         bounds = epoch_bounds(distinct)
         for machine, chain in sorted(by_machine.items()):
-            out = set_aside(chain) | {e.id for e in chain if stale(e, bounds)}
+            stale = stale_ids(chain, bounds)
+            out = set_aside(chain, stale) | stale
             kept = [e for e in chain if e.id not in out]
             problems, cut = chain_problems(kept)
             self.checks |= problems
