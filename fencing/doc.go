@@ -11,8 +11,10 @@
 //
 // A [Machine] is one agent on one node. It works like etcd's raft: inputs
 // are calls ([Machine.Step] for a message from a peer, [Machine.Tick] for one
-// unit of time, [Machine.Migrate], [Machine.PrepareDone],
-// [Machine.Override]); outputs accumulate in a [Ready] that the caller
+// unit of time, [Machine.Connected] when a peer is reachable again,
+// [Machine.Freeze], [Machine.Unfreeze] and [Machine.Migrate] for a move,
+// [Machine.PrepareDone] and [Machine.PromoteDone] when the caller's work is
+// done, [Machine.Override]); outputs accumulate in a [Ready] that the caller
 // applies in a fixed order (stop the runtime, write or clear the staging
 // area, persist the [Record], promote staging, send the messages, start the
 // runtime) and then acknowledges with [Machine.Advance]. The record is
@@ -22,14 +24,15 @@
 // The protocol (docs/MIGRATION.md records the choices docs/DESIGN.md
 // leaves open, and why):
 //
-//	source: freeze, persist frozen(e, next n)      -> propose(n)
+//	source: freeze (stop; the tail moves what was written meanwhile)
+//	source: persist frozen(e, next n)              -> propose(n)
 //	target: n newer than anything seen? persist staging(n) -> accept(missing files)
 //	source: send the missing files                 -> transfer (each hash-checked)
 //	source:                                        -> prepare(n)
 //	target: all files verified, caller prepared    -> prepared(n)
 //	--- point of no return: source persists committing ---
 //	source:                                        -> activate(n)
-//	target: persist activated(n), run              -> decision(n)
+//	target: persist activated(n), promote, run     -> decision(n)
 //	source: retire, compare-and-clear: only if still frozen on n
 //
 // Any failure before the point of no return aborts and the source resumes
@@ -39,6 +42,14 @@
 // nothing and answers unknown until it has relearnt the epochs from every
 // peer; unknown never lets a source resume. [Machine.Override] is the
 // explicit, logged way out when a target is gone for good.
+//
+// Whether the agent may run or be written to here is the machine's to say,
+// and only its: [Machine.Running], and [Machine.Appends] (the held epoch,
+// an offline edit, or ErrFrozen during the tail and while frozen). A node
+// that holds the agent active asks every peer that connects what it knows
+// and steps down at once if it learns of a newer activation, so a home
+// restored from an old backup stops within one exchange of meeting the
+// machine the agent moved to.
 //
 // # What it must never do
 //

@@ -38,6 +38,13 @@ var (
 	ErrWrongAgent = errors.New("message for another agent")
 	// ErrHeld: an override found a peer that holds the agent.
 	ErrHeld = errors.New("a peer holds the agent")
+	// ErrFrozen: a migration has stopped the agent here (the tail, or
+	// frozen until the target decides); appends wait until it ends.
+	ErrFrozen = errors.New("the agent is migrating")
+	// ErrActivating: the agent was activated here and its promotion (the
+	// staged files made the node's) is not yet complete; nothing runs or
+	// appends until it is.
+	ErrActivating = errors.New("the agent's activation here is not complete yet")
 	// ErrFutureFormat: the registry file was written by a newer tern.
 	ErrFutureFormat = errors.New("registry format is newer than this tern understands")
 )

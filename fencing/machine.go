@@ -100,9 +100,16 @@ type Machine struct {
 	rd Ready // accumulating
 
 	src migration
+	tl  tail
 	tgt staging
-	ask asking
-	ovr override
+	// promoting: this node activated an epoch and its caller has not yet
+	// completed the promotion (Ready.Promote, PromoteDone); the runtime
+	// waits for it, and it is asked again every Retry ticks.
+	promoting bool
+	promoteIn int
+	files     []File // what the promotion makes this node's
+	ask       asking
+	ovr       override
 	// lastFence is the fence this node last accepted, so that a duplicate
 	// is answered the same way.
 	lastFence Holder
@@ -234,7 +241,9 @@ func (m *Machine) Lost() bool { return m.lost }
 
 // Idle reports whether no timer is armed: ticking an idle machine changes
 // nothing, so a simulator may skip it.
-func (m *Machine) Idle() bool { return !m.src.on && !m.tgt.on && !m.ask.on && !m.ovr.on }
+func (m *Machine) Idle() bool {
+	return !m.src.on && !m.tgt.on && !m.ask.on && !m.ovr.on && !m.tl.on && !m.promoting
+}
 
 // Deadline returns after how many Ticks the machine may act on its own
 // (retry, time out) if no other input arrives, or 0 if no timer is armed.
@@ -266,12 +275,18 @@ func (m *Machine) Deadline() int {
 	if m.ovr.on {
 		at(m.ovr.retryIn)
 	}
+	if m.tl.on {
+		at(m.tm.Abort - m.tl.silent)
+	}
+	if m.promoting && !m.rd.Promote {
+		at(m.promoteIn)
+	}
 	return d
 }
 
 // Resolving reports whether a frozen source is still working on its
 // migration: proposing, transferring, or asking for the decision.
-func (m *Machine) Resolving() bool { return m.src.on || m.ovr.on }
+func (m *Machine) Resolving() bool { return m.src.on || m.ovr.on || m.tl.on }
 
 // HasReady reports whether there is anything in Ready.
 func (m *Machine) HasReady() bool {
@@ -351,6 +366,14 @@ func (m *Machine) Tick() {
 	}
 	if m.ovr.on {
 		m.tickOverride()
+	}
+	if m.tl.on {
+		m.tickTail()
+	}
+	if m.promoting && !m.rd.Promote {
+		if m.promoteIn--; m.promoteIn <= 0 {
+			m.askPromote()
+		}
 	}
 }
 

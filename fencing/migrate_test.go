@@ -88,8 +88,8 @@ func TestPersistBeforeReply(t *testing.T) {
 					what = "an activate persists the point of no return"
 					ok = rd.Persist && rd.Record.Committing
 				case msg.Type == MsgDecision && msg.Decision == Activated:
-					what = "an activated answer persists activated(n) and promotes before running"
-					ok = rd.Persist && rd.Record.Decision(msg.Epoch) == Activated && rd.Promote && rd.Run
+					what = "an activated answer persists activated(n) and asks for the promotion, before anything runs"
+					ok = rd.Persist && rd.Record.Decision(msg.Epoch) == Activated && rd.Promote && !rd.Run
 				default:
 					continue
 				}
@@ -337,8 +337,9 @@ func TestTheQueryFences(t *testing.T) {
 			}
 			m.Advance()
 			m.Step(Message{Type: MsgActivate, From: "a", To: "b", Agent: testAgent, Epoch: 2})
-			if m.Running() != tc.activates {
-				t.Fatalf("running after the late activate: %v, want %v", m.Running(), tc.activates)
+			rec := m.Record()
+			if activated := rec.Decision(2) == Activated; activated != tc.activates {
+				t.Fatalf("activated after the late activate: %v, want %v", activated, tc.activates)
 			}
 		})
 	}

@@ -20,11 +20,16 @@ type Chunk struct {
 //     below may happen before it is on disk.
 //  4. Promote: the staging area, completed by the files Config.Have
 //     reported, becomes the agent's capsule on this node; Files lists all
-//     of its files.
+//     of its files. After Advance, report how it went with PromoteDone:
+//     the agent runs only once it succeeded, and a failed one is asked for
+//     again.
 //  5. Prepare: if nonzero, prepare that epoch (materialize the workspace,
 //     check secrets, render the journal) and report with PrepareDone.
 //  6. Messages: send them, in order.
 //  7. Run: start the agent's runtime under Record.Epoch.
+//
+// Stop also comes alone, from Freeze: the tail of a migration, when
+// nothing is durable yet.
 //
 // Events are for logs and counters. The slices stay valid until Advance.
 type Ready struct {

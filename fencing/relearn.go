@@ -79,8 +79,12 @@ func (m *Machine) onAsk(msg *Message) {
 
 func (m *Machine) onTell(msg *Message) {
 	a := &m.ask
-	if !a.on || msg.Nonce != m.cfg.Incarnation {
-		return // not asking, or an old question
+	if !a.on {
+		m.learn(msg) // the answer to Connected's question
+		return
+	}
+	if msg.Nonce != m.cfg.Incarnation {
+		return // an old question
 	}
 	i := m.peerIndex(msg.From)
 	if a.lost[i] = !msg.Info.Known; !a.lost[i] {
@@ -179,9 +183,7 @@ func (m *Machine) finishAsking() {
 				fmt.Errorf("%s activated epoch %d, newer than the held %d: %w", fact.Peer, fact.Epoch, r.Epoch, ErrStaleEpoch))
 			return
 		}
-		if r.State == Active {
-			m.setRunning(true)
-		}
+		m.runIfMay()
 		return
 	}
 	m.relearn(a, fact, highest)
@@ -225,7 +227,7 @@ func (m *Machine) relearn(a asking, fact Holder, highest uint64) {
 			}
 		}
 	}
-	m.setRunning(true)
+	m.runIfMay()
 	m.event(EvRestored, k, "", nil)
 }
 

@@ -16,22 +16,26 @@ type migration struct {
 	retryIn    int
 }
 
-// Migrate freezes the agent and starts moving it to target: the runtime
-// stops, the record becomes frozen at the held epoch with the next epoch
-// proposed, and the proposal goes out after it is persisted. files is
-// everything the target must hold (the capsule's files with their hashes);
-// the slice must not be modified afterwards. The outcome arrives as an
-// event: EvCommit or EvRetireByQuery (retired), EvAbort or EvResumeByQuery
-// (running again at the same epoch).
+// Migrate proposes the agent to target: the record becomes frozen at the
+// held epoch with the next epoch proposed, and the proposal goes out after
+// it is persisted. It follows Freeze and the tail (the agent frozen for
+// target already); called on a running agent, it freezes it first. files
+// is everything the target must hold (the capsule's files with their
+// hashes); the slice must not be modified afterwards. The outcome arrives
+// as an event: EvCommit or EvRetireByQuery (retired), EvAbort or
+// EvResumeByQuery (running again at the same epoch).
 //
 // It fails with ErrNotRunning if the agent does not run here, ErrBusy if a
-// Ready with a pending start is not yet applied, ErrUnknownPeer for a target
-// that is not a peer.
+// Ready with a pending start is not yet applied or the tail is for another
+// target, ErrUnknownPeer for a target that is not a peer.
 func (m *Machine) Migrate(target string, files []File) error {
+	frozen := m.tl.on && m.tl.target == target
 	switch {
 	case m.lost:
 		return fmt.Errorf("migrate %s to %s: %w", m.cfg.Agent, target, ErrRegistryLost)
-	case !m.running || m.rec.State != Active:
+	case m.tl.on && !frozen:
+		return fmt.Errorf("migrate %s to %s: frozen for %s: %w", m.cfg.Agent, target, m.tl.target, ErrBusy)
+	case m.rec.State != Active || !frozen && !m.running:
 		return fmt.Errorf("migrate %s to %s: %w", m.cfg.Agent, target, ErrNotRunning)
 	case m.rd.Run:
 		return fmt.Errorf("migrate %s to %s: apply the pending Ready first: %w", m.cfg.Agent, target, ErrBusy)
@@ -42,10 +46,13 @@ func (m *Machine) Migrate(target string, files []File) error {
 	n := r.Highest + 1
 	r.Highest, r.State, r.Peer, r.Next, r.Committing = n, Frozen, target, n, false
 	m.save()
-	m.setRunning(false)
+	m.tl = tail{}
+	if !frozen {
+		m.setRunning(false)
+		m.event(EvFrozen, n, target, nil)
+	}
 	m.src = migration{on: true, proposing: true, files: files, retryIn: m.tm.Retry}
 	m.send(Message{Type: MsgPropose, To: target, Epoch: n, Files: files})
-	m.event(EvFrozen, n, target, nil)
 	return nil
 }
 
@@ -190,7 +197,7 @@ func (m *Machine) unfreeze() {
 func (m *Machine) resume(kind EventKind, err error) {
 	n, target := m.rec.Next, m.rec.Peer
 	m.unfreeze()
-	m.setRunning(true)
+	m.runIfMay()
 	m.event(kind, n, target, err)
 	m.cancelOverride(n)
 }

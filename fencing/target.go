@@ -220,10 +220,10 @@ func (m *Machine) onActivate(msg *Message) {
 			r.Holder = Holder{m.cfg.Self, n}
 		}
 		m.save()
-		m.rd.Promote = true
-		m.rd.Files = m.tgt.files
+		m.files = m.tgt.files
 		m.tgt = staging{have: m.tgt.have}
-		m.setRunning(true)
+		m.promoting = true
+		m.askPromote()
 		m.event(EvActivated, n, msg.From, nil)
 		m.decision(msg, Activated)
 		return
@@ -300,6 +300,44 @@ func (m *Machine) refuseStaging(why error) {
 	m.clearStaging()
 	m.event(EvRefused, n, source, why)
 }
+
+// askPromote asks the caller to promote the activated epoch (Ready.Promote).
+func (m *Machine) askPromote() {
+	m.rd.Promote = true
+	m.rd.Files = m.files
+	m.promoteIn = m.tm.Retry
+}
+
+// PromoteDone reports how the promotion Ready.Promote asked for went. Once
+// it succeeded the agent runs here (Ready.Run); until then nothing runs,
+// and a failed promotion is asked for again every Retry ticks. It does
+// nothing when no promotion is pending.
+func (m *Machine) PromoteDone(err error) {
+	if !m.promoting {
+		return
+	}
+	if err != nil {
+		m.promoteIn = m.tm.Retry
+		return
+	}
+	m.promoting, m.files = false, nil
+	m.runIfMay()
+}
+
+// Unpromoted tells a machine restarted from its record that the node had
+// activated the agent here but its promotion never completed (the node
+// stopped in between): the promotion is asked for (Ready.Promote) before
+// the agent runs.
+func (m *Machine) Unpromoted() {
+	if m.rec.State != Active || m.promoting {
+		return
+	}
+	m.promoting = true
+	m.askPromote()
+}
+
+// Promoting reports whether an activation here waits for its promotion.
+func (m *Machine) Promoting() bool { return m.promoting }
 
 func (m *Machine) tickTarget() {
 	m.tgt.idle++

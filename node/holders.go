@@ -56,7 +56,7 @@ var timing = fencing.Timing{Retry: 5, Abort: 300, Staging: 600, Startup: 30}
 
 // ErrFrozen means the agent is migrating away from this node: appends
 // wait until the migration ends.
-var ErrFrozen = errors.New("the agent is migrating")
+var ErrFrozen = fencing.ErrFrozen
 
 // holders runs the fencing machine of every agent whose capsule the node
 // holds (docs/MIGRATION.md): the node's side of migrations, the startup
@@ -76,13 +76,27 @@ type holders struct {
 type holder struct {
 	agent string
 
-	mu      sync.Mutex
-	m       *fencing.Machine
-	failed  error             // a Ready could not be applied (persisting failed): the machine is stopped until restart
-	running bool              // the agent runs here under its record's epoch
+	mu sync.Mutex
+	m  *fencing.Machine
+	// failed: the machine could not start (its record could not be read or
+	// made); it is tried again now and then (bootIn ticks).
+	failed error
+	bootIn int
+	// stuck: the pending Ready could not be applied (its record could not
+	// be written); it is applied again at every tick, and nothing runs or
+	// is appended meanwhile.
+	stuck error
+	// promoteErr: the last promotion of an activation failed; the machine
+	// asks for it again.
+	promoteErr error
+	// inflight counts the appends and tool calls under way (hold): a
+	// freeze waits for them to end; idle is signalled when it drops to 0.
+	inflight int
+	idle     sync.Cond
+	// runtime serialises what the runtime is told (stop, resume), so
+	// that each acts on the machine's state as it is when it runs.
+	runtime sync.Mutex
 	mig     *migration        // the migration this node started, while it runs
-	gate    sync.RWMutex      // appends hold it for reading; a freeze takes it
-	frozen  bool              // appends are refused (a migration froze the agent)
 	outcome chan<- string     // told the outcome of the migration in progress
 	resolve chan<- string     // told the outcome of an operator's override in progress
 	journal [32]byte          // the journal digest the last proposal named (target)
@@ -152,6 +166,13 @@ func startHolders(n *Node) (*holders, error) {
 		return nil, err
 	}
 	hs := &holders{n: n, reg: reg, inc: newIncarnation(), by: map[string]*holder{}}
+	context.AfterFunc(n.ctx, func() { // wake whoever waits for appends in flight
+		for _, h := range hs.all() {
+			h.mu.Lock()
+			h.idle.Broadcast()
+			h.mu.Unlock()
+		}
+	})
 	if sim := n.cfg.sim; sim != nil {
 		reg.saving = sim.saving
 		if sim.incarnation != 0 {
@@ -239,10 +260,26 @@ func (hs *holders) adopt(agent string) (*holder, error) {
 	// Locked before anyone can find it: no one uses its machine before
 	// it is started.
 	h = &holder{agent: agent, m: new(fencing.Machine)}
+	h.idle.L = &h.mu
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hs.by[agent] = h
 	hs.mu.Unlock()
+	if err := hs.boot(h); err != nil {
+		h.failed, h.bootIn = err, bootRetry
+		return h, err
+	}
+	return h, nil
+}
+
+// bootRetry is how many ticks pass between two tries to start a machine
+// that could not start (a second at DefaultTick).
+const bootRetry = 10
+
+// boot starts h's machine from its record in the registry, or from its
+// first record, and applies what it asks. h.mu held.
+func (hs *holders) boot(h *holder) error {
+	agent := h.agent
 	rec, found, err := hs.reg.Load(agent)
 	switch {
 	case errors.Is(err, fencing.ErrRegistryLost):
@@ -255,16 +292,34 @@ func (hs *holders) adopt(agent string) (*holder, error) {
 		err = hs.first(h)
 	}
 	if err != nil {
-		h.failed = err
-		return h, err
+		return err
 	}
-	if h.m.State() != fencing.Staging {
+	unpromoted := hs.unpromoted(h)
+	if unpromoted {
+		h.m.Unpromoted()
+	}
+	if h.m.State() != fencing.Staging && !unpromoted {
 		// What an earlier run warmed or staged for a migration that
 		// never came to be.
 		os.RemoveAll(filepath.Join(hs.n.home, StagingDir, agent))
 	}
 	hs.apply(h)
-	return h, nil
+	return nil
+}
+
+// unpromoted reports whether the registry says this node activated the
+// agent at an epoch its capsule's manifest does not name yet: the node
+// stopped between the activation and the end of its promotion. h.mu held.
+func (hs *holders) unpromoted(h *holder) bool {
+	rec := h.m.Record()
+	if rec.State != fencing.Active || h.m.Lost() {
+		return false
+	}
+	var mh capsule.Holder
+	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error { mh = d.Manifest().Holder; return nil }); err != nil {
+		return false
+	}
+	return mh.Peer != hs.n.id.Machine() || mh.Epoch < rec.Epoch
 }
 
 // first makes the record of an agent this node has no record of. h.mu held.
@@ -320,9 +375,25 @@ func (hs *holders) step(h *holder, msg fencing.Message) error {
 	return nil
 }
 
-// tick advances every machine with a timer armed by one tick, in the
-// order of their agents.
-func (hs *holders) tick() {
+// connected tells every machine that p is reachable again: those that
+// hold their agent active ask it what it knows, and step down if it knows
+// a newer activation (fencing.Machine.Connected).
+func (hs *holders) connected(p peer.ID) {
+	if !hs.n.peers.Allowed(p) {
+		return
+	}
+	for _, h := range hs.all() {
+		h.mu.Lock()
+		if h.failed == nil {
+			h.m.Connected(p.String())
+			hs.apply(h)
+		}
+		h.mu.Unlock()
+	}
+}
+
+// all returns every holder, in the order of their agents.
+func (hs *holders) all() []*holder {
 	hs.mu.Lock()
 	all := make([]*holder, 0, len(hs.by))
 	for _, h := range hs.by {
@@ -330,9 +401,27 @@ func (hs *holders) tick() {
 	}
 	hs.mu.Unlock()
 	slices.SortFunc(all, func(a, b *holder) int { return strings.Compare(a.agent, b.agent) })
-	for _, h := range all {
+	return all
+}
+
+// tick advances every machine with a timer armed by one tick, in the
+// order of their agents.
+func (hs *holders) tick() {
+	for _, h := range hs.all() {
 		h.mu.Lock()
-		if h.failed == nil && (!h.m.Idle() || h.m.HasReady()) {
+		if h.failed != nil {
+			if h.bootIn--; h.bootIn <= 0 {
+				if err := hs.boot(h); err != nil {
+					if err.Error() != h.failed.Error() {
+						hs.n.log.Error("fencing cannot start for an agent; retrying", "agent", h.agent, "err", err)
+					}
+					h.failed, h.bootIn = err, bootRetry
+				} else {
+					hs.n.log.Info("fencing started for an agent after all", "agent", h.agent)
+					h.failed = nil
+				}
+			}
+		} else if !h.m.Idle() || h.m.HasReady() {
 			h.m.Tick()
 			hs.apply(h)
 		}
@@ -363,15 +452,14 @@ func (hs *holders) run(every time.Duration) {
 
 // apply carries out the machine's Ready in its order (fencing.Ready) until
 // it has none: nothing is sent, promoted or run before the record is
-// durable. Messages go out in the background. h.mu held.
+// durable. Messages go out in the background. A record that cannot be
+// written leaves the Ready pending (stuck): the next tick applies it again,
+// and the node carries on once the disk takes it. h.mu held.
 func (hs *holders) apply(h *holder) {
 	for h.m.HasReady() {
 		rd := h.m.Ready()
-		if rd.Stop {
-			h.running = false
-			if agent := h.agent; hs.n.cfg.sim == nil {
-				hs.n.spawn(func() { hs.n.turns.stopAgent(agent) }) // its turns continue where it runs next
-			}
+		if rd.Stop && hs.n.cfg.sim == nil {
+			hs.n.spawn(func() { hs.stopWhenIdle(h) }) // its turns continue where it runs next
 		}
 		staging := filepath.Join(hs.n.home, StagingDir, h.agent)
 		if rd.ClearStaging {
@@ -389,26 +477,33 @@ func (hs *holders) apply(h *holder) {
 		}
 		if rd.Persist {
 			if err := hs.reg.Save(h.agent, rd.Record); err != nil {
-				// Nothing that depends on the record may happen: stop
-				// this machine until the node restarts from the disk.
-				h.failed = fmt.Errorf("the holder registry could not be written (%w); restart the node", err)
-				h.running = false
-				hs.n.log.Error("fencing stopped for an agent", "agent", h.agent, "err", err)
+				// Nothing that depends on the record may happen; the
+				// Ready stays pending, and the next tick applies it again.
+				if h.stuck == nil || h.stuck.Error() != err.Error() {
+					hs.n.log.Error("fencing waits: the holder registry could not be written; nothing runs or is appended for the agent until it can", "agent", h.agent, "err", err)
+				}
+				h.stuck = err
 				return
 			}
-		}
-		if rd.Promote {
-			if err := hs.promote(h, staging, rd.Record); err != nil {
-				hs.n.log.Error("could not promote a migration's staging area", "agent", h.agent, "err", err)
+			if h.stuck != nil {
+				hs.n.log.Info("fencing goes on: the holder registry was written", "agent", h.agent)
+				h.stuck = nil
 			}
+		}
+		var promoted error
+		if rd.Promote {
+			promoted = hs.promote(h, staging, h.m.Record())
+			if promoted != nil && (h.promoteErr == nil || h.promoteErr.Error() != promoted.Error()) {
+				hs.n.log.Error("the activation here is not complete: the agent runs once it is; retrying", "agent", h.agent, "err", promoted)
+			}
+			h.promoteErr = promoted
 		}
 		for _, msg := range rd.Messages {
 			hs.send(hs.outgoing(h, msg))
 		}
 		if rd.Run {
-			h.running = true
-			if agent := h.agent; hs.n.cfg.sim == nil {
-				hs.n.spawn(func() { hs.n.turns.resume(agent) }) // the turns it left running continue here
+			if hs.n.cfg.sim == nil {
+				hs.n.spawn(func() { hs.resumeIfRuns(h) }) // the turns it left running continue here
 			}
 			if sim := hs.n.cfg.sim; sim != nil && sim.runs != nil {
 				saved, _, _ := hs.reg.Load(h.agent)
@@ -418,24 +513,49 @@ func (hs *holders) apply(h *holder) {
 		for _, ev := range rd.Events {
 			hs.event(h, ev)
 		}
-		hs.settle(h)
 		prepare := rd.Prepare
 		h.m.Advance()
+		if rd.Promote {
+			h.m.PromoteDone(promoted)
+		}
 		if prepare != 0 {
 			hs.n.spawn(func() { hs.prepare(h, prepare) })
 		}
 	}
 }
 
-// settle lets appends in again once the migration that froze the agent
-// here has ended, however it ended (committed, aborted, resolved by an
-// operator); while migrate runs, it does that itself. h.mu held.
-func (hs *holders) settle(h *holder) {
-	if h.frozen && h.mig == nil && h.m.State() != fencing.Frozen {
-		h.frozen = false
-		h.gate.Unlock()
+// stopWhenIdle stops the agent's turns on this node once the appends and
+// tool calls in flight have ended (a freeze never splits a tool call from
+// its outcome), unless it runs here again by then.
+func (hs *holders) stopWhenIdle(h *holder) {
+	h.runtime.Lock()
+	defer h.runtime.Unlock()
+	h.mu.Lock()
+	for h.inflight > 0 && !h.runs() && hs.n.ctx.Err() == nil {
+		h.idle.Wait()
+	}
+	stop := !h.runs()
+	h.mu.Unlock()
+	if stop {
+		hs.n.turns.stopAgent(h.agent)
 	}
 }
+
+// resumeIfRuns resumes the agent's running turns if it runs here.
+func (hs *holders) resumeIfRuns(h *holder) {
+	h.runtime.Lock()
+	defer h.runtime.Unlock()
+	h.mu.Lock()
+	runs := h.runs()
+	h.mu.Unlock()
+	if runs {
+		hs.n.turns.resume(h.agent)
+	}
+}
+
+// runs reports whether the agent runs here now: its machine says so and
+// nothing it asked for is pending. h.mu held.
+func (h *holder) runs() bool { return h.m.Running() && h.stuck == nil && !h.m.HasReady() }
 
 // stage writes a transferred file into the staging area: a blob's bytes,
 // to be adopted at promotion. (The journal's entry is a digest: its events
@@ -848,28 +968,43 @@ func (hs *holders) discardStale(h *holder) {
 }
 
 // appendEpoch returns the epoch appends to agent are written under here
-// (the held epoch while the agent runs here, 0 for an offline edit) and a
-// release to call when the append is done. While a migration has frozen
-// the agent, it fails with ErrFrozen.
+// (the held epoch while the agent runs here, 0 for an offline edit: the
+// machine's Appends) and a release to call when the append is done; a
+// freeze waits for every append in flight to be released. While a
+// migration has stopped the agent it fails with ErrFrozen, while the
+// registry cannot be written with why.
 func (hs *holders) appendEpoch(agent string) (uint64, func(), error) {
 	h, err := hs.get(agent)
 	if err != nil {
 		return 0, nil, err
 	}
-	if !h.gate.TryRLock() {
-		return 0, nil, fmt.Errorf("agent %s: %w to another node; append again when it has ended (tern holder %s)", agent, ErrFrozen, agent)
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.m.State() == fencing.Frozen {
-		h.gate.RUnlock()
-		return 0, nil, fmt.Errorf("agent %s: %w to %s; append again when it has ended (tern holder %s)", agent, ErrFrozen, h.m.Record().Peer, agent)
+	if h.stuck != nil {
+		return 0, nil, fmt.Errorf("agent %s: nothing is written until the holder registry can be: %w", agent, h.stuck)
 	}
-	epoch := uint64(0)
-	if h.running {
-		epoch = h.m.Record().Epoch
+	epoch, err := h.m.Appends()
+	if errors.Is(err, fencing.ErrFrozen) {
+		return 0, nil, fmt.Errorf("agent %s: %w; append again when it has ended (tern holder %s)", agent, err, agent)
 	}
-	return epoch, h.gate.RUnlock, nil
+	if err != nil {
+		return 0, nil, fmt.Errorf("agent %s: %w; append again in a moment (tern holder %s)", agent, err, agent)
+	}
+	if h.m.HasReady() {
+		epoch = 0 // the Ready that starts it is not applied yet (cannot happen under h.mu)
+	}
+	h.inflight++
+	released := false
+	return epoch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !released {
+			released = true
+			if h.inflight--; h.inflight == 0 {
+				h.idle.Broadcast()
+			}
+		}
+	}, nil
 }
 
 // newestEpoch is the newest epoch of any event of agent this node holds:
@@ -906,6 +1041,20 @@ func (hs *holders) state(agent string) (protocol.HolderState, error) {
 	default:
 		st.State = rec.State.String()
 	}
+	switch {
+	case h.failed != nil || h.m.Lost():
+	case h.stuck != nil:
+		st.Note = fmt.Sprintf("the holder registry cannot be written, so the agent neither runs nor is written to here until it can: %v", h.stuck)
+	case h.m.Promoting():
+		st.Note = "activated here; the agent runs once its activation is complete"
+		if h.promoteErr != nil {
+			st.Note += fmt.Sprintf(" (the last try failed: %v; the node retries)", h.promoteErr)
+		}
+	case h.m.Tailing():
+		st.State, st.Note = "frozen", "frozen for the last events of a migration; nothing is proposed yet"
+	case rec.State == fencing.Retired && rec.Holder.Peer != "" && rec.Holder.Peer != hs.n.id.Machine():
+		st.Note = fmt.Sprintf("superseded: %s holds it at epoch %d", hs.peerNames([]string{rec.Holder.Peer}), rec.Holder.Epoch)
+	}
 	return st, nil
 }
 
@@ -927,19 +1076,8 @@ func (hs *holders) relearningNote(h *holder) string {
 	return b.String()
 }
 
-// runsUnfrozen reports whether the agent runs on this node and no
-// migration has frozen it: whether a turn may go on here now.
-func (n *Node) runsUnfrozen(agent string) bool {
-	h, err := n.holders.get(agent)
-	if err != nil {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.running && !h.frozen && h.m.State() != fencing.Frozen
-}
-
-// runs reports whether the agent runs on this node.
+// runs reports whether the agent runs on this node now: whether a turn may
+// go on here (a migration that froze it, or a step-down, stops it).
 func (n *Node) runs(agent string) bool {
 	h, err := n.holders.get(agent)
 	if err != nil {
@@ -947,7 +1085,7 @@ func (n *Node) runs(agent string) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.running
+	return h.failed == nil && h.runs()
 }
 
 // Outcome is what a migration came to, as tern migrate reports it.
@@ -988,7 +1126,11 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 		busy := h.mig.target
 		h.mu.Unlock()
 		return Outcome{}, fmt.Errorf("migrate %s: a migration to %s is in progress", agent, busy)
-	case !h.running || h.m.State() != fencing.Active:
+	case h.stuck != nil:
+		stuck := h.stuck
+		h.mu.Unlock()
+		return Outcome{}, fmt.Errorf("migrate %s: the agent cannot move or run here until the holder registry can be written: %w", agent, stuck)
+	case !h.runs() || h.m.State() != fencing.Active:
 		st := h.m.State()
 		h.mu.Unlock()
 		return Outcome{}, fmt.Errorf("migrate %s: this node does not run the agent (it is %v here; tern holder %s shows who does)", agent, st, agent)
@@ -1005,19 +1147,17 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	defer func() {
 		h.mu.Lock()
 		h.mig = nil
-		hs.settle(h)
 		h.mu.Unlock()
 	}()
 
 	out := Outcome{}
-	// abort ends a migration whose transfer failed, before the proposal:
-	// the agent runs here again at its epoch.
+	// abort ends a migration that failed before the proposal: the machine
+	// gives the tail up, if it had begun, and the agent runs here again at
+	// its epoch.
 	abort := func(reason string) (Outcome, error) {
 		h.mu.Lock()
-		if h.frozen {
-			h.frozen = false
-			h.gate.Unlock()
-		}
+		h.m.Unfreeze(errors.New(reason))
+		hs.apply(h)
 		mg.end()
 		out := Outcome{Outcome: "aborted", Reason: reason, Epoch: held, Bytes: mg.bytes, Phases: mg.phases}
 		if !mg.frozen.IsZero() {
@@ -1033,20 +1173,28 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	}
 	mg.bytes += pulled.Bytes
 
-	// Freeze: wait for appends in flight, refuse new ones.
-	h.gate.Lock()
+	// Freeze: the machine stops the agent; the appends and tool calls in
+	// flight end first.
 	h.mu.Lock()
-	h.frozen = true
+	if err := h.m.Freeze(target.String()); err != nil {
+		h.mu.Unlock()
+		return abort(fmt.Sprintf("the agent could not be frozen here: %v", err))
+	}
+	hs.apply(h)
 	mg.frozen = time.Now()
 	mg.enter("tail")
-	h.mu.Unlock()
-	unfreeze := func() {
+	wake := context.AfterFunc(ctx, func() {
 		h.mu.Lock()
-		if h.frozen {
-			h.frozen = false
-			h.gate.Unlock()
-		}
+		h.idle.Broadcast()
 		h.mu.Unlock()
+	})
+	for h.inflight > 0 && ctx.Err() == nil {
+		h.idle.Wait()
+	}
+	wake()
+	h.mu.Unlock()
+	if ctx.Err() != nil {
+		return abort("a tool call of the agent was still running when the migration's time ran out; try again when it has ended")
 	}
 	// The tail: what was appended during the warm transfer.
 	if pulled, err = protocol.AskPull(ctx, hs.n.host, target, agent, held); err != nil {
@@ -1055,8 +1203,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	mg.bytes += pulled.Bytes
 	ours, err := hs.n.store.Vector(agent)
 	if err != nil {
-		unfreeze()
-		return out, err
+		return abort(fmt.Sprintf("this node could not read the agent's events: %v", err))
 	}
 	switch {
 	case pulled.Lacks > 0:
@@ -1066,8 +1213,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	}
 	files, vector, err := hs.files(agent)
 	if err != nil {
-		unfreeze()
-		return out, err
+		return abort(fmt.Sprintf("this node could not list the capsule's files: %v", err))
 	}
 	done := make(chan string, 1)
 	h.mu.Lock()
@@ -1075,8 +1221,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	mg.enter("propose")
 	if err := h.m.Migrate(target.String(), files); err != nil {
 		h.mu.Unlock()
-		unfreeze()
-		return out, err
+		return abort(fmt.Sprintf("the agent could not be proposed to %s: %v", target, err))
 	}
 	mg.epoch = h.m.Record().Next
 	h.outcome = done
@@ -1201,7 +1346,7 @@ func (hs *holders) pull(ctx context.Context, from, agent string, epoch uint64) (
 		h.pulled = map[string]uint64{}
 	}
 	h.pulled[from] = epoch
-	running := h.running
+	running := h.runs()
 	h.mu.Unlock()
 	if !running && err == nil && res.Lacks == 0 {
 		// The source is about to move the agent here: prepare the

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
@@ -106,6 +107,19 @@ func inUse(home string) string {
 
 // damagedHomeFile is the refusal of a home file that does not parse: it
 // names the file, what is wrong, and what to do.
+// ErrDiskFull is what a write to a full disk in the home fails with;
+// errors that wrap it name the file and say that the node retries.
+var ErrDiskFull = errors.New("the disk is full")
+
+// diskFull says, of a write to path that failed because its disk is full,
+// what is wrong and what to do; any other error it returns as it is.
+func diskFull(path string, err error) error {
+	if err == nil || !errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	return fmt.Errorf("%w: the disk holding %s has no space left: free some space there; the node retries on its own", ErrDiskFull, path)
+}
+
 func damagedHomeFile(path string, err error, todo string) error {
 	return fmt.Errorf("%s is damaged: %v; %s", path, err, todo)
 }

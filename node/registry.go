@@ -98,7 +98,10 @@ func (g *fileRegistry) Save(agent string, rec fencing.Record) error {
 		return fmt.Errorf("save %s: %w", agent, err)
 	}
 	if err := capsule.WriteFileAtomic(g.path, data, 0o600); err != nil {
-		return fmt.Errorf("save the holder registry: %w", err)
+		if full := diskFull(g.path, err); full != err {
+			return full
+		}
+		return fmt.Errorf("save the holder registry %s: %w", g.path, err)
 	}
 	g.recs = next
 	delete(g.lost, agent)

@@ -77,6 +77,9 @@ func (n *Node) connected(p peer.ID) {
 	n.seen[p] = time.Now()
 	n.mu.Unlock()
 	n.forgetSynced(p) // it may have restarted from another state
+	// Every agent held active here asks the peer what it knows: one that
+	// knows a newer activation makes this node step down at once.
+	n.spawn(func() { n.holders.connected(p) })
 	if leads(n.host.ID(), p) {
 		n.goSync(p)
 	} else {

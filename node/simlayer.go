@@ -1027,7 +1027,7 @@ func (r *simRun) unsettled() string {
 			return fmt.Sprintf("%s: %v", sn.name, err)
 		}
 		h.mu.Lock()
-		idle, running := h.m.Idle() && !h.m.HasReady(), h.running
+		idle, running := h.m.Idle() && !h.m.HasReady(), h.runs()
 		h.mu.Unlock()
 		if !idle {
 			return sn.name + "'s machine is busy"

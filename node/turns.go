@@ -499,7 +499,7 @@ func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !rt.n.runsUnfrozen(r.agent) {
+		if !rt.n.runs(r.agent) {
 			return errNotHere // a safe point: a migration froze it, or it moved
 		}
 		v, err := rt.load(r.agent, r.session, r.turn)
@@ -1044,7 +1044,7 @@ func (rt *agentRuntime) snapshot(ctx context.Context, agent, ws string) error {
 func (rt *agentRuntime) handOver(agent string, lt *liveTurn) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		if rt.n.runsUnfrozen(agent) {
+		if rt.n.runs(agent) {
 			rt.dropLive(lt.turn, lt) // its subscribers follow the resumed runner
 			rt.resume(agent)
 			return

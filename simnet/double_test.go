@@ -109,10 +109,13 @@ func (n *capNode) apply(agent string) []fencing.Message {
 		if rd.Run {
 			n.running = true
 		}
-		prepare := rd.Prepare
+		prepare, promoted := rd.Prepare, rd.Promote
 		n.m.Advance()
 		if prepare != 0 {
 			n.m.PrepareDone(prepare, nil)
+		}
+		if promoted {
+			n.m.PromoteDone(nil)
 		}
 		if n.running && n.other.running {
 			t.Fatalf("%s and %s both run the agent", n.name, n.other.name)

@@ -172,10 +172,13 @@ func (r *Runner) apply(h *host) {
 				}
 			}
 		}
-		prepare := rd.Prepare
+		prepare, promoted := rd.Prepare, rd.Promote
 		h.m.Advance()
 		if prepare != 0 {
 			h.m.PrepareDone(prepare, nil)
+		}
+		if promoted {
+			h.m.PromoteDone(nil)
 		}
 	}
 	r.reschedule(h)
