@@ -245,7 +245,8 @@ func TestAChildDiesWithItsParent(t *testing.T) {
 			os.Exit(3)
 		}
 		os.Stdout.WriteString(strconv.Itoa(cmd.Process.Pid) + "\n")
-		select {}
+		time.Sleep(time.Minute) // until the test kills this process
+		os.Exit(0)
 	}
 	parent := exec.Command(os.Args[0], "-test.run=^TestAChildDiesWithItsParent$")
 	parent.Env = append(os.Environ(), "PROCGROUP_TEST_PARENT=1")
