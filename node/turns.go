@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/procgroup"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
 	"github.com/tern-dev/tern/provider"
@@ -102,8 +103,44 @@ type runner struct {
 }
 
 func newRuntime(n *Node) *agentRuntime {
-	return &agentRuntime{n: n, runners: map[string]*runner{}, live: map[string]*liveTurn{}, sessions: map[string]string{},
+	rt := &agentRuntime{n: n, runners: map[string]*runner{}, live: map[string]*liveTurn{}, sessions: map[string]string{},
 		models: func(s provider.Settings) (provider.Model, error) { return provider.New(s) }}
+	rt.endLeftovers()
+	return rt
+}
+
+// ProcessesDir is the folder of the node's home that records the process
+// group of each shell command and stdio MCP server the node runs, while
+// it runs (internal/procgroup).
+const ProcessesDir = "processes"
+
+// processes is the node's record of its running process groups.
+func (rt *agentRuntime) processes() procgroup.Dir {
+	return procgroup.Dir(filepath.Join(rt.n.home, ProcessesDir))
+}
+
+// leftoverWait bounds how long a node's start waits for the process
+// groups a killed run left to be gone; what is left then is ended again
+// before its call is reconciled.
+const leftoverWait = 10 * time.Second
+
+// endLeftovers ends the process groups an earlier run of this node left
+// running (it was killed, or crashed): what shell commands started in the
+// background, what stdio MCP servers started. It runs before the node
+// starts any process of its own.
+func (rt *agentRuntime) endLeftovers() {
+	if rt.n.cfg.sim != nil {
+		return // the simulator's nodes run no tools
+	}
+	ctx, cancel := context.WithTimeout(rt.n.ctx, leftoverWait)
+	defer cancel()
+	names, err := rt.processes().EndAll(ctx)
+	if len(names) > 0 {
+		rt.n.log.Info("ended the processes an earlier run of this node left running", "records", names)
+	}
+	if err != nil {
+		rt.n.log.Warn("could not end every process an earlier run of this node left running", "err", err)
+	}
 }
 
 // errNotHere is a runner's reason to stop: the agent does not run on this
@@ -196,7 +233,7 @@ type agentMCP struct {
 // mcpEnv is where an agent's MCP servers run on this node: its keyring,
 // the agent's workspace, and the node's callback for authorizations.
 func (rt *agentRuntime) mcpEnv(ws string) tool.MCPEnv {
-	return tool.MCPEnv{Secrets: rt.n.cfg.Secrets, Workspace: ws, RedirectURL: rt.n.info.API + mcpCallbackPath}
+	return tool.MCPEnv{Secrets: rt.n.cfg.Secrets, Workspace: ws, RedirectURL: rt.n.info.API + mcpCallbackPath, Processes: rt.processes()}
 }
 
 // mcpOf returns the agent's MCP servers as the runtime connects them,
@@ -650,6 +687,12 @@ func operationID(callEvent string) string { return "op_" + callEvent }
 // appended something; wrote, that a tool with an effect ran.
 func (rt *agentRuntime) reconcile(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed, wrote bool, err error) {
 	for _, in := range v.sess.Unfinished() {
+		// Nothing of the call may still run while the runtime decides
+		// what became of it: a node killed during the call left its
+		// record, and the group is ended (and gone) first.
+		if err := rt.processes().End(ctx, in.OperationID); err != nil {
+			return false, false, fmt.Errorf("operation %s cannot be reconciled while its processes run: %w", in.OperationID, err)
+		}
 		call := v.sess.Call(in.CallID)
 		var args json.RawMessage
 		if call != nil {
@@ -829,6 +872,7 @@ func toolResult(sessionID, turnID, callID, text string, isError bool) journal.Dr
 func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID string, p callPolicy, c tool.Call, retry bool) error {
 	return rt.hold(r.agent, func(epoch uint64) error {
 		c.Memory = &turnMemory{rt, r, epoch}
+		c.Processes = rt.processes()
 		pure := p.effect == tool.Pure
 		if !pure {
 			c.OperationID = opID

@@ -2,6 +2,8 @@ package tool
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +23,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/procgroup"
 )
 
 // MCPPrefix begins the name of every tool an MCP server gives an agent:
@@ -60,6 +63,10 @@ type MCPEnv struct {
 	// browser back to with the code (the node's /v1/mcp/callback); empty:
 	// http://127.0.0.1/callback, whose address the person copies.
 	RedirectURL string
+	// Processes is where a stdio server's process group is recorded
+	// while it runs, so that the node's next start ends what it left
+	// after a crash (the node's $TERN_HOME/processes); empty: no record.
+	Processes procgroup.Dir
 }
 
 // mcpConn is one server's session and the tools it last listed.
@@ -388,7 +395,64 @@ func (m *MCP) transport(name string, s capsule.MCPServer, d *dialing) (mcp.Trans
 		}
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	return &mcp.CommandTransport{Command: cmd}, nil
+	return &serverTransport{cmd: cmd, server: name, records: m.env.Processes}, nil
+}
+
+// serverTransport runs a stdio server as mcp.CommandTransport does, but
+// in a process group of its own that dies with this process (Linux:
+// procgroup.Prepare) and is recorded while it runs, so that what the
+// server started is ended too: when the connection closes, and after a
+// crash by the node's next start.
+type serverTransport struct {
+	cmd     *exec.Cmd
+	server  string
+	records procgroup.Dir
+}
+
+func (t *serverTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	procgroup.Prepare(t.cmd)
+	var conn mcp.Connection
+	err := procgroup.Spawn(func() (err error) {
+		conn, err = (&mcp.CommandTransport{Command: t.cmd}).Connect(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var suffix [4]byte
+	rand.Read(suffix[:])
+	name := "mcp_" + t.server + "_" + hex.EncodeToString(suffix[:])
+	g, err := procgroup.Of(t.cmd.Process.Pid)
+	if err == nil {
+		err = t.records.Keep(name, g)
+	}
+	end := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), groupEndWait)
+		defer cancel()
+		if procgroup.End(ctx, g) == nil {
+			t.records.Drop(name) // else the node's next start ends it
+		}
+	}
+	if err != nil {
+		end()
+		conn.Close()
+		return nil, err
+	}
+	return &serverConn{Connection: conn, end: end}, nil
+}
+
+// serverConn is a stdio server's connection whose Close also ends what is
+// left of the server's process group.
+type serverConn struct {
+	mcp.Connection
+	once sync.Once
+	end  func()
+}
+
+func (c *serverConn) Close() error {
+	err := c.Connection.Close() // closes stdin, waits, then signals the server
+	c.once.Do(c.end)
+	return err
 }
 
 // MissingCommand says how command is missing: a path names no executable

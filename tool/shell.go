@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/procgroup"
 )
 
 // Shell's time limits.
@@ -64,7 +64,10 @@ func runShell(ctx context.Context, call Call) (Result, error) {
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	cmd := exec.CommandContext(tctx, "sh", "-c", a.Command)
+	cmd, gate, err := shellCommand(tctx, a.Command)
+	if err != nil {
+		return Result{}, fmt.Errorf("tool: shell: %w", err)
+	}
 	cmd.Dir = call.Workspace
 	cmd.Env = append(shellEnv(call.Env), "TERN_OPERATION_ID="+call.OperationID)
 	ownGroup(cmd)
@@ -73,14 +76,34 @@ func runShell(ctx context.Context, call Call) (Result, error) {
 	// last process holding the pipe lets go.
 	r, w, err := os.Pipe()
 	if err != nil {
+		closeFiles(append(cmd.ExtraFiles, gate)...)
 		return Result{}, fmt.Errorf("tool: shell: %w", err)
 	}
 	defer r.Close()
 	cmd.Stdout, cmd.Stderr = w, w
-	err = cmd.Start()
+	err = procgroup.Start(cmd)
 	w.Close()
+	closeFiles(cmd.ExtraFiles...)
 	if err != nil {
+		closeFiles(gate)
 		return Result{}, fmt.Errorf("tool: shell: %w", err)
+	}
+	// The command waits at its gate until its group is recorded: a node
+	// killed from here on leaves a record, and its next start ends the
+	// group before anything decides what became of the call.
+	g, err := procgroup.Of(cmd.Process.Pid)
+	if err == nil {
+		err = call.Processes.Keep(call.OperationID, g)
+	}
+	if err != nil {
+		closeFiles(gate) // the shell exits without running the command
+		killGroup(cmd)
+		cmd.Wait()
+		return Result{}, fmt.Errorf("tool: shell: the command did not run: %w", err)
+	}
+	if gate != nil {
+		gate.Write([]byte("\n")) // fails only if the shell was killed: Wait says so
+		gate.Close()
 	}
 	out := &capBuffer{half: OutputCap / 2}
 	copied := make(chan struct{})
@@ -89,9 +112,18 @@ func runShell(ctx context.Context, call Call) (Result, error) {
 		close(copied)
 	}()
 	cmd.Wait()
-	// What the command left running in the background goes with it: an
-	// effect must be over when its outcome is written.
-	killGroup(cmd)
+	// What the command left running in the background goes with it, and
+	// is gone before this returns: an effect must be over when its
+	// outcome is written. SIGKILLed processes go at once, unless one is
+	// stuck in the kernel; then the call's effect is uncertain, and its
+	// record stays for the reconciliation to end the group first.
+	ectx, endCancel := context.WithTimeout(context.WithoutCancel(ctx), groupEndWait)
+	err = endGroup(ectx, cmd, g)
+	endCancel()
+	if err != nil {
+		return Result{}, fmt.Errorf("tool: shell: the command's processes could not be ended: %w: %w", err, ErrUncertain)
+	}
+	call.Processes.Drop(call.OperationID)
 	select {
 	case <-copied:
 	case <-time.After(time.Second):
@@ -117,6 +149,19 @@ func runShell(ctx context.Context, call Call) (Result, error) {
 		text += "\n"
 	}
 	return Result{Output: text + status, IsError: !ps.Success(), Cut: cut}, nil
+}
+
+// groupEndWait bounds how long shell waits for the processes of its
+// command's group to be gone after SIGKILL.
+const groupEndWait = 10 * time.Second
+
+// closeFiles closes each file that is not nil.
+func closeFiles(files ...*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // shellEnv is the command's environment before TERN_OPERATION_ID: env as

@@ -2,10 +2,21 @@
 
 package tool
 
-import "os/exec"
+import (
+	"context"
+	"os"
+	"os/exec"
+
+	"github.com/tern-dev/tern/internal/procgroup"
+)
 
 // nonblock: no such flag here.
 const nonblock = 0
+
+// shellCommand is sh -c command; there is no gate here (gate is nil).
+func shellCommand(ctx context.Context, command string) (*exec.Cmd, *os.File, error) {
+	return exec.CommandContext(ctx, "sh", "-c", command), nil, nil
+}
 
 // ownGroup: no process groups here; cancelling the context kills the
 // shell only.
@@ -18,4 +29,9 @@ func killGroup(cmd *exec.Cmd) error {
 	}
 	cmd.Process.Kill()
 	return nil
+}
+
+// endGroup kills the shell, if it still runs.
+func endGroup(ctx context.Context, cmd *exec.Cmd, g procgroup.Group) error {
+	return killGroup(cmd)
 }

@@ -3,18 +3,42 @@
 package tool
 
 import (
+	"context"
+	"os"
 	"os/exec"
 	"syscall"
+
+	"github.com/tern-dev/tern/internal/procgroup"
 )
 
 // nonblock opens a file without blocking: a named pipe with no writer
 // would otherwise hang read_file's open.
 const nonblock = syscall.O_NONBLOCK
 
-// ownGroup starts cmd in a process group of its own, and makes cancelling
-// its context kill the whole group: the shell and every child it started.
+// gatedShell is the script shell runs first: it waits for a line on fd 3,
+// the gate, and only then replaces itself (same process, same group) with
+// sh -c COMMAND, COMMAND being its $1; if the gate closes without a line,
+// it exits without running COMMAND.
+const gatedShell = `IFS= read -r go <&3 || exit 125; exec sh -c "$1" 3<&-`
+
+// shellCommand is sh -c command held at a gate: write a line to gate to
+// let it run, or close gate to end it unrun. The caller closes
+// cmd.ExtraFiles after starting it.
+func shellCommand(ctx context.Context, command string) (cmd *exec.Cmd, gate *os.File, err error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd = exec.CommandContext(ctx, "sh", "-c", gatedShell, "sh", command)
+	cmd.ExtraFiles = []*os.File{r}
+	return cmd, w, nil
+}
+
+// ownGroup starts cmd in a process group of its own (on Linux, one that
+// dies with this process: procgroup.Prepare), and makes cancelling its
+// context kill the whole group: the shell and every child it started.
 func ownGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	procgroup.Prepare(cmd)
 	cmd.Cancel = func() error { return killGroup(cmd) }
 }
 
@@ -28,4 +52,10 @@ func killGroup(cmd *exec.Cmd) error {
 		return nil
 	}
 	return err
+}
+
+// endGroup ends g, cmd's group, and waits until none of it is left
+// (procgroup.End).
+func endGroup(ctx context.Context, cmd *exec.Cmd, g procgroup.Group) error {
+	return procgroup.End(ctx, g)
 }

@@ -28,6 +28,7 @@ import (
 	"slices"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/procgroup"
 	"github.com/tern-dev/tern/session"
 )
 
@@ -63,6 +64,11 @@ type Call struct {
 	Env []string
 	// Memory is the agent's memory, for memory_search and memory_note.
 	Memory Memory
+	// Processes is where shell records the process group of its command
+	// while it runs, under the operation id, so that the node's next start
+	// ends it after a crash (the node's $TERN_HOME/processes); empty: no
+	// record.
+	Processes procgroup.Dir
 }
 
 // ErrUncertain wraps the error of a call that may or may not have taken

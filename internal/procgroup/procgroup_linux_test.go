@@ -1,0 +1,274 @@
+package procgroup
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The main goroutine keeps the main thread: Go never ends that thread (it
+// wedges it instead), so a test goroutine that locks its thread and returns
+// must not run there for its thread to end.
+func init() { runtime.LockOSThread() }
+
+func TestParseStat(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     stat
+		err      bool
+	}{
+		{name: "a plain line", in: "4242 (sleep) S 1 4240 4240 0 -1 4194304 95 0 0 0 0 0 0 0 20 0 1 0 987654 2678784 128 18446744073709551615",
+			want: stat{state: 'S', pgrp: 4240, start: 987654}},
+		{name: "a name with spaces and parentheses", in: "7 (a) b (c) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0",
+			want: stat{state: 'Z', pgrp: 7, start: 55}},
+		{name: "no name in parentheses", in: "7 sleep S 1 7 7", err: true},
+		{name: "too few fields", in: "7 (sleep) S 1 7 7 0", err: true},
+		{name: "a group that is no number", in: "7 (x) S 1 x 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55", err: true},
+		{name: "a start that is no number", in: "7 (x) S 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 -5", err: true},
+		{name: "a state of two letters", in: "7 (x) SS 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5", err: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseStat([]byte(tt.in))
+			if (err != nil) != tt.err || got != tt.want {
+				t.Fatalf("parseStat(%q) = %+v, %v; want %+v, error %v", tt.in, got, err, tt.want, tt.err)
+			}
+		})
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("4242 (sleep) S 1 4240 4240 0 -1 4194304 95 0 0 0 0 0 0 0 20 0 1 0 987654 2678784"))
+	f.Add([]byte("7 (a) b (c) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if st, err := parseStat(b); err == nil && st.state == 0 {
+			t.Fatalf("parsed %q without a state", b)
+		}
+	})
+}
+
+// group starts script under sh as the leader of a group of its own, held
+// until release is called: then the leader exits, unless the script goes
+// on. It returns the group and the first line the script printed.
+func group(t *testing.T, script string) (g Group, line string, release func()) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script+"\nread hold")
+	Prepare(cmd)
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Of(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-g.PGID, syscall.SIGKILL)
+		in.Close()
+		cmd.Wait()
+	})
+	line, _ = bufio.NewReader(out).ReadString('\n')
+	released := false
+	return g, strings.TrimSpace(line), func() {
+		if !released {
+			released = true
+			in.Close()
+			cmd.Wait()
+		}
+	}
+}
+
+// running reports whether pid is a process that is not a zombie.
+func running(t *testing.T, pid int) bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	st, err := parseStat(b)
+	return err == nil && st.state != 'Z' && st.state != 'X'
+}
+
+func pidOf(t *testing.T, s string) int {
+	t.Helper()
+	pid, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("no process id in %q", s)
+	}
+	return pid
+}
+
+// End kills what the leader left in its group after it exited, and
+// returns only once it is gone.
+func TestEndEndsAGroupWhoseLeaderExitedAndWaitsForIt(t *testing.T) {
+	g, line, release := group(t, "sleep 30 & echo $!")
+	child := pidOf(t, line)
+	release()
+	if running(t, g.PGID) {
+		t.Fatal("the leader still runs")
+	}
+	if !running(t, child) {
+		t.Fatal("the leader's child is not running before End")
+	}
+	if err := End(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	if running(t, child) {
+		t.Fatalf("process %d of the group runs after End returned", child)
+	}
+}
+
+// A record of another boot, or one whose leader's id now names a process
+// that started at another time, names a group that is gone: End kills
+// nothing for it.
+func TestEndSparesAGroupThatIsNotTheRecordedOne(t *testing.T) {
+	g, line, _ := group(t, "sleep 30 & echo $!")
+	child := pidOf(t, line)
+	for _, tt := range []struct {
+		name string
+		rec  Group
+	}{
+		{"a record of another boot", Group{PGID: g.PGID, Start: g.Start, Boot: "another-boot"}},
+		{"a record of an earlier leader with the same id", Group{PGID: g.PGID, Start: g.Start - 1, Boot: g.Boot}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := End(context.Background(), tt.rec); err != nil {
+				t.Fatal(err)
+			}
+			// Had End killed the group, it would have waited for it to
+			// be gone before returning.
+			if !running(t, g.PGID) || !running(t, child) {
+				t.Fatal("End killed a group that is not the recorded one")
+			}
+		})
+	}
+}
+
+func TestEndRefusesGroupsANodeCannotHaveStarted(t *testing.T) {
+	for _, pgid := range []int{0, 1, syscall.Getpgrp()} {
+		if err := End(context.Background(), Group{PGID: pgid}); err == nil || !strings.Contains(err.Error(), "refusing") {
+			t.Errorf("End of group %d: %v, want a refusal", pgid, err)
+		}
+	}
+}
+
+// A record kept while the group runs makes EndAll end the group, then
+// removes it; what a Keep cut short left is removed; a record that is not
+// one is named.
+func TestARecordedGroupIsEndedAndForgotten(t *testing.T) {
+	d := Dir(filepath.Join(t.TempDir(), "processes"))
+	g, line, release := group(t, "sleep 30 & echo $!")
+	child := pidOf(t, line)
+	if err := d.Keep("op_1", g); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	os.WriteFile(filepath.Join(string(d), ".op_2.json.tern-tmp-123"), []byte("{"), 0o600)
+	names, err := d.EndAll(context.Background())
+	if err != nil || len(names) != 1 || names[0] != "op_1" {
+		t.Fatalf("EndAll: %v, %v", names, err)
+	}
+	if running(t, child) {
+		t.Fatal("the recorded group's child runs after EndAll")
+	}
+	if ents, _ := os.ReadDir(string(d)); len(ents) != 0 {
+		t.Fatalf("left in the folder: %v", ents)
+	}
+	if err := d.End(context.Background(), "op_1"); err != nil {
+		t.Fatalf("End without a record: %v", err)
+	}
+
+	os.WriteFile(filepath.Join(string(d), "op_3.json"), []byte(`{"pgid": 1}`), 0o600)
+	if err := d.End(context.Background(), "op_3"); err == nil || !strings.Contains(err.Error(), "op_3.json is not a record") {
+		t.Fatalf("a bad record: %v", err)
+	}
+	if err := d.Keep("../x", g); err == nil {
+		t.Fatal("a name with a slash was taken")
+	}
+	if err := Dir("").Keep("op_4", g); err != nil {
+		t.Fatalf("the zero Dir: %v", err)
+	}
+}
+
+// A child started by Spawn survives a goroutine that locks its OS thread
+// and returns (Go then ends the thread): a child forked on that thread
+// gets its parent-death signal there and then (golang/go#27505).
+func TestSpawnedChildrenOutliveThreadsThatExit(t *testing.T) {
+	started := make(chan [2]*exec.Cmd)
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread ends when the goroutine returns
+		control := exec.Command("sleep", "30")
+		Prepare(control)
+		if err := control.Start(); err != nil {
+			t.Error(err)
+		}
+		spawned := exec.Command("sleep", "30")
+		Prepare(spawned)
+		if err := Start(spawned); err != nil {
+			t.Error(err)
+		}
+		started <- [2]*exec.Cmd{control, spawned}
+	}()
+	cmds := <-started
+	control, spawned := cmds[0], cmds[1]
+	t.Cleanup(func() { spawned.Process.Kill(); spawned.Wait() })
+	err := control.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("the control child, forked on the thread that ended: %v; want it killed by SIGKILL", err)
+	}
+	// The kernel signals every child of an ending thread as it ends: the
+	// spawned one, were it the thread's, would be dead now too.
+	if !running(t, spawned.Process.Pid) {
+		t.Fatal("the child started by Spawn died with a thread that ended")
+	}
+}
+
+// A child started with Prepare and Start dies when its parent process is
+// killed with SIGKILL.
+func TestAChildDiesWithItsParent(t *testing.T) {
+	if os.Getenv("PROCGROUP_TEST_PARENT") == "1" {
+		cmd := exec.Command("sleep", "30")
+		Prepare(cmd)
+		if err := Start(cmd); err != nil {
+			os.Exit(3)
+		}
+		os.Stdout.WriteString(strconv.Itoa(cmd.Process.Pid) + "\n")
+		time.Sleep(time.Minute) // until the test kills this process
+		os.Exit(0)
+	}
+	parent := exec.Command(os.Args[0], "-test.run=^TestAChildDiesWithItsParent$")
+	parent.Env = append(os.Environ(), "PROCGROUP_TEST_PARENT=1")
+	out, _ := parent.StdoutPipe()
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		parent.Process.Kill()
+		t.Fatalf("the parent said no child: %v", err)
+	}
+	child := pidOf(t, strings.TrimSpace(line))
+	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
+	parent.Process.Kill()
+	parent.Wait()
+	go io.Copy(io.Discard, out)
+	deadline := time.Now().Add(10 * time.Second)
+	for running(t, child) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child %d still runs 10 s after its parent was killed", child)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
