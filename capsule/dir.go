@@ -563,6 +563,16 @@ func (d *Dir) Vector() (journal.Vector, error) {
 	return jl.Vector(), nil
 }
 
+// ChainProblem returns the first problem of machine's chain in the journal
+// (a fork, a gap, a broken link), or nil (see journal.Log.ChainProblem).
+func (d *Dir) ChainProblem(machine string) error {
+	jl, err := d.journalLog()
+	if err != nil {
+		return err
+	}
+	return jl.ChainProblem(machine)
+}
+
 // Seal records the journal's current length and hash in the manifest.
 func (d *Dir) Seal() error { return d.commit(nil, nil) }
 

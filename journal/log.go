@@ -700,6 +700,17 @@ func (l *Log) Vector() Vector {
 	return v
 }
 
+// ChainProblem returns the first problem of machine's chain among the
+// durable events (a *ForkError or a *ChainError: a fork, a gap, a broken
+// link), or nil when its readable line holds all of its events that are
+// not set aside.
+func (l *Log) ChainProblem(machine string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.chainHead(machine)
+	return err
+}
+
 // Size returns the length in bytes of the durable complete lines.
 func (l *Log) Size() int64 {
 	l.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/tern-dev/tern/capsule"
@@ -65,29 +66,21 @@ func mustOpenCapsule(t *testing.T, path string) *capsule.Capsule {
 	return c
 }
 
-// A node heals a fork of its own chain through its API's Heal; its
-// appends work again, and a paired peer that received the fork reads the
-// same healed chain.
-func TestANodeHealsItsOwnForkAndItsPeerConverges(t *testing.T) {
+// A node heals a fork of its own chain by itself once an import brings
+// the other branch, with no command: its appends go on, every event of
+// both branches reads (the shorter branch signed again), and a paired
+// peer reads the same healed chain.
+func TestANodeHealsItsOwnForkByItselfAndItsPeerConverges(t *testing.T) {
 	overBoth(t, func(t *testing.T, tr transport) {
 		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
 		pair(t, a, b)
 		agent := forkOwnChain(t, a, b)
 		ctx := context.Background()
-		if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "note"}}); !errors.Is(err, journal.ErrFork) {
-			t.Fatalf("append to a forked chain: %v, want ErrFork", err)
-		}
-		eventually(t, "b holds the fork too", func() bool {
-			evs, _ := b.store.Events(agent, "")
-			return len(journal.Forks(evs)) > 0
+		eventually(t, "a heals its chain", func() bool {
+			var problem error
+			a.store.With(agent, func(d *capsule.Dir) error { problem = d.ChainProblem(a.id.Machine()); return nil })
+			return problem == nil
 		})
-		healed, err := a.Heal(ctx, agent)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(healed) == 0 {
-			t.Fatal("nothing healed")
-		}
 		if _, err := a.Append(ctx, agent, []journal.Draft{{Type: "note"}}); err != nil {
 			t.Fatalf("append after the heal: %v", err)
 		}
@@ -103,6 +96,18 @@ func TestANodeHealsItsOwnForkAndItsPeerConverges(t *testing.T) {
 		vb, _ := journal.Readable(eb)
 		if !slices.Equal(idsOf(va), idsOf(vb)) || len(ea) != len(eb) {
 			t.Fatalf("a reads %d of %d events, b %d of %d", len(va), len(ea), len(vb), len(eb))
+		}
+		var texts []string
+		for _, e := range va {
+			texts = append(texts, string(e.Body))
+		}
+		for _, want := range []string{"written in one copy", "written in the other"} {
+			if !slices.ContainsFunc(texts, func(s string) bool { return strings.Contains(s, want) }) {
+				t.Fatalf("%q is not read after the heal", want)
+			}
+		}
+		if _, err := a.Heal(ctx, agent); !errors.Is(err, journal.ErrNothingToHeal) {
+			t.Fatalf("a heal asked for after the node healed: %v, want ErrNothingToHeal", err)
 		}
 	})
 }

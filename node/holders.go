@@ -1323,6 +1323,9 @@ func (hs *holders) pull(ctx context.Context, from, agent string, epoch uint64) (
 		}
 		hs.n.recordSynced(p, agent, st.Both)
 		res.Bytes += st.BytesReceived
+		if st.Received > 0 {
+			hs.n.healSoon(agent)
+		}
 	}
 	before, _ := hs.heldSizes(agent)
 	hs.n.fetchWanted(ctx, p, agent)

@@ -126,6 +126,10 @@ type Node struct {
 	dialErrs   map[peer.ID]string    // the last failed dial of a paired peer, until it connects
 	seen       map[peer.ID]time.Time // when each paired peer was last connected
 	conns      map[peer.ID]int       // open connections to each peer, for the connect and disconnect log lines
+	healing    map[string]bool       // agents whose own chain healSoon is checking
+	// dialed is closed once the node's first dials of its paired peers
+	// are done (takeOwnChain waits for them).
+	dialed chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -197,7 +201,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	n := &Node{home: home, homeLock: lock, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
 		transfers: newTransfers(), gater: g, synced: synced, rounds: newJobs[peer.ID](), fetches: newJobs[syncKey](),
 		responding: map[syncKey]int{}, fetchLocks: map[string]*fetchLock{}, dialErrs: map[peer.ID]string{}, seen: map[peer.ID]time.Time{}, conns: map[peer.ID]int{},
-		ctx: ctx, cancel: cancel}
+		ctx: ctx, cancel: cancel, dialed: make(chan struct{})}
 	n.stats = newMetrics(n)
 	if n.gossip, err = startGossip(ctx, n); err != nil {
 		cancel()
@@ -270,6 +274,12 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		}
 	} else {
 		n.info.PeerID = h.ID().String()
+	}
+	if cfg.sim == nil {
+		store.beforeSign = n.takeOwnChain
+	}
+	if cfg.sim != nil && cfg.sim.driven {
+		close(n.dialed) // the driver connects the nodes
 	}
 	if cfg.sim == nil || !cfg.sim.driven {
 		n.wg.Go(n.antiEntropy)
@@ -540,6 +550,9 @@ func (n *Node) imported(id string, merged bool, err error) (string, bool, error)
 	}
 	if err := n.gossip.join(id); err != nil {
 		return "", false, err
+	}
+	if merged {
+		n.healSoon(id) // the copy may hold another branch of this machine's chain
 	}
 	for _, p := range n.host.Network().Peers() {
 		n.goSync(p)

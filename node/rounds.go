@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -29,6 +30,7 @@ func (n *Node) antiEntropy() {
 	t := time.NewTicker(n.cfg.SyncInterval)
 	defer t.Stop()
 	n.dialPeers()
+	close(n.dialed)
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -54,17 +56,21 @@ func (n *Node) syncTick() {
 // dialPeers connects to paired peers that are not connected and have
 // static addresses.
 func (n *Node) dialPeers() {
+	var wg sync.WaitGroup
 	for _, ai := range n.peers.dialable() {
 		if n.host.Network().Connectedness(ai.ID) == network.Connected {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
-		if err := n.host.Connect(ctx, ai); err != nil {
-			n.log.Debug("paired peer unreachable", "peer", ai.ID, "err", err)
-			n.dialFailed(ai.ID, err)
-		}
-		cancel()
+		wg.Go(func() { // a peer that is down delays no other
+			ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+			defer cancel()
+			if err := n.host.Connect(ctx, ai); err != nil {
+				n.log.Debug("paired peer unreachable", "peer", ai.ID, "err", err)
+				n.dialFailed(ai.ID, err)
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // connected starts the round a new connection with p calls for. One
@@ -156,6 +162,7 @@ func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 			n.recordSynced(p, id, st.Both)
 			if st.Received > 0 {
 				n.log.Info("caught up with a peer", "peer", n.peerName(p), "agent", id, "events", st.Received)
+				n.healSoon(id)
 			}
 		}
 		n.fetchWanted(ctx, p, id)
@@ -309,6 +316,7 @@ func (o offerAware) Synced(agent, from string, both journal.Vector) {
 	if p, err := peer.Decode(from); err == nil {
 		o.n.recordSynced(p, agent, both)
 	}
+	o.n.healSoon(agent)
 }
 
 // Add stores events a peer sent in an exchange it started, and fetches

@@ -63,6 +63,14 @@ type Store struct {
 	// while Import installs or replaces its folder, so that no event lands
 	// in a journal that is being swapped away. Other capsules go on.
 	folders map[string]*folderLock
+
+	// beforeSign, set by the node before it serves anything, runs once per
+	// agent in the store's life, before this machine signs its first event
+	// of it: the node takes what its paired peers hold of this machine's
+	// own chain first (Node.takeOwnChain). checked holds, by agent, a
+	// channel closed once it has run (s.mu guards the map).
+	beforeSign func(ctx context.Context, agent string)
+	checked    map[string]chan struct{}
 }
 
 // folderLock is the lock of one capsule folder, kept while anyone holds
@@ -555,12 +563,44 @@ func (s *Store) Heal(ctx context.Context, agent string, signer journal.Signer) (
 	return evs, err
 }
 
+// ownChainTaken runs beforeSign for the agent once in the store's life
+// (the first signer runs it, others wait for it, until ctx ends).
+func (s *Store) ownChainTaken(ctx context.Context, agent string) error {
+	if s.beforeSign == nil {
+		return nil
+	}
+	s.mu.Lock()
+	if s.checked == nil {
+		s.checked = map[string]chan struct{}{}
+	}
+	done, ok := s.checked[agent]
+	if !ok {
+		done = make(chan struct{})
+		s.checked[agent] = done
+	}
+	s.mu.Unlock()
+	if !ok {
+		s.beforeSign(ctx, agent)
+		close(done)
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // sign runs f, which signs events as machine, with the agent's open
 // capsule, once the store has claimed the machine's chain of the agent.
 // The store keeps the claim for as long as it holds the capsule open (see
 // ClaimChain), so that no other copy of the agent on this machine is
 // signed meanwhile.
 func (s *Store) sign(ctx context.Context, agent, machine string, takeOver bool, f func(d *capsule.Dir) error) error {
+	if err := s.ownChainTaken(ctx, agent); err != nil {
+		return err
+	}
 	oc, done, err := s.useOpen(agent)
 	if err != nil {
 		return err
