@@ -340,12 +340,14 @@ func (a pairedOnly) AllowConnect(src peer.ID, _ ma.Multiaddr, dest peer.ID) bool
 // spawn runs f in the background unless the node is closing. Callbacks
 // from libp2p (a new connection, a peer found) can come while Close waits
 // for the node's goroutines; this keeps them from adding one then.
-func (n *Node) spawn(f func()) {
+func (n *Node) spawn(f func()) (started bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.ctx.Err() == nil {
-		n.wg.Go(n.held(f))
+	if n.ctx.Err() != nil {
+		return false
 	}
+	n.wg.Go(n.held(f))
+	return true
 }
 
 // held returns f as it is, or, in the simulator, f waiting for the run to
@@ -602,6 +604,9 @@ func (n *Node) Close() error {
 	}
 	errs = append(errs, n.host.Close())
 	n.wg.Wait()
+	if n.turns != nil {
+		n.turns.closing.Wait()
+	}
 	errs = append(errs, n.store.Close())
 	if err := os.Remove(filepath.Join(n.home, InfoFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)

@@ -43,7 +43,7 @@ func returnsWithin(t *testing.T, what string, limit time.Duration, f func() erro
 		}
 		t.Logf("%s took %v", what, time.Since(began))
 	case <-time.After(limit):
-		t.Fatalf("%s did not return within %v: held up by the export", what, limit)
+		t.Fatalf("%s did not return within %v", what, limit)
 	}
 }
 

@@ -60,6 +60,10 @@ type agentRuntime struct {
 	mcps         map[string]*agentMCP // by agent: its MCP servers' sessions, while it runs here
 	workspaces   keyedLocks           // by agent: its working folder, for a tool call and the snapshot after it, or a snapshot by hand
 	models       func(provider.Settings) (provider.Model, error)
+	// closing tracks the MCP connections being closed in the background
+	// (an agent that stopped running here, servers agent.json changed);
+	// the node's Close waits for them.
+	closing sync.WaitGroup
 
 	// What the runtime wrote, for the benchmarks: durable appends (each
 	// one group commit: one write and one fsync of the journal) and
@@ -169,7 +173,7 @@ func (rt *agentRuntime) start(agent, sessionID, turnID string) {
 	r := &runner{agent: agent, session: sessionID, turn: turnID, cancel: cancel, done: make(chan struct{})}
 	rt.runners[sessionID] = r
 	rt.sessions[sessionID] = agent
-	rt.n.spawn(func() {
+	started := rt.n.spawn(func() {
 		defer close(r.done)
 		defer cancel(nil)
 		lt := rt.liveOf(agent, sessionID, turnID)
@@ -192,6 +196,11 @@ func (rt *agentRuntime) start(agent, sessionID, turnID string) {
 		}
 		rt.dropLive(turnID, lt)
 	})
+	if !started { // the node is closing: no runner, and nothing waits for one
+		delete(rt.runners, sessionID)
+		cancel(nil)
+		close(r.done)
+	}
 }
 
 // stop stops the runner of the session, if any, and waits for it.
@@ -218,8 +227,14 @@ func (rt *agentRuntime) stopAgent(agent string) {
 	}
 	if am := rt.mcps[agent]; am != nil {
 		delete(rt.mcps, agent)
-		go am.m.Close() // the node that runs it next connects with its own keyring
+		rt.closeMCP(am.m) // the node that runs it next connects with its own keyring
 	}
+}
+
+// closeMCP closes an agent's MCP connections in the background (a stdio
+// server may take a moment to stop); the node's Close waits for it.
+func (rt *agentRuntime) closeMCP(m *tool.MCP) {
+	rt.closing.Go(func() { m.Close() })
 }
 
 // agentMCP is an agent's MCP servers as the runtime connected them, and
@@ -249,7 +264,7 @@ func (rt *agentRuntime) mcpOf(agent string, servers map[string]capsule.MCPServer
 	am := rt.mcps[agent]
 	if am == nil || am.servers != string(key) {
 		if am != nil {
-			go am.m.Close()
+			rt.closeMCP(am.m)
 		}
 		am = &agentMCP{servers: string(key), m: tool.NewMCP(servers, rt.mcpEnv(ws))}
 		rt.mcps[agent] = am

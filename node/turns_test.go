@@ -470,3 +470,15 @@ func TestAQuietStreamSendsHeartbeats(t *testing.T) {
 	}
 	t.Fatal("no heartbeat")
 }
+
+// A turn asked to start while the node closes gets no runner, and stopping
+// its session does not wait for one that never started.
+func TestATurnStartedWhileTheNodeClosesLeavesNothingToWaitFor(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	n.Close()
+	n.turns.start("agent", "ses_closing", "turn_closing")
+	returnsWithin(t, "stopping the session", 10*time.Second, func() error {
+		n.turns.stop("ses_closing")
+		return nil
+	})
+}
