@@ -107,9 +107,23 @@ func inUse(home string) string {
 
 // damagedHomeFile is the refusal of a home file that does not parse: it
 // names the file, what is wrong, and what to do.
-// ErrDiskFull is what a write to a full disk in the home fails with;
-// errors that wrap it name the file and say that the node retries.
+// ErrDiskFull is what a write to a full disk in the home fails with
+// (match it with errors.Is); the error says which file's disk is full and
+// that the node retries.
 var ErrDiskFull = errors.New("the disk is full")
+
+// diskFullError is a write that failed because the disk holding path has
+// no space left.
+type diskFullError struct {
+	path string
+	err  error
+}
+
+func (e *diskFullError) Error() string {
+	return fmt.Sprintf("the disk holding %s is full: free some space there; the node retries on its own", e.path)
+}
+func (e *diskFullError) Is(target error) bool { return target == ErrDiskFull }
+func (e *diskFullError) Unwrap() error        { return e.err }
 
 // diskFull says, of a write to path that failed because its disk is full,
 // what is wrong and what to do; any other error it returns as it is.
@@ -117,7 +131,7 @@ func diskFull(path string, err error) error {
 	if err == nil || !errors.Is(err, syscall.ENOSPC) {
 		return err
 	}
-	return fmt.Errorf("%w: the disk holding %s has no space left: free some space there; the node retries on its own", ErrDiskFull, path)
+	return &diskFullError{path: path, err: err}
 }
 
 func damagedHomeFile(path string, err error, todo string) error {

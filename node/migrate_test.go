@@ -774,3 +774,44 @@ func TestAMigrationToAMachineWithoutAnMCPServersCommandAborts(t *testing.T) {
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	mustMigrate(t, a, b, agent)
 }
+
+// An activation that cannot complete on the target (its promotion fails:
+// here the workspace cannot move into place) runs nothing there: tern
+// holder says so and why, a new session is refused with that reason, and
+// the node retries on its own until it completes; then the agent runs,
+// with its holder.activated event written.
+func TestAnActivationThatCannotCompleteRunsNothingUntilItDoes(t *testing.T) {
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.startAt(t, t.TempDir()), tr.startAt(t, t.TempDir())
+		connectAll(t, a, b)
+		agent := heldBy(t, a, nil)
+		snapshotOn(t, a, agent, 1000) // a workspace, which the promotion moves into place
+		blocker := filepath.Join(b.home, WorkspacesDir)
+		if err := os.WriteFile(blocker, []byte("a file where the workspaces folder goes"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mustMigrate(t, a, b, agent)
+		eventually(t, "b says its activation is not complete, and why", func() bool {
+			st, _ := b.holders.state(agent)
+			return st.State == "active" && strings.Contains(st.Note, "activation is complete") && strings.Contains(st.Note, "last try failed")
+		})
+		if b.runs(agent) {
+			t.Fatal("b runs the agent before its activation is complete")
+		}
+		var refused map[string]any
+		if code := api(t, b, "POST", "/v1/agents/"+agent+"/sessions", nil, &refused); code != 503 {
+			t.Fatalf("a new session on b: %d %v, want 503", code, refused)
+		}
+		if err := os.Remove(blocker); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "b runs the agent once its activation completes", func() bool { return b.runs(agent) })
+		evs, _ := b.store.Events(agent, "")
+		if !slices.ContainsFunc(evs, func(e *journal.Event) bool { return e.Type == journal.ActivatedType && e.Epoch == 2 }) {
+			t.Fatal("no holder.activated event after the activation completed")
+		}
+		if _, err := os.Stat(filepath.Join(b.home, WorkspacesDir, agent)); err != nil {
+			t.Fatalf("the workspace is not in place: %v", err)
+		}
+	})
+}

@@ -95,7 +95,10 @@ func (n *Node) runsHere(w http.ResponseWriter, agent string) bool {
 		// It is this node's to run, not yet or not now: a start-up check
 		// with the peers, or a migration under way.
 		why := "it checks with its paired peers before running the agent after a start (a few seconds)"
-		if st.State == "frozen" {
+		switch {
+		case st.Note != "":
+			why = st.Note // a full disk, an activation not complete yet
+		case st.State == "frozen":
 			why = "a migration has frozen the agent here"
 		}
 		w.Header().Set("Retry-After", "2")

@@ -1,0 +1,94 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// smallDisk mounts a tmpfs of size bytes on a fresh folder and returns it;
+// the test is skipped, saying why, where it cannot be mounted (not root,
+// or no tmpfs).
+func smallDisk(t *testing.T, size int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		t.Skipf("a small disk for the test could not be mounted (tmpfs on %s: %v); mounting needs root", dir, err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
+}
+
+// fill writes to a file in dir until the disk is full, and returns a func
+// that frees the space again.
+func fill(t *testing.T, dir string) (free func()) {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	return func() {
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A node restarted on a home whose disk fills before it can write its
+// holder registry: it says what is wrong and what to do, consistently,
+// runs nothing meanwhile, and carries on without a restart once space is
+// freed.
+func TestAFullDiskStopsNothingForGoodAndTheNodeCarriesOnWhenSpaceReturns(t *testing.T) {
+	home := filepath.Join(smallDisk(t, 8<<20), "home")
+	// A slow tick: the startup check waits 30 ticks for the peer, which is
+	// down, before its record is written; the disk fills meanwhile.
+	cfg := Config{SyncInterval: time.Hour, tick: 200 * time.Millisecond}
+	a, b := tcp.startWith(t, home, cfg), tcp.start(t, t.TempDir())
+	connectAll(t, a, b)
+	agent := heldBy(t, a, nil)
+	a.Close()
+	b.Close()
+
+	a = tcp.startWith(t, home, cfg)
+	free := fill(t, home)
+	eventually(t, "the node says the disk is full", func() bool {
+		st, _ := a.holders.state(agent)
+		return strings.Contains(st.Note, "is full") && strings.Contains(st.Note, "free some space")
+	})
+	st, _ := a.holders.state(agent)
+	t.Logf("tern holder: %s: %s", st.State, st.Note)
+	if a.runs(agent) {
+		t.Fatal("the agent runs though its record could not be written")
+	}
+	var refused map[string]any
+	code := api(t, a, "POST", "/v1/agents/"+agent+"/sessions", nil, &refused)
+	if msg, _ := refused["error"].(string); code != 503 || !strings.Contains(msg, "free some space") {
+		t.Fatalf("a new session on the full disk: %d %v, want 503 saying to free space", code, refused)
+	}
+	if _, err := a.Migrate(t.Context(), agent, b.host.ID()); err == nil || !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("a move on the full disk: %v, want it to say the disk is full", err)
+	}
+
+	free()
+	eventually(t, "the node runs the agent once space is freed, without a restart", func() bool { return a.runs(agent) })
+	if st, _ := a.holders.state(agent); st.State != "active" || st.Note != "" {
+		t.Fatalf("after the space returned: %s: %s", st.State, st.Note)
+	}
+	newSession(t, a, agent)
+}
