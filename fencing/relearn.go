@@ -57,6 +57,16 @@ func (m *Machine) Relearning() (silent, lost []string) {
 	return silent, lost
 }
 
+// Checking reports whether the machine is in its startup check (asking
+// its peers before it runs an agent it held when it stopped), and for how
+// many ticks it has been.
+func (m *Machine) Checking() (ticks int, ok bool) {
+	if !m.ask.on || m.ask.purpose != askStartup {
+		return 0, false
+	}
+	return m.ask.elapsed, true
+}
+
 // startupCheck is what a node that starts holding active does before it
 // runs: ask every peer for its records, and step down if any knows a newer
 // holder. With no peer it runs at once.

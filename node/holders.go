@@ -74,7 +74,9 @@ type holders struct {
 
 // holder is one agent's machine on this node and what goes with it.
 type holder struct {
-	agent string
+	agent  string
+	tick   time.Duration // the machine's tick (0: DefaultTick)
+	strict bool          // Config.Strict
 
 	mu sync.Mutex
 	m  *fencing.Machine
@@ -259,7 +261,7 @@ func (hs *holders) adopt(agent string) (*holder, error) {
 	}
 	// Locked before anyone can find it: no one uses its machine before
 	// it is started.
-	h = &holder{agent: agent, m: new(fencing.Machine)}
+	h = &holder{agent: agent, m: new(fencing.Machine), tick: hs.n.cfg.tick, strict: hs.n.cfg.Strict}
 	h.idle.L = &h.mu
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -551,6 +553,24 @@ func (hs *holders) resumeIfRuns(h *holder) {
 	if runs {
 		hs.n.turns.resume(h.agent)
 	}
+}
+
+// checking says, during the startup check, what the node waits for before
+// it runs the agent, and how long it has; "" otherwise. h.mu held.
+func (h *holder) checking() string {
+	ticks, ok := h.m.Checking()
+	if !ok {
+		return ""
+	}
+	tick := h.tick
+	if tick <= 0 {
+		tick = DefaultTick
+	}
+	note := fmt.Sprintf("checking with its paired peers that no other node took the agent over before it runs it (for %v so far)", (time.Duration(ticks) * tick).Round(100*time.Millisecond))
+	if h.strict {
+		note += "; with --strict it runs only once one of them answers"
+	}
+	return note
 }
 
 // runs reports whether the agent runs here now: its machine says so and
@@ -1052,6 +1072,8 @@ func (hs *holders) state(agent string) (protocol.HolderState, error) {
 		}
 	case h.m.Tailing():
 		st.State, st.Note = "frozen", "frozen for the last events of a migration; nothing is proposed yet"
+	case h.checking() != "":
+		st.Note = h.checking()
 	case rec.State == fencing.Retired && rec.Holder.Peer != "" && rec.Holder.Peer != hs.n.id.Machine():
 		st.Note = fmt.Sprintf("superseded: %s holds it at epoch %d", hs.peerNames([]string{rec.Holder.Peer}), rec.Holder.Epoch)
 	}

@@ -22,7 +22,10 @@ type daemon struct {
 	home string
 	port int
 	quic bool // listen on QUIC only (libp2p's choice between two machines), else TCP only
-	cmd  *exec.Cmd
+	// strict: tern node --strict (an agent held at the stop runs again only
+	// after a paired peer confirms no other node took it over).
+	strict bool
+	cmd    *exec.Cmd
 }
 
 // addr is the multiaddr the daemon listens on.
@@ -57,7 +60,11 @@ func freePort(t *testing.T) int {
 func (d *daemon) start() {
 	d.t.Helper()
 	os.Remove(filepath.Join(d.home, node.InfoFile))
-	d.cmd = ternProcess(d.home, "", "node", "--listen", d.addr(), "--no-mdns", "--sync-interval", "500ms")
+	args := []string{"node", "--listen", d.addr(), "--no-mdns", "--sync-interval", "500ms"}
+	if d.strict {
+		args = append(args, "--strict")
+	}
+	d.cmd = ternProcess(d.home, "", args...)
 	if err := d.cmd.Start(); err != nil {
 		d.t.Fatal(err)
 	}
