@@ -31,9 +31,9 @@ func benchCmd(e *env) *cobra.Command {
 
 func benchMigrateCmd(e *env) *cobra.Command {
 	var (
-		workspace, changed, dir string
-		events, runs            int
-		asJSON                  bool
+		workspace, changed, dir, transport string
+		events, runs                       int
+		asJSON                             bool
 	)
 	c := &cobra.Command{
 		Use:   "migrate",
@@ -43,7 +43,9 @@ workspace of --workspace bytes moves back and forth --runs times between two nod
 hold it already (warm), --changed bytes of it rewritten and snapshotted just before each
 move; then once to a node that holds nothing (cold). It prints the frozen window of the
 warm moves (min, median, max; goal: median under 100 ms) with the median of each phase,
-and the cold move's rate beside a bare libp2p stream of the same bytes in the same run.`,
+and the cold move's rate beside a bare libp2p stream of the same bytes in the same run.
+--transport tcp,quic runs it all on each transport in turn, one after the other, and
+prints them side by side.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ws, err := parseSize(workspace)
@@ -64,26 +66,43 @@ and the cold move's rate beside a bare libp2p stream of the same bytes in the sa
 			case ch < 1 || ch > ws:
 				return fmt.Errorf("bench migrate: --changed %s: want 1 B up to the workspace", changed)
 			}
+			transports, err := parseTransports(transport)
+			if err != nil {
+				return fmt.Errorf("bench migrate: --transport: %w", err)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			fmt.Fprintln(e.stderr, "bench migrate…")
-			r, err := nodebench.Migrate(ctx, nodebench.MigrateOptions{Options: nodebench.Options{Dir: dir},
-				Events: events, Workspace: ws, Changed: ch, Runs: runs})
-			if err != nil {
-				return checkFailed("%v", err)
+			results := map[string]nodebench.MigrateResult{}
+			for _, tr := range transports {
+				fmt.Fprintf(e.stderr, "bench migrate over %s…\n", tr)
+				r, err := nodebench.Migrate(ctx, nodebench.MigrateOptions{Options: nodebench.Options{Dir: dir, Transport: tr},
+					Events: events, Workspace: ws, Changed: ch, Runs: runs})
+				if err != nil {
+					return checkFailed("%s: %v", tr, err)
+				}
+				results[tr] = r
 			}
 			if asJSON {
-				return json.NewEncoder(e.stdout).Encode(r)
+				if len(transports) == 1 {
+					return json.NewEncoder(e.stdout).Encode(results[transports[0]])
+				}
+				return json.NewEncoder(e.stdout).Encode(results)
 			}
-			f := slices.Clone(r.FrozenMS)
-			slices.Sort(f)
 			w := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "agent\t%d events, a workspace of %s, %s changed before each warm move\n", r.Events, formatBytes(r.Workspace), formatBytes(r.Changed))
-			fmt.Fprintf(w, "frozen window, warm\t%d / %d / %d ms (min / median / max of %d; goal: median < 100 ms)\n", f[0], f[len(f)/2], f[len(f)-1], len(f))
-			for _, p := range r.MedianPhases {
-				fmt.Fprintf(w, "  %s\t%d ms (median)\n", p.Name, p.MS)
+			for _, tr := range transports {
+				r := results[tr]
+				f := slices.Clone(r.FrozenMS)
+				slices.Sort(f)
+				if len(transports) > 1 {
+					fmt.Fprintf(w, "over %s\n", tr)
+				}
+				fmt.Fprintf(w, "agent\t%d events, a workspace of %s, %s changed before each warm move\n", r.Events, formatBytes(r.Workspace), formatBytes(r.Changed))
+				fmt.Fprintf(w, "frozen window, warm\t%d / %d / %d ms (min / median / max of %d; goal: median < 100 ms)\n", f[0], f[len(f)/2], f[len(f)-1], len(f))
+				for _, p := range r.MedianPhases {
+					fmt.Fprintf(w, "  %s\t%d ms (median)\n", p.Name, p.MS)
+				}
+				fmt.Fprintf(w, "cold move\t%s in %.2f s: %.0f MB/s, %.2f of a bare libp2p stream on %s (%.0f MB/s)\n", formatBytes(r.ColdBytes), r.ColdSeconds, r.ColdMBps, r.ColdRatio, tr, r.Libp2pMBps)
 			}
-			fmt.Fprintf(w, "cold move\t%s in %.2f s: %.0f MB/s, %.2f of a bare libp2p stream (%.0f MB/s)\n", formatBytes(r.ColdBytes), r.ColdSeconds, r.ColdMBps, r.ColdRatio, r.Libp2pMBps)
 			return w.Flush()
 		},
 	}
@@ -92,6 +111,7 @@ and the cold move's rate beside a bare libp2p stream of the same bytes in the sa
 	fl.StringVar(&workspace, "workspace", "1GiB", "size of the workspace")
 	fl.StringVar(&changed, "changed", "1MiB", "bytes rewritten before each warm move")
 	fl.IntVar(&runs, "runs", 20, "warm moves")
+	fl.StringVar(&transport, "transport", "tcp", "what the nodes listen on: tcp, quic, or tcp,quic for both in turn")
 	fl.StringVar(&dir, "dir", "", "folder for the nodes' temporary homes (default: the system's temporary folder)")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return c
@@ -124,9 +144,9 @@ type benchReport struct {
 
 func benchSyncCmd(e *env) *cobra.Command {
 	var (
-		blobSize, only, dir     string
-		events, nodes, capsules int
-		asJSON                  bool
+		blobSize, only, dir, transport string
+		events, nodes, capsules        int
+		asJSON                         bool
 	)
 	c := &cobra.Command{
 		Use:   "sync",
@@ -189,7 +209,10 @@ limit is measured there). Exit 1 if a measurement could not complete.`,
 			defer stop()
 			rep := benchReport{Time: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
 				CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
-			opt := nodebench.Options{Dir: dir}
+			if !slices.Contains(nodebench.Transports, transport) {
+				return fmt.Errorf("bench sync: --transport %q: want %s", transport, strings.Join(nodebench.Transports, " or "))
+			}
+			opt := nodebench.Options{Dir: dir, Transport: transport}
 			err = runBench(ctx, e, parts, func(part string) error {
 				switch part {
 				case "blob":
@@ -233,10 +256,27 @@ limit is measured there). Exit 1 if a measurement could not complete.`,
 	fl.IntVar(&events, "events", 100_000, "events the offline node catches up on")
 	fl.IntVar(&nodes, "nodes", 8, fmt.Sprintf("nodes of the partition (2 to %d)", maxBenchNodes))
 	fl.IntVar(&capsules, "capsules", 1000, "capsules the idle node holds")
+	fl.StringVar(&transport, "transport", "tcp", "what the nodes, and the bare libp2p stream they are measured against, listen on: tcp or quic")
 	fl.StringVar(&only, "only", strings.Join(benchParts, ","), "comma-separated measurements to run: "+strings.Join(benchParts, ", "))
 	fl.StringVar(&dir, "dir", "", "folder for the nodes' temporary homes (default: the system's temporary folder)")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	return c
+}
+
+// parseTransports reads --transport: a comma-separated list of
+// nodebench.Transports.
+func parseTransports(s string) ([]string, error) {
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		t = strings.TrimSpace(t)
+		if !slices.Contains(nodebench.Transports, t) {
+			return nil, fmt.Errorf("%q is not a transport (want %s)", t, strings.Join(nodebench.Transports, " or "))
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // runBench runs each part in benchParts order, telling stderr which, and
@@ -321,11 +361,11 @@ func printBench(w io.Writer, r benchReport) {
 	if b := r.Blob; b != nil {
 		row("blob", "size", "%s", formatBytes(b.Bytes))
 		row("blob", "end to end", "%.0f MB/s (%.2f s, %s received)", b.EndToEnd, b.EndToEndSeconds, formatBytes(b.BytesReceived))
-		row("blob", "bare libp2p stream", "%.0f MB/s", b.Libp2p)
+		row("blob", "bare libp2p stream", "%.0f MB/s (%s)", b.Libp2p, b.Transport)
 		row("blob", "disk write, one fsync", "%.0f MB/s", b.Disk)
 		row("blob", "sha256, one core", "%.0f MB/s", b.SHA256)
 		row("blob", "ratio to the slower limit", "%.2f (%s; goal >= 0.8)", b.Ratio, b.Limit)
-		row("blob", "a new capsule of it, import to held", "%.2f s: %.2f of the slower limit (goal >= 0.8)", b.FirstCopySeconds, b.FirstCopyRatio)
+		row("blob", "a new capsule of it, import to held", "%.2f s: %.2f of the slower limit (goal >= 0.8), %.2f of the bare %s stream", b.FirstCopySeconds, b.FirstCopyRatio, b.FirstCopyOfLibp2p, b.Transport)
 		row("blob", "import of that capsule folder", "%.2f s against cp -r + sync %.2f s: %.2f (goal >= 0.8)", b.ImportSeconds, b.CopySeconds, b.ImportRatio)
 	}
 	if c := r.CatchUp; c != nil {

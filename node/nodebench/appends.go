@@ -51,7 +51,7 @@ func Appends(ctx context.Context, opt Options) (res AppendsResult, err error) {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	n, err := startNode(home(dir, 0), idleInterval, opt.log())
+	n, err := startNode(home(dir, 0), idleInterval, opt)
 	if err != nil {
 		return res, err
 	}

@@ -29,7 +29,8 @@ const MaxBlobSize = 4 << 30
 // BlobResult is what Blob measured. Rates are in MB/s (10^6 bytes a
 // second) of the blob's bytes.
 type BlobResult struct {
-	Bytes int64 `json:"bytes"` // the blob's size
+	Bytes     int64  `json:"bytes"`     // the blob's size
+	Transport string `json:"transport"` // what the nodes and the bare stream ran on (Options.Transport)
 
 	// EndToEnd is node B fetching the blob from node A in one sync round
 	// (node.Node.SyncPeer): the exchange that brings the snapshot event,
@@ -42,7 +43,8 @@ type BlobResult struct {
 	BytesReceived   int64   `json:"bytes_received"` // blob bytes B's /metrics counted in that round: the file and the listing
 
 	// Libp2p is the same bytes on one stream between two plain go-libp2p
-	// hosts (default transports and security, TCP on 127.0.0.1), written
+	// hosts (default security and muxers, on 127.0.0.1 over the
+	// measurement's transport), written
 	// in chunks of protocol.BlobChunk and read into a buffer of that size.
 	Libp2p float64 `json:"libp2p_mbps"`
 	// Disk is writing the same bytes to a new file in the nodes' folder,
@@ -61,6 +63,9 @@ type BlobResult struct {
 	// with no blob wanted. FirstCopyRatio is its rate over the slower limit.
 	FirstCopySeconds float64 `json:"first_copy_seconds"`
 	FirstCopyRatio   float64 `json:"first_copy_ratio"`
+	// FirstCopyOfLibp2p is the first copy's rate over the bare libp2p
+	// stream of the same transport alone.
+	FirstCopyOfLibp2p float64 `json:"first_copy_of_libp2p"`
 	// Import is node A's store taking that capsule folder (Store.Import);
 	// Copy is copying the same folder file by file with an fsync of each
 	// file and folder, as cp -r and sync do. ImportRatio is Copy over
@@ -85,7 +90,7 @@ func Blob(ctx context.Context, size int64, opt Options) (res BlobResult, err err
 	if size <= 0 || size > MaxBlobSize {
 		return res, fmt.Errorf("bench blob: size %d: want 1 byte to %d", size, int64(MaxBlobSize))
 	}
-	res.Bytes = size
+	res.Bytes, res.Transport = size, opt.transportName()
 	dir, err := opt.tempDir("blob")
 	if err != nil {
 		return res, err
@@ -94,7 +99,7 @@ func Blob(ctx context.Context, size int64, opt Options) (res BlobResult, err err
 	data := make([]byte, size)
 	rand.NewChaCha8([32]byte{'t', 'e', 'r', 'n'}).Read(data)
 
-	if res.Libp2p, err = libp2pRate(ctx, data); err != nil {
+	if res.Libp2p, err = libp2pRate(ctx, data, opt.listen()); err != nil {
 		return res, fmt.Errorf("bench blob: bare libp2p: %w", err)
 	}
 	if res.Disk, err = diskRate(dir, data); err != nil {
@@ -111,7 +116,8 @@ func Blob(ctx context.Context, size int64, opt Options) (res BlobResult, err err
 		res.Limit, res.Ratio = "disk", res.EndToEnd/res.Disk
 	}
 	limit := min(res.Disk, res.Libp2p)
-	res.FirstCopyRatio = rate(size, time.Duration(res.FirstCopySeconds*float64(time.Second))) / limit
+	firstCopy := rate(size, time.Duration(res.FirstCopySeconds*float64(time.Second)))
+	res.FirstCopyRatio, res.FirstCopyOfLibp2p = firstCopy/limit, firstCopy/res.Libp2p
 	res.ImportRatio = res.CopySeconds / res.ImportSeconds
 	return res, nil
 }
@@ -130,11 +136,11 @@ func nodesBlob(ctx context.Context, dir string, data []byte, sha256Hex string, r
 	if err := os.WriteFile(filepath.Join(ws, "blob.bin"), data, 0o644); err != nil {
 		return err
 	}
-	a, err := startNode(home(dir, 0), idleInterval, opt.log())
+	a, err := startNode(home(dir, 0), idleInterval, opt)
 	if err != nil {
 		return err
 	}
-	b, err := startNode(home(dir, 1), idleInterval, opt.log())
+	b, err := startNode(home(dir, 1), idleInterval, opt)
 	if err != nil {
 		a.Close()
 		return err
@@ -303,15 +309,15 @@ func copyTree(src, dst string) error {
 const benchProtocol = protocol.ID("/tern-bench/stream/1.0.0")
 
 // libp2pRate streams data from one plain libp2p host to another on
-// 127.0.0.1 and returns MB/s, from opening the stream to the receiver
-// reading the last byte. Connecting is not timed.
-func libp2pRate(ctx context.Context, data []byte) (float64, error) {
-	src, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+// 127.0.0.1, both listening on listen, and returns MB/s, from opening the
+// stream to the receiver reading the last byte. Connecting is not timed.
+func libp2pRate(ctx context.Context, data []byte, listen string) (float64, error) {
+	src, err := libp2p.New(libp2p.ListenAddrStrings(listen))
 	if err != nil {
 		return 0, err
 	}
 	defer src.Close()
-	dst, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	dst, err := libp2p.New(libp2p.ListenAddrStrings(listen))
 	if err != nil {
 		return 0, err
 	}

@@ -81,7 +81,7 @@ func catchUp(ctx context.Context, dir string, events int, res *CatchUpResult, op
 	if err != nil {
 		return err
 	}
-	a, err := startNode(home(dir, 0), idleInterval, opt.log())
+	a, err := startNode(home(dir, 0), idleInterval, opt)
 	if err != nil {
 		return err
 	}
@@ -145,7 +145,7 @@ func catchUp(ctx context.Context, dir string, events int, res *CatchUpResult, op
 	ctx, cancel := context.WithTimeout(ctx, CatchUpTimeout)
 	defer cancel()
 	start := time.Now()
-	if b, err = startNode(homeB, idleInterval, opt.log()); err != nil {
+	if b, err = startNode(homeB, idleInterval, opt); err != nil {
 		return err
 	}
 	err = poll(ctx, 10*time.Millisecond, func() (bool, error) {

@@ -47,11 +47,11 @@ func Latency(ctx context.Context, size int64, opt Options) (res LatencyResult, e
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	a, err := startNode(home(dir, 0), idleInterval, opt.log())
+	a, err := startNode(home(dir, 0), idleInterval, opt)
 	if err != nil {
 		return res, err
 	}
-	b, err := startNode(home(dir, 1), idleInterval, opt.log())
+	b, err := startNode(home(dir, 1), idleInterval, opt)
 	if err != nil {
 		a.Close()
 		return res, err

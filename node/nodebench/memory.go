@@ -102,7 +102,7 @@ func idleMemory(ctx context.Context, dir string, capsules int, res *MemoryResult
 	if err != nil {
 		return err
 	}
-	p, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"))
+	p, err := libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings(opt.listen()))
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func idleMemory(ctx context.Context, dir string, capsules int, res *MemoryResult
 	protocol.HandleSync(p, nothing{}, opt.log())
 
 	base := sample()
-	n, err := startNode(h, idleInterval, opt.log())
+	n, err := startNode(h, idleInterval, opt)
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func alikeRound(ctx context.Context, dir string, n *node.Node, res *MemoryResult
 	if err := node.CopyHome(filepath.Join(home(dir, 0), node.CapsulesDir), filepath.Join(h, node.CapsulesDir)); err != nil {
 		return err
 	}
-	m, err := startNode(h, idleInterval, opt.log())
+	m, err := startNode(h, idleInterval, opt)
 	if err != nil {
 		return err
 	}

@@ -61,10 +61,10 @@ func Migrate(ctx context.Context, opt MigrateOptions) (res MigrateResult, err er
 	defer os.RemoveAll(dir)
 	var a, b, c *node.Node
 	defer func() { closeAll(&err, a, b, c) }()
-	if a, err = startNode(home(dir, 0), idleInterval, opt.log()); err != nil {
+	if a, err = startNode(home(dir, 0), idleInterval, opt.Options); err != nil {
 		return res, err
 	}
-	if b, err = startNode(home(dir, 1), idleInterval, opt.log()); err != nil {
+	if b, err = startNode(home(dir, 1), idleInterval, opt.Options); err != nil {
 		return res, err
 	}
 	if err = pair(a, b); err != nil {
@@ -99,7 +99,7 @@ func Migrate(ctx context.Context, opt MigrateOptions) (res MigrateResult, err er
 	}
 	res.MedianPhases = medianPhases(phases)
 
-	if c, err = startNode(home(dir, 2), idleInterval, opt.log()); err != nil {
+	if c, err = startNode(home(dir, 2), idleInterval, opt.Options); err != nil {
 		return res, err
 	}
 	if err = pair(holder, c); err != nil {
@@ -121,7 +121,7 @@ func Migrate(ctx context.Context, opt MigrateOptions) (res MigrateResult, err er
 	res.ColdMBps = rate(out.Bytes, time.Since(start))
 	data := make([]byte, min(out.Bytes, 256<<20))
 	rand.Read(data)
-	if res.Libp2pMBps, err = libp2pRate(ctx, data); err != nil {
+	if res.Libp2pMBps, err = libp2pRate(ctx, data, opt.listen()); err != nil {
 		return res, err
 	}
 	res.ColdRatio = res.ColdMBps / res.Libp2pMBps

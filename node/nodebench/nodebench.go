@@ -26,6 +26,29 @@ type Options struct {
 	Dir string
 	// Log receives the nodes' logs. Default: discarded.
 	Log *slog.Logger
+	// Transport is what the nodes, and the bare libp2p stream they are
+	// measured against, listen on: "tcp" (the default) or "quic", one
+	// only, so that it is the one used.
+	Transport string
+}
+
+// Transports are the names Options.Transport takes.
+var Transports = []string{"tcp", "quic"}
+
+// transportName names the measurement's transport: "tcp" or "quic".
+func (o Options) transportName() string {
+	if o.Transport == "quic" {
+		return "quic"
+	}
+	return "tcp"
+}
+
+// listen is the multiaddr a node or host of the measurement listens on.
+func (o Options) listen() string {
+	if o.Transport == "quic" {
+		return "/ip4/127.0.0.1/udp/0/quic-v1"
+	}
+	return "/ip4/127.0.0.1/tcp/0"
 }
 
 func (o Options) log() *slog.Logger {
@@ -49,10 +72,10 @@ func (o Options) tempDir(what string) (string, error) {
 // runs during it.
 const idleInterval = time.Hour
 
-// startNode runs a node from home on a free TCP port of 127.0.0.1, without
-// LAN discovery.
-func startNode(home string, interval time.Duration, log *slog.Logger) (*node.Node, error) {
-	n, err := node.Start(home, node.Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: interval}, log)
+// startNode runs a node from home on a free port of 127.0.0.1 on
+// opt.Transport, without LAN discovery.
+func startNode(home string, interval time.Duration, opt Options) (*node.Node, error) {
+	n, err := node.Start(home, node.Config{Listen: []string{opt.listen()}, NoMDNS: true, SyncInterval: interval}, opt.log())
 	if err != nil {
 		return nil, fmt.Errorf("start a node in %s: %w", home, err)
 	}

@@ -71,7 +71,7 @@ func partition(ctx context.Context, dir string, count int, res *PartitionResult,
 	var all []*node.Node
 	defer func() { closeAll(&err, all...) }()
 	for i := range count {
-		n, err := startNode(home(dir, i), 30*time.Second, opt.log())
+		n, err := startNode(home(dir, i), 30*time.Second, opt)
 		if err != nil {
 			return err
 		}
