@@ -9,12 +9,30 @@ import "fmt"
 // stops the runtime and records the agent as retired to that holder. So a
 // node that ran the agent alone under an epoch that had ended (a home
 // restored from an old backup) stops within one exchange of meeting any
-// peer that knows better, not only at its next start.
+// peer that knows better, not only at its next start. A machine in any
+// other state asks too, once per peer in each life: an answer that shows
+// an epoch this node decided and its record lacks means its registry was
+// restored from an older copy, and it relearns it (see Step, MsgTell).
 func (m *Machine) Connected(peer string) {
-	if m.lost || m.ask.on || m.rec.State != Active || m.peerIndex(peer) < 0 {
+	i := m.peerIndex(peer)
+	if m.lost || m.ask.on || i < 0 {
 		return // relearning or checking at start ask every peer anyway
 	}
+	m.contacted = resize2(m.contacted, len(m.cfg.Peers))
+	if m.rec.State != Active && m.contacted[i] {
+		return
+	}
+	m.contacted[i] = true
 	m.send(Message{Type: MsgAsk, To: peer, Nonce: m.cfg.Incarnation})
+}
+
+// resize2 returns s with length n, keeping what it holds (false past its
+// old length).
+func resize2(s []bool, n int) []bool {
+	for len(s) < n {
+		s = append(s, false)
+	}
+	return s[:n]
 }
 
 // learn takes what one peer told this node outside an asking round (an

@@ -208,3 +208,33 @@ func TestTheAgentRunsOnlyOnceItsPromotionSucceeded(t *testing.T) {
 		}
 	})
 }
+
+// A node whose registry is restored from a copy older than what it
+// decided learns so from the first peer that knows: that peer knows it as
+// the holder of an epoch above its highest. It relearns its registry from
+// every peer, as after a lost one, and takes the agent back as the holder
+// it was.
+func TestARegistryRestoredFromAnOlderCopyIsRelearntFromThePeers(t *testing.T) {
+	n := newNet(t, "a", "b")
+	b := n.node("b")
+	backup := n.record("b") // b knows of the agent, held by a
+	n.migrate("a", "b")
+	n.settle(100)
+	if n.runner() != "b" {
+		t.Fatalf("runner %q after the move", n.runner())
+	}
+	n.crash(b, false)
+	if err := b.reg.Save(testAgent, backup); err != nil {
+		t.Fatal(err)
+	}
+	n.start(b)
+	b.m.Connected("a")
+	n.apply(b)
+	n.settle(100)
+	if !n.saw(EvRegistryLost) || !n.saw(EvRelearned) {
+		t.Fatal("b did not learn that its registry was behind")
+	}
+	if rec := n.record("b"); n.runner() != "b" || rec.State != Active || rec.Epoch != 2 {
+		t.Fatalf("after relearning: runner %q, b's record %+v", n.runner(), rec)
+	}
+}

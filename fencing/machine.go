@@ -107,6 +107,8 @@ type Machine struct {
 	// waits for it, and it is asked again every Retry ticks.
 	promoting bool
 	promoteIn int
+	// contacted: by peer index, Connected asked that peer in this life.
+	contacted []bool
 	files     []File // what the promotion makes this node's
 	ask       asking
 	ovr       override
@@ -222,6 +224,7 @@ func (m *Machine) SetPeers(peers []string) error {
 		return fmt.Errorf("fencing: %s on %s: set peers while resolving: %w", m.cfg.Agent, m.cfg.Self, ErrBusy)
 	}
 	m.cfg = cfg
+	m.contacted = m.contacted[:0] // the peers' indexes changed
 	return nil
 }
 

@@ -89,6 +89,10 @@ func (m *Machine) onAsk(msg *Message) {
 
 func (m *Machine) onTell(msg *Message) {
 	a := &m.ask
+	if !m.lost && msg.Nonce == m.cfg.Incarnation && m.rolledBack(msg) {
+		m.forget(fmt.Errorf("%s knows of epoch %d, which this node activated or proposed and its registry does not hold: the registry was restored from an older copy; relearning it: %w", msg.From, max(msg.Info.Holder.Epoch, msg.Info.Epoch), ErrRegistryLost))
+		return
+	}
 	if !a.on {
 		m.learn(msg) // the answer to Connected's question
 		return
@@ -110,6 +114,33 @@ func (m *Machine) onTell(msg *Message) {
 	case a.purpose == askRelearn && heldDespiteLost(a):
 		m.finishAsking()
 	}
+}
+
+// rolledBack reports whether a peer's answer shows that this node decided
+// or proposed an epoch its record does not know: it knows this node as
+// the holder of an epoch above this node's highest, or stages such an
+// epoch from this node. A record only moves forward, so this node's
+// registry was restored from an older copy (a home restored from a
+// backup).
+func (m *Machine) rolledBack(t *Message) bool {
+	r, self := &m.rec, m.cfg.Self
+	i := &t.Info
+	return i.Known && (i.Holder.Peer == self && i.Holder.Epoch > r.Highest ||
+		i.State == Staging && i.Peer == self && i.Epoch > r.Highest)
+}
+
+// forget makes a node whose registry turned out older than what it had
+// decided relearn it from every peer, as a node that lost its registry
+// does: it stops, runs nothing and answers unknown until every peer has
+// answered (EvRegistryLost, then EvRelearned).
+func (m *Machine) forget(why error) {
+	m.setRunning(false)
+	m.tl, m.src, m.tgt, m.ovr = tail{}, migration{}, staging{have: m.tgt.have}, override{answered: m.ovr.answered[:0]}
+	m.promoting, m.files = false, nil
+	m.lost = true
+	m.clearStaging()
+	m.event(EvRegistryLost, 0, "", why)
+	m.startAsking(askRelearn)
 }
 
 // heldDespiteLost reports whether a relearning node may finish although

@@ -183,6 +183,8 @@ func (r *Runner) checkHost(h *host) {
 	case r.violated || !h.up:
 	case h.stagedOK != 0 && h.saved.State != fencing.Staging:
 		r.violation("%s has files in its staging area while %v", h.id, h.saved.State)
+	case h.running && h.m.Tailing():
+		r.violation("%s runs the agent in the tail of a migration", h.id)
 	case h.paused || h.saved.State != fencing.Frozen:
 	case h.m.State() != fencing.Frozen || !h.m.Resolving():
 		r.violation("%s is frozen with no migration in progress", h.id)

@@ -22,14 +22,24 @@ const (
 	FaultPause                           // pause a node for long, then wake it stale
 	FaultReplay                          // deliver an old message again, much later
 	FaultCorrupt                         // flip a byte of a transferred file
+	FaultTail                            // the tail of a migration fails: the target cannot take the last events
+	FaultRestore                         // a node comes back from a crash with an old backup of its registry
 	numFaults         = iota
 )
 
-// AllFaults is every fault kind; the default.
-const AllFaults Faults = 1<<numFaults - 1
+// AllFaults is every fault kind but FaultRestore; the default.
+//
+// FaultRestore is asked for by name. A registry restored from an older
+// copy forgets epochs the node decided or saw since, and the simulator
+// finds runs where that lets an epoch be activated twice or leaves no node
+// holding the agent: the one fault epochs cannot see (docs/MIGRATION.md).
+// tern stops a restored node that meets a peer knowing better, and
+// relearns a registry a peer shows to be behind; nothing yet makes every
+// restore visible (see MIGRATION.md, "A home restored from a backup").
+const AllFaults Faults = (1<<numFaults - 1) &^ FaultRestore
 
 var faultNames = [numFaults]string{"drop", "dup", "reorder", "delay", "partition", "oneway",
-	"crash", "lose", "pause", "replay", "corrupt"}
+	"crash", "lose", "pause", "replay", "corrupt", "tail", "restore"}
 
 // FaultNames lists the names ParseFaults accepts, in order.
 func FaultNames() []string { return faultNames[:] }
@@ -41,6 +51,8 @@ func ParseFaults(s string) (Faults, error) {
 	switch s {
 	case "all", "":
 		return AllFaults, nil
+	case "every":
+		return AllFaults | FaultRestore, nil
 	case "none":
 		return 0, nil
 	}
@@ -49,7 +61,7 @@ func ParseFaults(s string) (Faults, error) {
 		name = strings.TrimSpace(name)
 		i := indexOf(faultNames[:], name)
 		if i < 0 {
-			return 0, fmt.Errorf("unknown fault %q; known: %s, all, none", name, strings.Join(faultNames[:], ","))
+			return 0, fmt.Errorf("unknown fault %q; known: %s, all (all but restore), every, none", name, strings.Join(faultNames[:], ","))
 		}
 		f |= 1 << i
 	}
@@ -90,11 +102,13 @@ type Settings struct {
 	Jitter                                  int // extra latency, 0..Jitter ticks
 	Partitions, OneWay                      int
 	Crashes, LostRegistries, Pauses         int
+	TailFail                                float64 // a migration's tail fails
+	Restores                                int     // nodes restored from an old backup of their registry
 }
 
 func (s Settings) String() string {
-	return fmt.Sprintf("drop=%.3f dup=%.3f jitter=%d delay=%.3f partitions=%d oneway=%d crashes=%d lost_registries=%d pauses=%d replay=%.3f corrupt=%.3f",
-		s.Drop, s.Duplicate, s.Jitter, s.Delay, s.Partitions, s.OneWay, s.Crashes, s.LostRegistries, s.Pauses, s.Replay, s.Corrupt)
+	return fmt.Sprintf("drop=%.3f dup=%.3f jitter=%d delay=%.3f partitions=%d oneway=%d crashes=%d lost_registries=%d pauses=%d replay=%.3f corrupt=%.3f tail=%.3f restores=%d",
+		s.Drop, s.Duplicate, s.Jitter, s.Delay, s.Partitions, s.OneWay, s.Crashes, s.LostRegistries, s.Pauses, s.Replay, s.Corrupt, s.TailFail, s.Restores)
 }
 
 // DeriveSettings draws the fault settings of a run from rng. Each enabled fault is
@@ -129,5 +143,7 @@ func DeriveSettings(rng *rand.Rand, f Faults) Settings {
 	s.Pauses = n(FaultPause, 3)
 	s.Replay = p(FaultReplay, 0.08)
 	s.Corrupt = p(FaultCorrupt, 0.1)
+	s.TailFail = p(FaultTail, 0.3)
+	s.Restores = n(FaultRestore, 2)
 	return s
 }

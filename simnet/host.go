@@ -28,6 +28,15 @@ type host struct {
 	stagedOK uint8    // bit i: file i is in the staging area
 	migVers  versions // the capsule of the migration it started last
 
+	tailFiles []fencing.File // what the migration in its tail will propose
+	backup    savedRecord    // an old copy of its registry (evBackup)
+	hasBackup bool
+	// restored: it came back from a crash with its old backup, and may run
+	// the agent under an epoch that had ended (the one fault epochs cannot
+	// see while it is alone) until it meets a peer that knows better;
+	// staleRun: it does so now. Neither counts as a second runner.
+	restored, staleRun bool
+
 	deferred []int32         // messages that arrived while paused
 	lastProp fencing.Message // the last propose it sent, for a stale wake-up
 	lastAct  fencing.Message // the last activate it sent
@@ -58,6 +67,8 @@ func (h *host) reset() {
 	h.saved.reset()
 	h.nextTick = -1
 	h.up, h.paused, h.running, h.lost = true, false, false, false
+	h.tailFiles, h.hasBackup, h.restored, h.staleRun = nil, false, false, false
+	h.backup.reset()
 	h.lostAt = -1
 	h.store, h.staged, h.stagedOK, h.migVers = versions{}, versions{}, 0, versions{}
 	h.deferred = h.deferred[:0]
@@ -82,6 +93,12 @@ func (h *host) String() string {
 	}
 	if h.running {
 		s += " running"
+	}
+	if h.staleRun {
+		s += " (stale, restored from a backup)"
+	}
+	if h.m != nil && h.m.Tailing() {
+		s += " tailing"
 	}
 	return s
 }
@@ -161,9 +178,15 @@ func (r *Runner) apply(h *host) {
 			}
 			switch ev.Kind {
 			case fencing.EvRegistryLost:
+				// At a start without its registry, or once a peer showed that
+				// its registry was restored from an older copy: it relearns,
+				// and its next record replaces what the file holds.
 				h.lost = true
+				h.saved.reset()
 			case fencing.EvRelearned:
-				h.lost = false
+				h.lost, h.restored = false, false
+			case fencing.EvSteppedDown, fencing.EvActivated:
+				h.restored = false
 			case fencing.EvOverride:
 				if h.saved.State == fencing.Active {
 					// The operator restarts the agent from this node's copy
@@ -210,6 +233,23 @@ func (r *Runner) setRunning(h *host, on bool) {
 		return
 	}
 	h.running = on
+	if !on && h.staleRun {
+		h.staleRun = false
+		if r.trace != nil {
+			r.tracef("%s stops running its stale epoch", h.id)
+		}
+		return
+	}
+	if on && h.restored && h.saved.Epoch < r.chk.MaxActivated() {
+		// Restored from a backup and alone: the one fault epochs cannot
+		// see. It must stop once it meets a peer that knows better; at
+		// quiescence it may not run.
+		h.staleRun = true
+		if r.trace != nil {
+			r.tracef("%s, restored from a backup, runs epoch %d alone (newest activated %d)", h.id, h.saved.Epoch, r.chk.MaxActivated())
+		}
+		return
+	}
 	if !on {
 		r.runners--
 		if r.trace != nil {
@@ -253,10 +293,11 @@ func (r *Runner) deliver(h *host, i int32) {
 	r.apply(h)
 }
 
-func (r *Runner) crash(h *host, loseRegistry bool) {
+func (r *Runner) crash(h *host, loseRegistry, restore bool) {
 	if !h.up {
 		return
 	}
+	restore = restore && h.hasBackup
 	if loseRegistry {
 		lost := 0
 		for _, o := range r.hosts {
@@ -281,9 +322,29 @@ func (r *Runner) crash(h *host, loseRegistry bool) {
 		h.saved.reset()
 		h.lost, h.lostAt = true, r.now
 	}
-	if !r.healed {
+	if restore {
+		// Its home comes back from the backup: the registry forgets what
+		// it decided since, and so does the checker (no registry holds
+		// it any more); an epoch activated anywhere stays activated.
+		if err := h.reg.Save(AgentID, h.backup.Record); err != nil {
+			r.violation("restore %s: %v", h.id, err)
+			return
+		}
+		h.saved.copyFrom(&h.backup.Record)
+		h.lost, h.restored = false, true
+		h.stagedOK = 0 // the staging area is the backup's: empty at the epochs it knows
+		r.chk.Forget(h.idx)
+		r.fail(r.chk.Boot(h.idx, &h.saved.Record, r.now))
+		if r.trace != nil {
+			r.tracef("%s's home is restored from its backup: %v e%d highest %d", h.id, h.saved.State, h.saved.Epoch, h.saved.Highest)
+		}
+	}
+	if !r.healed && !restore {
 		r.schedule(r.now+int64(downMin+r.rng.IntN(downMax-downMin+1)), evRestart, int32(h.idx), 0)
 	}
+	// A restored home comes back when the faults end: the person restored
+	// it, then reconnected it (docs/MIGRATION.md: alone, a restored node
+	// runs under its old epoch, the one fault epochs cannot see).
 }
 
 func (r *Runner) restart(h *host) {
@@ -294,6 +355,7 @@ func (r *Runner) restart(h *host) {
 		r.tracef("%s restarts", h.id)
 	}
 	r.boot(h)
+	r.connectAll(h)
 }
 
 func (r *Runner) pause(h *host) {
@@ -343,6 +405,7 @@ func (r *Runner) wake(h *host) {
 		r.deliver(h, i)
 	}
 	h.deferred = q[:0]
+	r.connectAll(h)
 }
 
 func (r *Runner) heal() {
@@ -363,6 +426,9 @@ func (r *Runner) heal() {
 		if h.paused {
 			r.wake(h)
 		}
+	}
+	for _, h := range r.hosts {
+		r.connectAll(h)
 	}
 }
 

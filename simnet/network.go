@@ -151,6 +151,9 @@ func (r *Runner) repair(i int) {
 	if r.trace != nil {
 		r.tracef("partition %d repaired", i)
 	}
+	for _, h := range r.hosts {
+		r.connectAll(h)
+	}
 }
 
 func (r *Runner) applyPartition(p *partition, d int) {

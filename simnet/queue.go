@@ -4,13 +4,15 @@ package simnet
 const (
 	evDeliver   = iota // deliver message arg to node
 	evCommand          // the user asks the runner to migrate
-	evCrash            // crash node; arg 1: it loses its registry
+	evCrash            // crash node; arg 1: it loses its registry; arg 2: it comes back with its backup
 	evRestart          // restart node
 	evPause            // pause node
 	evWake             // wake node
 	evPartition        // start a partition; arg 1: one way
 	evRepair           // end partition arg
 	evHeal             // end every fault
+	evTail             // the tail of node's migration to arg ends: propose, or give up
+	evBackup           // back node's registry up (a later crash with arg 2 restores it)
 )
 
 // event is one thing that happens in a run, ordered by time, then by the

@@ -1,6 +1,7 @@
 package simnet
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -39,8 +40,8 @@ func (o Options) Check() error {
 		return fmt.Errorf("nodes: %d, want 2 to %d", o.Nodes, MaxNodes)
 	case o.Migrations < 0:
 		return fmt.Errorf("migrations: %d, want at least 1", o.Migrations)
-	case o.Faults&^AllFaults != 0:
-		return fmt.Errorf("faults: unknown bits %b", o.Faults&^AllFaults)
+	case o.Faults&^(AllFaults|FaultRestore) != 0:
+		return fmt.Errorf("faults: unknown bits %b", o.Faults&^(AllFaults|FaultRestore))
 	case o.Flaw > flaws.FlawRetireWithoutCompare:
 		return fmt.Errorf("flaw: unknown %d", o.Flaw)
 	}
@@ -75,7 +76,7 @@ func (r *Result) Failed() bool { return r.Violation != "" }
 
 // Timing of the model, in ticks.
 const (
-	migrationGapMin = 6   // between migration commands
+	migrationGapMin = 10  // between migration commands (a move without faults takes up to 9 with its tail)
 	migrationGapMax = 40  //
 	longDelayMin    = 20  // a delayed message
 	longDelayMax    = 140 //
@@ -90,6 +91,7 @@ const (
 	maxOperator     = 4   // operator overrides per run
 	maxLost         = 2   // registries lost at once
 	historySize     = 64  // old messages kept for replay
+	tailMax         = 3   // the tail of a migration lasts 1 to tailMax ticks
 )
 
 // timing is the fencing timing the simulated nodes use.
@@ -212,6 +214,11 @@ func (r *Runner) start() {
 	}
 	for i := 0; i < r.set.Pauses; i++ {
 		r.plan(at(), evPause, int32(r.rng.IntN(n)), 0)
+	}
+	for i := 0; i < r.set.Restores; i++ {
+		node, backup := int32(r.rng.IntN(n)), at()
+		r.plan(backup, evBackup, node, 0)
+		r.plan(backup+1+r.rng.Int64N(max(1, end-backup)), evCrash, node, 2) // before the heal
 	}
 	for i, h := range r.hosts {
 		rec := fencing.Joined(fencing.Holder{Peer: r.hosts[0].id, Epoch: 1})
@@ -365,7 +372,7 @@ func (r *Runner) handle(e *event) {
 	case evCommand:
 		r.command()
 	case evCrash:
-		r.crash(h, e.arg == 1)
+		r.crash(h, e.arg == 1, e.arg == 2)
 	case evRestart:
 		r.restart(h)
 	case evPause:
@@ -378,6 +385,10 @@ func (r *Runner) handle(e *event) {
 		r.repair(int(e.arg))
 	case evHeal:
 		r.heal()
+	case evTail:
+		r.endTail(h, r.hosts[e.arg])
+	case evBackup:
+		r.backUp(h)
 	}
 }
 
@@ -414,12 +425,88 @@ func (r *Runner) command() {
 		r.tracef("command: migrate %s -> %s", src.id, dst.id)
 	}
 	r.input(src)
-	if err := src.m.Migrate(dst.id, files); err != nil {
-		r.violation("migrate %s -> %s: %v", src.id, dst.id, err)
+	if err := src.m.Freeze(dst.id); err != nil {
+		r.violation("freeze %s for %s: %v", src.id, dst.id, err)
 		return
 	}
+	src.tailFiles = files
 	r.res.Migrations++
 	r.apply(src)
+	// The tail: the target takes what was written during the warm
+	// transfer, for a while, while anything may happen.
+	r.schedule(r.now+1+int64(r.rng.IntN(tailMax)), evTail, int32(src.idx), int32(dst.idx))
+}
+
+// endTail ends the tail of src's migration to dst: it proposes, or gives
+// up if the target cannot take the last events (down, cut off, or a tail
+// fault). Nothing happens if src is no longer in that tail (it crashed,
+// or the machine gave the tail up on its own).
+func (r *Runner) endTail(src, dst *host) {
+	if !src.up || src.paused || !src.m.Tailing() {
+		return
+	}
+	n := len(r.hosts)
+	why := ""
+	switch {
+	case !dst.up || dst.paused:
+		why = "the target is not there"
+	case r.cut[src.idx*n+dst.idx] > 0 || r.cut[dst.idx*n+src.idx] > 0:
+		why = "the link to the target is cut"
+	case r.rng.Float64() < r.set.TailFail:
+		why = "the target could not take the last events"
+	}
+	if r.trace != nil {
+		r.tracef("tail %s -> %s ends: %s", src.id, dst.id, map[bool]string{true: "propose", false: "give up: " + why}[why == ""])
+	}
+	r.input(src)
+	if why != "" {
+		src.m.Unfreeze(errors.New(why))
+	} else if err := src.m.Migrate(dst.id, src.tailFiles); err != nil {
+		r.violation("migrate %s -> %s after the tail: %v", src.id, dst.id, err)
+		return
+	}
+	r.apply(src)
+}
+
+// backUp copies h's registry aside, as a backup of its home would.
+func (r *Runner) backUp(h *host) {
+	if !h.up || h.lost {
+		return
+	}
+	h.backup.copyFrom(&h.saved.Record)
+	h.hasBackup = true
+	if r.trace != nil {
+		r.tracef("%s's registry is backed up: %v e%d highest %d", h.id, h.saved.State, h.saved.Epoch, h.saved.Highest)
+	}
+}
+
+// connect tells a and b that they reach each other again (a link or a
+// node came back): each machine that holds the agent asks the other
+// what it knows (fencing.Machine.Connected).
+func (r *Runner) connect(a, b *host) {
+	n := len(r.hosts)
+	if a == b || !a.up || !b.up || a.paused || b.paused || r.cut[a.idx*n+b.idx] > 0 || r.cut[b.idx*n+a.idx] > 0 {
+		return
+	}
+	for _, h := range [2]*host{a, b} {
+		o := a
+		if h == a {
+			o = b
+		}
+		r.input(h)
+		h.m.Connected(o.id)
+		r.apply(h)
+		if r.violated {
+			return
+		}
+	}
+}
+
+// connectAll connects h with every other node it reaches.
+func (r *Runner) connectAll(h *host) {
+	for _, o := range r.hosts {
+		r.connect(h, o)
+	}
 }
 
 // mix folds one step into the trace hash.

@@ -78,6 +78,7 @@ func TestOtherShapesKeepTheInvariant(t *testing.T) {
 		{"two nodes migrate back and forth", Options{Nodes: 2, Migrations: 20, Faults: AllFaults}},
 		{"five nodes migrate in chains", Options{Nodes: 5, Migrations: 30, Faults: AllFaults}},
 		{"only lost registries and stale wake-ups", Options{Nodes: 3, Migrations: 20, Faults: FaultLoseRegistry | FaultPause | FaultReplay}},
+		{"tails that fail, with crashes, pauses and cuts during them", Options{Nodes: 3, Migrations: 20, Faults: FaultTail | FaultCrash | FaultPause | FaultPartition | FaultOneWay}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,5 +184,24 @@ func TestReplayCommandNamesEverythingThatShapesTheRun(t *testing.T) {
 	want := "tern simnet --seed 42 --nodes 4 --migrations 7 --faults drop,pause --flaw query-held-epoch --trace"
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// The tail of a move is where the source is frozen with nothing durable
+// yet: a tail that fails resumes the agent there at its epoch, one cut
+// short by a crash leaves it active to check with its peers, one a pause
+// outlasts is given up by the machine. In every batch, tails fail and
+// moves still commit.
+func TestTailsThatFailResumeTheSourceAndOthersCommit(t *testing.T) {
+	opt := Options{Nodes: 3, Migrations: 20, Faults: FaultTail}
+	s := RunBatch(1, 300, opt, 0)
+	if s.Violations > 0 {
+		t.Fatalf("%d violations: %s", s.Violations, s.Failures[0].Violation)
+	}
+	if s.Coverage[fencing.EvAbort] == 0 || s.Coverage[fencing.EvCommit] == 0 {
+		t.Fatalf("aborts %d, commits %d: want both", s.Coverage[fencing.EvAbort], s.Coverage[fencing.EvCommit])
+	}
+	if s.Coverage[fencing.EvFrozen] != int(s.Migrations) {
+		t.Fatalf("%d freezes for %d migrations", s.Coverage[fencing.EvFrozen], s.Migrations)
 	}
 }
