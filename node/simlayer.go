@@ -231,6 +231,17 @@ type simRun struct {
 	cuts     map[[2]int]int       // links cut, by how many partitions
 	moves    sync.WaitGroup       // migrations, overrides and replays in progress
 	active   atomic.Int32         // how many of them
+	// acked is every event the workload's appends were acknowledged
+	// with, in order: at rest each must be readable on every node (its
+	// content, should a heal have signed it again), unless it was written
+	// under an epoch that had ended.
+	acked []simAcked
+}
+
+// simAcked is one acknowledged append of the workload: its event, and the
+// text that makes its content unique.
+type simAcked struct {
+	node, id, text string
 }
 
 // simNode is one node of the run and what the run knows of it.
@@ -799,8 +810,9 @@ func (r *simRun) command() {
 // sometimes also changes a file of its workspace and snapshots it: new
 // blobs, which peers fetch and migrations carry.
 func (r *simRun) work(sn *simNode, what string) {
-	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": fmt.Sprintf("%s on %s at %d", what, sn.name, r.now())}}})
-	_, err := sn.n.Append(context.Background(), simnet.AgentID, []journal.Draft{{Type: "message", Session: "sim", Body: body}})
+	text := fmt.Sprintf("%s on %s at %d (#%d)", what, sn.name, r.now(), len(r.acked))
+	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": text}}})
+	evs, err := sn.n.Append(context.Background(), simnet.AgentID, []journal.Draft{{Type: "message", Session: "sim", Body: body}})
 	switch {
 	case errors.Is(err, ErrFrozen):
 		r.tracef("%s on %s refused: frozen", what, sn.name)
@@ -809,6 +821,7 @@ func (r *simRun) work(sn *simNode, what string) {
 		r.tracef("%s on %s failed: %v", what, sn.name, err)
 		return
 	}
+	r.acked = append(r.acked, simAcked{node: sn.name, id: evs[0].ID, text: text})
 	if what != "work" || r.rng.IntN(3) != 0 {
 		return
 	}
@@ -1115,7 +1128,40 @@ func (r *simRun) finalCheck() {
 				return
 			}
 		}
+		if what := r.unreadAcked(sn); what != "" {
+			r.violation("%s at rest: %s", sn.name, what)
+			return
+		}
 	}
+}
+
+// unreadAcked says which acknowledged append of the workload sn does not
+// read at rest ("" when it reads them all): neither the event nor a copy
+// of it that a heal signed again is on the readable view, and it was not
+// written under an epoch that had ended (which every node sets aside).
+func (r *simRun) unreadAcked(sn *simNode) string {
+	evs, err := sn.n.store.Events(simnet.AgentID, "")
+	if err != nil {
+		return err.Error()
+	}
+	view, _ := journal.Readable(evs)
+	read := make(map[string]bool, len(view))
+	for _, e := range view {
+		read[string(e.Body)] = true
+	}
+	why := journal.Quarantined(evs)
+	for _, a := range r.acked {
+		body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": a.text}}})
+		canon, _ := journal.Canonical(body)
+		if read[string(canon)] || why[a.id] == journal.AsideStaleEpoch {
+			continue
+		}
+		if _, held := why[a.id]; held {
+			return fmt.Sprintf("the append %q acknowledged on %s (%s) is not readable: %s", a.text, a.node, a.id, why[a.id])
+		}
+		return fmt.Sprintf("the append %q acknowledged on %s (%s) is not held", a.text, a.node, a.id)
+	}
+	return ""
 }
 
 // operate is the operator, called when the nodes have not settled long
