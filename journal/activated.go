@@ -106,16 +106,23 @@ func (eb epochBounds) touches(e *Event) bool {
 // its ancestors (a branch the machine wrote from an older state: a home
 // restored from a backup). Then what the machine's heals signed again of a
 // stale event is stale too, as the event was. chain is one machine's
-// events; nil when none is stale.
+// events, sorted by seq; nil when none is stale.
 func (eb epochBounds) staleIn(chain []*Event) map[string]bool {
 	if len(chain) == 0 || eb[chain[0].Machine] == nil {
 		return nil
 	}
 	ends := eb[chain[0].Machine]
+	// Another branch exists only where two events share a seq (chain is
+	// sorted by seq): without one, every event at or below a head is its
+	// ancestor, and the seq alone says (the common case, in one pass).
+	forked := false
+	for i := 1; i < len(chain) && !forked; i++ {
+		forked = chain[i].Seq == chain[i-1].Seq
+	}
 	var byID map[string]*Event
 	standing := map[uint64]map[string]bool{} // by epoch: the head an activation names and its ancestors
 	for epoch, end := range ends {
-		if end.id == "" {
+		if end.id == "" || !forked {
 			continue
 		}
 		if byID == nil {

@@ -12,6 +12,11 @@
 //     a time, resuming from $TERN_HOME/partial; transfers.go: the
 //     transfers in flight, both ways, that tern status lists.
 //   - gossip.go: one GossipSub topic per agent and its validator.
+//   - holders.go: the fencing machine of every agent the node holds, and
+//     what the node does for it (the registry, moves, the tail, the
+//     promotion, stepping down when a peer knows a newer activation);
+//     ownchain.go: taking this machine's own chain from the peers before
+//     signing, and healing a fork of it on contact.
 //   - store.go: the capsules under $TERN_HOME/capsules, opened on use and
 //     closed when idle; it answers the sync and blob protocols.
 //     quarantine.go keeps aside the events peers sent that did not check.
