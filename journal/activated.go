@@ -121,6 +121,7 @@ func (eb epochBounds) staleIn(chain []*Event) map[string]bool {
 	}
 	var byID map[string]*Event
 	standing := map[uint64]map[string]bool{} // by epoch: the head an activation names and its ancestors
+	reached := map[uint64]uint64{}           // by epoch: the lowest seq of that line held here
 	for epoch, end := range ends {
 		if end.id == "" || !forked {
 			continue
@@ -138,6 +139,7 @@ func (eb epochBounds) staleIn(chain []*Event) map[string]bool {
 		line := map[string]bool{}
 		for e := head; e != nil && !line[e.ID]; e = byID[e.Prev] {
 			line[e.ID] = true
+			reached[epoch] = e.Seq
 		}
 		standing[epoch] = line
 	}
@@ -147,7 +149,9 @@ func (eb epochBounds) staleIn(chain []*Event) map[string]bool {
 		if e.Epoch == 0 || !ok {
 			continue
 		}
-		if line := standing[e.Epoch]; e.Seq > end.seq || line != nil && !line[e.ID] {
+		// Below the lowest ancestor held here, a missing event keeps the
+		// line from being followed: those events are not judged by it.
+		if line := standing[e.Epoch]; e.Seq > end.seq || line != nil && !line[e.ID] && e.Seq >= reached[e.Epoch] {
 			if out == nil {
 				out = map[string]bool{}
 			}

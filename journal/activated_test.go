@@ -161,6 +161,18 @@ func TestARestoredHoldersBranchIsStaleAndTheEventsItHadWrittenReadOn(t *testing.
 			t.Fatalf("set aside %v, want only the event above seq 3", ids(aside))
 		}
 	})
+	t.Run("a copy missing an ancestor of the head judges nothing below it", func(t *testing.T) {
+		part := []*Event{s1, a3, act, r2, r3, r4} // a2 has not arrived
+		why := Quarantined(part)
+		if why[s1.ID] != "" {
+			t.Fatalf("s1, below the missing a2, is set aside as %s", why[s1.ID])
+		}
+		for _, e := range []*Event{r3, r4} {
+			if why[e.ID] != AsideStaleEpoch {
+				t.Fatalf("%s is %q, want %s", e.Body, why[e.ID], AsideStaleEpoch)
+			}
+		}
+	})
 	t.Run("what the old holder writes next at epoch 0 reads on", func(t *testing.T) {
 		edit := note(a3, 6, 0, `{"offline":true}`)
 		view, _ := Readable(append(slices.Clone(all), edit))

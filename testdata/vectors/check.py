@@ -621,7 +621,7 @@ def stale_ids(chain, bounds):
     had ended: at a nonzero epoch an activation ends, with a seq above
     where it ended, or, when the activation names that point by id and the
     chain holds an event with that id at that seq, not that event nor one
-    of its ancestors (by prev). Then what its heals signed again of a stale
+    of its ancestors (by prev) and at or above the lowest of those held. Then what its heals signed again of a stale
     event ("by" of a pair whose "id" is stale) is stale too, as often as
     that goes on. Offline edits (epoch 0) always stand otherwise."""
     by_id = {e.id: e for e in chain}
@@ -632,19 +632,22 @@ def stale_ids(chain, bounds):
         head = by_id.get(x)
         if head is None or head.seq != k:
             continue
-        line = set()
+        line, low = set(), head.seq
         e = head
         while e is not None and e.id not in line:
             line.add(e.id)
+            low = e.seq
             e = by_id.get(e.prev)
-        standing[epoch] = line
+        standing[epoch] = (line, low)
     out = set()
     for e in chain:
         b = bounds.get((e.machine, e.epoch))
         if e.epoch == 0 or b is None:
             continue
         line = standing.get(e.epoch)
-        if e.seq > b[0] or line is not None and e.id not in line:
+        # Below the lowest ancestor held, a missing event keeps the line
+        # from being followed: those events are not judged by it.
+        if e.seq > b[0] or line is not None and e.id not in line[0] and e.seq >= line[1]:
             out.add(e.id)
     changed = bool(out)
     while changed:
