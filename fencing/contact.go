@@ -18,21 +18,14 @@ func (m *Machine) Connected(peer string) {
 	if m.lost || m.ask.on || i < 0 {
 		return // relearning or checking at start ask every peer anyway
 	}
-	m.contacted = resize2(m.contacted, len(m.cfg.Peers))
+	for len(m.contacted) < len(m.cfg.Peers) {
+		m.contacted = append(m.contacted, false)
+	}
 	if m.rec.State != Active && m.contacted[i] {
 		return
 	}
 	m.contacted[i] = true
 	m.send(Message{Type: MsgAsk, To: peer, Nonce: m.cfg.Incarnation})
-}
-
-// resize2 returns s with length n, keeping what it holds (false past its
-// old length).
-func resize2(s []bool, n int) []bool {
-	for len(s) < n {
-		s = append(s, false)
-	}
-	return s[:n]
 }
 
 // learn takes what one peer told this node outside an asking round (an

@@ -109,9 +109,11 @@ type Machine struct {
 	promoteIn int
 	// contacted: by peer index, Connected asked that peer in this life.
 	contacted []bool
-	files     []File // what the promotion makes this node's
-	ask       asking
-	ovr       override
+	// signed: the newest epoch of an event this node signed (Signed).
+	signed uint64
+	files  []File // what the promotion makes this node's
+	ask    asking
+	ovr    override
 	// lastFence is the fence this node last accepted, so that a duplicate
 	// is answered the same way.
 	lastFence Holder
@@ -123,8 +125,11 @@ type Machine struct {
 // active asks every peer before running and steps down if one knows a newer
 // holder; frozen before the point of no return aborts and does the same;
 // frozen after it asks the target for its decision; staging refuses the
-// staged epoch and empties the staging area. The first Ready holds what to
-// do.
+// staged epoch and empties the staging area. In every state it asks every
+// peer what it knows, and takes no proposal and makes no decision until
+// they have answered (or Startup ticks have passed): an answer that shows
+// its registry is older than what it had decided makes it relearn the
+// registry. The first Ready holds what to do.
 func New(cfg Config, rec Record) (*Machine, error) {
 	m := new(Machine)
 	if err := m.Restart(cfg, rec); err != nil {
@@ -164,7 +169,15 @@ func (m *Machine) Restart(cfg Config, rec Record) error {
 		m.event(EvAbort, n, target, errRestartedFrozen)
 		m.startupCheck()
 	case Staging:
-		m.refuseStaging(errRestartedStaging)
+		// Refused once the peers have answered (finishAsking): until then
+		// this node's registry may be older than what it decided.
+		m.clearStaging()
+	}
+	if !m.ask.on {
+		// Whatever it holds, a node that starts asks every peer what it
+		// knows before it takes any proposal: an answer may show its
+		// registry is older than what it had decided (signed.go).
+		m.startupCheck()
 	}
 	return nil
 }

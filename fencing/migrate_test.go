@@ -363,6 +363,7 @@ func TestTheQueryAsksWhatWasDecided(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			m.Advance() // its startup ask
 			m.Step(Message{Type: MsgQuery, From: "a", To: "b", Agent: testAgent, Epoch: 2})
 			if d := m.Ready().Messages[0].Decision; d != tc.want {
 				t.Fatalf("answered %v, want %v", d, tc.want)

@@ -250,11 +250,21 @@ func TestARestartingNode(t *testing.T) {
 		rec   Record
 		check func(t *testing.T, m *Machine, rd Ready)
 	}{
-		{"staging refuses the staged epoch and empties staging",
+		{"staging empties staging, and refuses the staged epoch once the peers have answered",
 			Record{Highest: 2, State: Staging, Epoch: 2, Peer: "a", Prepared: true, Holder: Holder{"a", 1}},
 			func(t *testing.T, m *Machine, rd Ready) {
-				if !rd.ClearStaging || !rd.Persist || rd.Record.Decision(2) != Refused || rd.Record.State != None {
-					t.Errorf("Ready %+v: want staging cleared and refused(2) persisted", rd)
+				if !rd.ClearStaging || rd.Persist || len(rd.Messages) != 1 || rd.Messages[0].Type != MsgAsk {
+					t.Errorf("Ready %+v: want staging cleared and the startup ask, nothing persisted yet", rd)
+				}
+				m.Advance()
+				m.Step(Message{Type: MsgQuery, From: "a", To: "b", Agent: testAgent, Epoch: 2})
+				if rd := m.Ready(); rd.Persist || rd.Messages[0].Decision != Unknown {
+					t.Errorf("a query during the startup check: Ready %+v, want unknown and nothing recorded", rd)
+				}
+				m.Advance()
+				m.Step(Message{Type: MsgTell, From: "a", To: "b", Agent: testAgent, Nonce: 1, Highest: 2, Info: Info{Known: true, State: Frozen, Epoch: 1, Holder: Holder{"a", 1}}})
+				if rd := m.Ready(); !rd.Persist || rd.Record.Decision(2) != Refused || rd.Record.State != None {
+					t.Errorf("after the peers answered: Ready %+v, want refused(2) persisted", rd)
 				}
 			}},
 		{"frozen before the point of no return aborts, then asks before running",
@@ -264,11 +274,11 @@ func TestARestartingNode(t *testing.T) {
 					t.Errorf("Ready %+v: want active persisted, abort sent, not yet running", rd)
 				}
 			}},
-		{"frozen after the point of no return asks the target",
+		{"frozen after the point of no return asks the target, and what every peer knows",
 			Record{Highest: 2, State: Frozen, Epoch: 1, Peer: "a", Next: 2, Committing: true, Holder: Holder{"b", 1}, Decisions: []Decided{{1, Activated}}},
 			func(t *testing.T, m *Machine, rd Ready) {
-				if rd.Persist || len(rd.Messages) != 1 || rd.Messages[0].Type != MsgQuery || rd.Messages[0].Epoch != 2 {
-					t.Errorf("Ready %+v: want a query for epoch 2 and nothing else", rd)
+				if rd.Persist || len(rd.Messages) != 2 || rd.Messages[0].Type != MsgQuery || rd.Messages[0].Epoch != 2 || rd.Messages[1].Type != MsgAsk {
+					t.Errorf("Ready %+v: want a query for epoch 2, the startup ask, and nothing else", rd)
 				}
 			}},
 	}

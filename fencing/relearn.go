@@ -90,7 +90,8 @@ func (m *Machine) onAsk(msg *Message) {
 func (m *Machine) onTell(msg *Message) {
 	a := &m.ask
 	if !m.lost && msg.Nonce == m.cfg.Incarnation && m.rolledBack(msg) {
-		m.forget(fmt.Errorf("%s knows of epoch %d, which this node activated or proposed and its registry does not hold: the registry was restored from an older copy; relearning it: %w", msg.From, max(msg.Info.Holder.Epoch, msg.Info.Epoch), ErrRegistryLost))
+		m.forget(fmt.Errorf("%s knows of epoch %d, which this node activated or proposed and its registry does not hold: the registry was restored from an older copy; relearning it: %w",
+			msg.From, max(msg.Info.Holder.Epoch, msg.Info.Epoch), ErrRegistryLost))
 		return
 	}
 	if !a.on {
@@ -116,12 +117,11 @@ func (m *Machine) onTell(msg *Message) {
 	}
 }
 
-// rolledBack reports whether a peer's answer shows that this node decided
-// or proposed an epoch its record does not know: it knows this node as
-// the holder of an epoch above this node's highest, or stages such an
-// epoch from this node. A record only moves forward, so this node's
-// registry was restored from an older copy (a home restored from a
-// backup).
+// rolledBack reports whether a peer's answer shows that this node's record
+// has seen less than it had: the peer knows it as the holder of an epoch
+// above its highest, or stages such an epoch from it. A record only moves
+// forward, so this node's registry was restored from an older copy (a home
+// restored from a backup; see signed.go).
 func (m *Machine) rolledBack(t *Message) bool {
 	r, self := &m.rec, m.cfg.Self
 	i := &t.Info
@@ -211,8 +211,18 @@ func (m *Machine) finishAsking() {
 	a := m.ask
 	m.ask = asking{answered: a.answered[:0], tells: a.tells[:0], lost: a.lost[:0]}
 	fact, highest := newestFact(a.tells, a.answered)
+	if m.signed > 0 {
+		// This node signed events under that epoch: it held it.
+		highest = max(highest, m.signed)
+		if m.signed > fact.Epoch {
+			fact = Holder{m.cfg.Self, m.signed}
+		}
+	}
 	r := &m.rec
 	if a.purpose == askStartup {
+		if r.State == Staging && !m.tgt.on {
+			m.refuseStaging(errRestartedStaging) // restarted while staging
+		}
 		r.Highest = max(r.Highest, highest)
 		if fact.Epoch > r.Holder.Epoch {
 			r.Holder = fact

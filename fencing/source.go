@@ -152,6 +152,16 @@ func (m *Machine) onReply(msg *Message) {
 			}
 			m.retire(kind)
 		case Refused:
+			if s.committing && r.Holder.Epoch > r.Epoch {
+				// This node knows of an activation newer than the epoch it
+				// holds: only it could propose after that epoch, so the
+				// newer one descends from this migration, which committed.
+				// (A refusal then comes from a target whose registry is
+				// behind what it decided: one restored from a backup.)
+				m.retire(EvRetireByQuery)
+				m.rd.Events[len(m.rd.Events)-1].Err = errMovedOn
+				return
+			}
 			kind, err := EvAbort, error(nil)
 			if msg.Re == MsgQuery {
 				kind = EvResumeByQuery

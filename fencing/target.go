@@ -51,7 +51,9 @@ func (m *Machine) onPropose(msg *Message) {
 	case r.State == Active || r.State == Frozen:
 		m.refuse(msg, ReasonBusy)
 		return
-	case m.ovr.on:
+	case m.ovr.on, m.ask.on:
+		// An override in progress, or the startup check: until the peers
+		// have answered, this node's registry may be behind what it sent.
 		m.refuse(msg, ReasonBusy)
 		return
 	}
@@ -198,6 +200,11 @@ func (m *Machine) answerFromRecord(msg *Message) bool {
 	case d != Undecided:
 		m.decision(msg, d)
 	case n <= r.Floor:
+		m.decision(msg, Unknown)
+	case m.ask.on && m.ask.purpose == askStartup:
+		// Until the peers have answered, this node's registry may be
+		// older than what it decided (marks.go): no decision is made now,
+		// and the asker asks again.
 		m.decision(msg, Unknown)
 	default:
 		return false

@@ -29,7 +29,9 @@ func (w *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= s
 func (w *warnings) Handle(_ context.Context, r slog.Record) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.kept = append(w.kept, r.Message)
+	msg := r.Message
+	r.Attrs(func(a slog.Attr) bool { msg += " " + a.String(); return true })
+	w.kept = append(w.kept, msg)
 	return nil
 }
 func (w *warnings) WithAttrs([]slog.Attr) slog.Handler { return w }

@@ -300,6 +300,9 @@ func (hs *holders) boot(h *holder) error {
 	if unpromoted {
 		h.m.Unpromoted()
 	}
+	if e, err := hs.signedEpoch(agent); err == nil {
+		h.m.Signed(e) // a registry older than the journal relearns (fencing/signed.go)
+	}
 	if h.m.State() != fencing.Staging && !unpromoted {
 		// What an earlier run warmed or staged for a migration that
 		// never came to be.
@@ -370,7 +373,15 @@ func (hs *holders) step(h *holder, msg fencing.Message) error {
 	if h.failed != nil {
 		return h.failed
 	}
-	if err := h.m.Step(msg); err != nil {
+	err := h.m.Step(msg)
+	if from, derr := peer.Decode(msg.From); errors.Is(err, fencing.ErrUnknownPeer) && derr == nil && hs.n.peers.Allowed(from) {
+		// Paired since the machine took its peers: it takes them now, if
+		// it is idle (a busy machine keeps them until its work ends).
+		if serr := h.m.SetPeers(hs.peerIDs()); serr == nil {
+			err = h.m.Step(msg)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	hs.apply(h)
@@ -990,9 +1001,9 @@ func (hs *holders) discardStale(h *holder) {
 // appendEpoch returns the epoch appends to agent are written under here
 // (the held epoch while the agent runs here, 0 for an offline edit: the
 // machine's Appends) and a release to call when the append is done; a
-// freeze waits for every append in flight to be released. While a
-// migration has stopped the agent it fails with ErrFrozen, while the
-// registry cannot be written with why.
+// freeze waits for every append in flight to be released. It fails with
+// ErrFrozen while a migration has stopped the agent, and says why while
+// the holder registry cannot be written.
 func (hs *holders) appendEpoch(agent string) (uint64, func(), error) {
 	h, err := hs.get(agent)
 	if err != nil {
@@ -1010,9 +1021,6 @@ func (hs *holders) appendEpoch(agent string) (uint64, func(), error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("agent %s: %w; append again in a moment (tern holder %s)", agent, err, agent)
 	}
-	if h.m.HasReady() {
-		epoch = 0 // the Ready that starts it is not applied yet (cannot happen under h.mu)
-	}
 	h.inflight++
 	released := false
 	return epoch, func() {
@@ -1025,6 +1033,44 @@ func (hs *holders) appendEpoch(agent string) (uint64, func(), error) {
 			}
 		}
 	}, nil
+}
+
+// signedEpoch is the newest epoch of an event this machine signed in the
+// agent's journal: an epoch it held (fencing.Machine.Signed).
+func (hs *holders) signedEpoch(agent string) (uint64, error) {
+	self := hs.n.id.Machine()
+	var newest uint64
+	err := hs.n.store.With(agent, func(d *capsule.Dir) error {
+		evs, err := d.Events()
+		for _, e := range evs {
+			if e.Machine == self {
+				newest = max(newest, e.Epoch)
+			}
+		}
+		return err
+	})
+	return newest, err
+}
+
+// signed tells the agent's machine the newest epoch this machine signed
+// under, once an exchange or an import has brought events: a home
+// restored from a backup gets its own newer events back from its peers,
+// and its registry, which lacks them, is relearnt.
+func (hs *holders) signed(agent string) {
+	e, err := hs.signedEpoch(agent)
+	if err != nil {
+		return
+	}
+	h, err := hs.get(agent)
+	if err != nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failed == nil {
+		h.m.Signed(e)
+		hs.apply(h)
+	}
 }
 
 // newestEpoch is the newest epoch of any event of agent this node holds:

@@ -72,7 +72,9 @@ func (n *Node) takeOwnChain(ctx context.Context, agent string) {
 }
 
 // healSoon checks, in the background, whether this machine's chain of the
-// agent has a fork or a broken link, and heals it if so (healOwnChain).
+// agent has a fork or a broken link, and heals it if so (healOwnChain),
+// after telling the agent's machine the newest epoch this machine signed
+// under (a registry older than that is relearnt: fencing.Machine.Signed).
 // Callers call it once an exchange, an import or a copy has stored what
 // it brought: never in the middle of one, so that a heal sees the
 // activations that came with the events it would otherwise sign again.
@@ -93,6 +95,7 @@ func (n *Node) healSoon(agent string) {
 			delete(n.healing, agent)
 			n.mu.Unlock()
 		}()
+		n.holders.signed(agent)
 		n.healOwnChain(n.ctx, agent)
 	})
 }

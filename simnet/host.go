@@ -36,6 +36,10 @@ type host struct {
 	// see while it is alone) until it meets a peer that knows better;
 	// staleRun: it does so now. Neither counts as a second runner.
 	restored, staleRun bool
+	// signed is the newest epoch it ran the agent under: what its journal
+	// says (events signed under it), which peers give back to a restored
+	// home.
+	signed uint64
 
 	deferred []int32         // messages that arrived while paused
 	lastProp fencing.Message // the last propose it sent, for a stale wake-up
@@ -68,6 +72,7 @@ func (h *host) reset() {
 	h.nextTick = -1
 	h.up, h.paused, h.running, h.lost = true, false, false, false
 	h.tailFiles, h.hasBackup, h.restored, h.staleRun = nil, false, false, false
+	h.signed = 0
 	h.backup.reset()
 	h.lostAt = -1
 	h.store, h.staged, h.stagedOK, h.migVers = versions{}, versions{}, 0, versions{}
@@ -130,6 +135,7 @@ func (r *Runner) boot(h *host) {
 	if r.trace != nil {
 		r.tracef("%s boots as %v", h.id, h.saved.State)
 	}
+	h.m.Signed(h.signed)
 	r.apply(h)
 }
 
@@ -258,6 +264,7 @@ func (r *Runner) setRunning(h *host, on bool) {
 		return
 	}
 	r.runners++
+	h.signed = max(h.signed, h.saved.Epoch)
 	if r.trace != nil {
 		r.tracef("%s runs at epoch %d", h.id, h.saved.Epoch)
 	}
@@ -298,14 +305,18 @@ func (r *Runner) crash(h *host, loseRegistry, restore bool) {
 		return
 	}
 	restore = restore && h.hasBackup
-	if loseRegistry {
-		lost := 0
+	if loseRegistry || restore {
+		// A restored registry lost what it decided since its backup:
+		// it counts among the registries lost at once.
+		lost, restored := 0, false
 		for _, o := range r.hosts {
-			if o != h && o.lost {
+			if o != h && (o.lost || o.restored) {
 				lost++
 			}
+			restored = restored || o != h && o.restored
 		}
-		loseRegistry = lost < maxLost
+		loseRegistry = loseRegistry && lost < maxLost && !restored
+		restore = restore && lost == 0 // one loss of knowledge at a time: see MIGRATION.md
 	}
 	if r.trace != nil {
 		r.tracef("%s crashes (registry lost: %v)", h.id, loseRegistry)
@@ -332,7 +343,8 @@ func (r *Runner) crash(h *host, loseRegistry, restore bool) {
 		}
 		h.saved.copyFrom(&h.backup.Record)
 		h.lost, h.restored = false, true
-		h.stagedOK = 0 // the staging area is the backup's: empty at the epochs it knows
+		h.lostAt = r.now // what it decided since its backup is lost, as with a lost registry
+		h.stagedOK = 0   // the staging area is the backup's: empty at the epochs it knows
 		r.chk.Forget(h.idx)
 		r.fail(r.chk.Boot(h.idx, &h.saved.Record, r.now))
 		if r.trace != nil {

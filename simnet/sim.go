@@ -40,8 +40,8 @@ func (o Options) Check() error {
 		return fmt.Errorf("nodes: %d, want 2 to %d", o.Nodes, MaxNodes)
 	case o.Migrations < 0:
 		return fmt.Errorf("migrations: %d, want at least 1", o.Migrations)
-	case o.Faults&^(AllFaults|FaultRestore) != 0:
-		return fmt.Errorf("faults: unknown bits %b", o.Faults&^(AllFaults|FaultRestore))
+	case o.Faults&^AllFaults != 0:
+		return fmt.Errorf("faults: unknown bits %b", o.Faults&^AllFaults)
 	case o.Flaw > flaws.FlawRetireWithoutCompare:
 		return fmt.Errorf("flaw: unknown %d", o.Flaw)
 	}

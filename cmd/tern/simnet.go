@@ -142,7 +142,7 @@ fault never saw one of the outcomes:
 	fl.IntVar(&nodes, "nodes", 3, fmt.Sprintf("nodes per run (2 to %d)", simnet.MaxNodes))
 	fl.IntVar(&migrations, "migrations", 20, fmt.Sprintf("migration commands per run (default %d on the node and libp2p layers)", node.NodeMigrations))
 	fl.StringVar(&layer, "layer", "model", "what runs: model (the fencing machines on a simulated network), node (real nodes on an in-memory network, deterministic) or libp2p (real nodes on go-libp2p's mocknet, in real time)")
-	fl.StringVar(&faults, "faults", "all", "comma-separated faults to inject: "+strings.Join(simnet.FaultNames(), ",")+"; all (every one but restore, which finds what a restored registry can do: docs/MIGRATION.md), every, or none")
+	fl.StringVar(&faults, "faults", "all", "comma-separated faults to inject: "+strings.Join(simnet.FaultNames(), ",")+", all or none")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	fl.BoolVar(&trace, "trace", false, "print every step of the one seed run")
 	fl.IntVar(&workers, "workers", 0, "parallel runs (default: one per core)")
