@@ -43,6 +43,17 @@ func TestTheWebPageInABrowser(t *testing.T) {
 	defer cancel()
 	ctx, cancel := chromedp.NewContext(alloc)
 	defer cancel()
+	// The browser's first start on a machine (its profile, its font
+	// cache) can take minutes on a loaded CI machine: it is waited for on
+	// its own, before the bound on the test's steps.
+	// (chromedp binds the browser to the context of its first use: a
+	// watchdog, not a deadline on that context, bounds the start.)
+	watchdog := time.AfterFunc(5*time.Minute, cancel)
+	err := chromedp.Do(ctx)
+	watchdog.Stop()
+	if err != nil {
+		t.Fatalf("starting %s: %v", path, err)
+	}
 	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	shot := func(name string) {

@@ -204,7 +204,10 @@ func TestAnImportKilledAtRandomLeavesNothingOrAWholeCapsule(t *testing.T) {
 	clean := time.Since(began)
 	t.Logf("a clean import of 64 MiB took %v", clean)
 	cut := 0
-	for round := 1; round <= 16; round++ {
+	// Sixteen rounds, and more (up to 40) until a kill cuts a new
+	// capsule's import short: a test whose every kill came after the
+	// import ended would prove little.
+	for round := 1; round <= 16 || cut == 0 && round <= 40; round++ {
 		merge := round%2 == 0 // into a capsule the node holds, with more events
 		dir, agent := bigAgent(t, rng, 4, 16<<20)
 		if merge {
@@ -218,7 +221,13 @@ func TestAnImportKilledAtRandomLeavesNothingOrAWholeCapsule(t *testing.T) {
 		}
 		imp := ternProcess(d.home, "", "capsule", "import", dir)
 		imp.Start()
-		time.Sleep(time.Duration(rng.Int64N(int64(2*clean) + 1))) // while it runs, or after
+		// While it runs, or after; every other new capsule's import is cut
+		// within the time a clean one took, so that some kills land in it.
+		within := 2 * clean
+		if round%4 == 1 {
+			within = clean
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(within) + 1)))
 		d.kill()
 		imp.Wait()
 		d.start()
