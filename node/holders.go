@@ -1384,12 +1384,10 @@ func (hs *holders) pull(ctx context.Context, from, agent string, epoch uint64) (
 			res.Bytes += size
 		}
 	} else {
-		st, err := protocol.Sync(ctx, hs.n.host, p, agent, hs.n.store)
-		hs.n.stats.observe(st, err)
+		st, err := hs.n.exchange(ctx, p, agent)
 		if err != nil {
 			return res, err
 		}
-		hs.n.recordSynced(p, agent, st.Both)
 		res.Bytes += st.BytesReceived
 		if st.Received > 0 {
 			hs.n.healSoon(agent)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
-	"github.com/tern-dev/tern/protocol"
 )
 
 // A machine's own chain of an agent (the events it signs, seq after seq)
@@ -58,13 +57,11 @@ func (n *Node) takeOwnChain(ctx context.Context, agent string) {
 		if !n.peers.Allowed(p) {
 			continue
 		}
-		st, err := protocol.Sync(noDial(ctx), n.host, p, agent, n.store)
-		n.stats.observe(st, err)
+		st, err := n.exchange(noDial(ctx), p, agent)
 		if err != nil {
 			n.log.Debug("taking this machine's own chain from a peer before signing", "peer", p, "agent", agent, "err", err)
 			continue
 		}
-		n.recordSynced(p, agent, st.Both)
 		if st.Received > 0 {
 			n.log.Info("took events from a peer before signing the agent's first event since the start", "peer", n.peerName(p), "agent", agent, "events", st.Received)
 		}

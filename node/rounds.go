@@ -153,13 +153,11 @@ func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 		if r > wantsOnly && n.sameAsPeer(p, id, theirs[id]) {
 			n.stats.alike.Inc() // the list's one round trip showed it: no exchange
 		} else if r == everything || r == changedOnly && !n.peerHoldsAll(p, id) && !n.responds(p, id) {
-			st, err := protocol.Sync(ctx, n.host, p, id, n.store)
-			n.stats.observe(st, err)
+			st, err := n.exchange(ctx, p, id)
 			if err != nil {
 				n.log.Debug("sync", "peer", p, "agent", id, "err", err)
 				continue
 			}
-			n.recordSynced(p, id, st.Both)
 			if st.Received > 0 {
 				n.log.Info("caught up with a peer", "peer", n.peerName(p), "agent", id, "events", st.Received)
 				n.healSoon(id)
@@ -167,6 +165,17 @@ func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 		}
 		n.fetchWanted(ctx, p, id)
 	}
+}
+
+// exchange runs one sync exchange of the agent with p (protocol.Sync),
+// counts it, and records what both then hold.
+func (n *Node) exchange(ctx context.Context, p peer.ID, agent string) (protocol.SyncStats, error) {
+	st, err := protocol.Sync(ctx, n.host, p, agent, n.store)
+	n.stats.observe(st, err)
+	if err == nil {
+		n.recordSynced(p, agent, st.Both)
+	}
+	return st, err
 }
 
 // sameAsPeer reports whether the peer's digest of the agent's vector is
