@@ -30,7 +30,7 @@ func (m *Machine) Connected(peer string) {
 
 // learn takes what one peer told this node outside an asking round (an
 // answer to Connected's Ask): the newest activation it shows, and the
-// highest epoch it has seen. h.mu held.
+// highest epoch it has seen.
 func (m *Machine) learn(msg *Message) {
 	if msg.Nonce != m.cfg.Incarnation || !msg.Info.Known || m.lost {
 		return
