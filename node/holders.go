@@ -634,13 +634,16 @@ func (hs *holders) promote(h *holder, staging string, rec fencing.Record) error 
 	}
 	h.staged = nil
 	os.RemoveAll(staging)
-	self := hs.n.id.Machine()
-	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
-		return d.SetHolder(capsule.Holder{Peer: self, Epoch: rec.Epoch})
-	}); err != nil {
+	// The event first, the manifest last: a promotion cut between the two
+	// is taken up again at the next start (the manifest lags the record),
+	// and the event is written once.
+	if err := hs.markActivation(h, rec); err != nil {
 		return err
 	}
-	return hs.markActivation(h, rec)
+	self := hs.n.id.Machine()
+	return hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+		return d.SetHolder(capsule.Holder{Peer: self, Epoch: rec.Epoch})
+	})
 }
 
 // secretsResolve checks that every secret the agent needs (its
@@ -684,9 +687,30 @@ func (hs *holders) secretsResolve(env capsule.EnvSpec, agent capsule.Agent) erro
 // reader sets aside what the old holder writes under that epoch from now
 // on. h.mu held.
 func (hs *holders) markActivation(h *holder, rec fencing.Record) error {
+	self := hs.n.id.Machine()
+	written := false
+	var old capsule.Holder // the manifest's holder: the old one, until the promotion ends
+	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+		old = d.Manifest().Holder
+		evs, err := d.Events()
+		written = slices.ContainsFunc(evs, func(e *journal.Event) bool {
+			return e.Type == journal.ActivatedType && e.Machine == self && e.Epoch == rec.Epoch
+		})
+		return err
+	}); err != nil {
+		return err
+	}
+	if written {
+		return nil // a promotion taken up again after a restart
+	}
 	source := h.source
 	from := h.pulled[source]
-	if from == 0 {
+	if source == "" && old.Peer != self {
+		// A restart lost what the migration said: the manifest still
+		// names the old holder and the epoch it held.
+		source, from = old.Peer, old.Epoch
+	}
+	if source == "" || from == 0 {
 		hs.n.log.Warn("fencing: no epoch known for the old holder; its stale writes cannot be marked", "agent", h.agent, "source", source)
 		return nil
 	}
@@ -694,7 +718,6 @@ func (hs *holders) markActivation(h *holder, rec fencing.Record) error {
 	if err != nil {
 		return err
 	}
-	self := hs.n.id.Machine()
 	body, err := json.Marshal(journal.ActivatedBody{
 		Holder: journal.Bound{Peer: self, Epoch: rec.Epoch},
 		From:   journal.Bound{Peer: source, Epoch: from, Seq: v[source].Seq, ID: v[source].ID},

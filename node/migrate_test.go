@@ -801,13 +801,32 @@ func TestAnActivationThatCannotCompleteRunsNothingUntilItDoes(t *testing.T) {
 		if code := api(t, b, "POST", "/v1/agents/"+agent+"/sessions", nil, &refused); code != 503 {
 			t.Fatalf("a new session on b: %d %v, want 503", code, refused)
 		}
+		// b restarts before its activation completes: it takes the
+		// promotion up again from its record and its manifest.
+		homeB := b.home
+		b.Close()
+		b = tr.startAt(t, homeB)
+		connectAll(t, a, b)
+		eventually(t, "b, restarted, still waits for its activation", func() bool {
+			st, _ := b.holders.state(agent)
+			return st.State == "active" && strings.Contains(st.Note, "last try failed")
+		})
 		if err := os.Remove(blocker); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "b runs the agent once its activation completes", func() bool { return b.runs(agent) })
 		evs, _ := b.store.Events(agent, "")
-		if !slices.ContainsFunc(evs, func(e *journal.Event) bool { return e.Type == journal.ActivatedType && e.Epoch == 2 }) {
-			t.Fatal("no holder.activated event after the activation completed")
+		activations := 0
+		for _, e := range evs {
+			if e.Type == journal.ActivatedType && e.Epoch == 2 {
+				activations++
+				if !strings.Contains(string(e.Body), a.info.PeerID) {
+					t.Fatalf("the holder.activated event does not name the old holder: %s", e.Body)
+				}
+			}
+		}
+		if activations != 1 {
+			t.Fatalf("%d holder.activated events after the activation completed, want 1", activations)
 		}
 		if _, err := os.Stat(filepath.Join(b.home, WorkspacesDir, agent)); err != nil {
 			t.Fatalf("the workspace is not in place: %v", err)
