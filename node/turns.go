@@ -699,14 +699,14 @@ func operationID(callEvent string) string { return "op_" + callEvent }
 
 // reconcile deals with the session's operations that have an intent and
 // no outcome (docs/SESSIONS.md, "Effects"). changed reports that it
-// appended something; wrote, that a tool with an effect ran.
-func (rt *agentRuntime) reconcile(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed, wrote bool, err error) {
+// appended something.
+func (rt *agentRuntime) reconcile(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed bool, err error) {
 	for _, in := range v.sess.Unfinished() {
 		// Nothing of the call may still run while the runtime decides
 		// what became of it: a node killed during the call left its
 		// record, and the group is ended (and gone) first.
 		if err := rt.processes().End(ctx, in.OperationID); err != nil {
-			return false, false, fmt.Errorf("operation %s cannot be reconciled while its processes run: %w", in.OperationID, err)
+			return false, fmt.Errorf("operation %s cannot be reconciled while its processes run: %w", in.OperationID, err)
 		}
 		call := v.sess.Call(in.CallID)
 		var args json.RawMessage
@@ -723,7 +723,7 @@ func (rt *agentRuntime) reconcile(ctx context.Context, r *runner, v *view, ws st
 			_, err := rt.appendTurn(ctx, r.agent,
 				draft(r.session, r.turn, session.OperationOutcome, map[string]any{"operation_id": in.OperationID, "status": status, "by": "person"}),
 				toolResult(r.session, r.turn, in.CallID, text, !happened))
-			return true, false, err
+			return true, err
 		}
 		p := policyOf(v.agent, in.Tool, args, v.mcp)
 		check := session.CheckUnknown
@@ -738,25 +738,25 @@ func (rt *agentRuntime) reconcile(ctx context.Context, r *runner, v *view, ws st
 			_, err := rt.appendTurn(ctx, r.agent,
 				draft(r.session, r.turn, session.OperationOutcome, map[string]any{"operation_id": in.OperationID, "status": "committed", "by": "status check"}),
 				toolResult(r.session, r.turn, in.CallID, "The call took effect before an interruption (its status check says so); its output was not kept.", false))
-			return true, false, err
+			return true, err
 		case session.Retry:
 			if !p.isBuilt {
 				*actions = append(*actions, act)
 				continue
 			}
 			err := rt.callTool(ctx, r, in.CallID, in.OperationID, p, c, true)
-			return true, p.writes(), err
+			return true, err
 		default:
 			*actions = append(*actions, act)
 		}
 	}
-	return false, false, nil
+	return false, nil
 }
 
 // settleCalls settles the session's tool calls without a result or an
 // intent, in order. It stops after the first call it runs or answers, so
 // the loop reloads before the next.
-func (rt *agentRuntime) settleCalls(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed, wrote bool, err error) {
+func (rt *agentRuntime) settleCalls(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed bool, err error) {
 	for _, c := range v.sess.Open() {
 		p := policyOf(v.agent, c.Tool, c.Arguments, v.mcp)
 		approvalID := session.ActionID(session.KindApproval, c.Event)
@@ -767,34 +767,34 @@ func (rt *agentRuntime) settleCalls(ctx context.Context, r *runner, v *view, ws 
 				text = "The client declined to run this call; it did not run."
 			}
 			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID, text, declined))
-			return true, false, err
+			return true, err
 		}
 		ans, answered := v.sess.Answered(approvalID)
 		switch {
 		case answered && (ans.Approve == nil || !*ans.Approve):
 			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID, "A person denied this call; it did not run.", true))
-			return true, false, err
+			return true, err
 		case answered:
 			call := tool.Call{Workspace: ws, Arguments: c.Arguments, Approved: true}
-			return true, p.writes(), rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
+			return true, rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
 		case c.Turn != r.turn:
 			// A call of an earlier turn that ended before it ran.
 			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID,
 				"This call never ran: its turn ended before it did. Call it again if it is still needed.", true))
-			return true, false, err
+			return true, err
 		case !p.declared:
 			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID, noTool(v, c.Tool), true))
-			return true, false, err
+			return true, err
 		case !p.isBuilt:
 			*actions = append(*actions, action(session.KindToolOutput, c))
 		case p.approval:
 			*actions = append(*actions, action(session.KindApproval, c))
 		default:
 			call := tool.Call{Workspace: ws, Arguments: c.Arguments}
-			return true, p.writes(), rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
+			return true, rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
 		}
 	}
-	return false, false, nil
+	return false, nil
 }
 
 func action(kind session.Kind, c session.Call) session.Action {
@@ -907,6 +907,9 @@ func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID st
 				// The intent stays without outcome: the next pass
 				// reconciles it (a person says, for an at-most-once call).
 				rt.n.log.Warn("a tool call may or may not have taken effect; it is reconciled, not run again blind", "agent", r.agent, "call", callID, "err", err)
+				if p.writes() {
+					rt.snapshotHeld(ctx, r.agent, epoch, c.Workspace) // whatever it did to the workspace moves with it
+				}
 				return nil
 			}
 			res = tool.Result{Output: fmt.Sprintf("The tool could not run: %v", err), IsError: true}
@@ -923,8 +926,13 @@ func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID st
 		if err != nil {
 			return err
 		}
-		_, err = rt.appendHeld(ctx, r.agent, epoch, append(drafts, result))
-		return err
+		if _, err = rt.appendHeld(ctx, r.agent, epoch, append(drafts, result)); err != nil {
+			return err
+		}
+		if p.writes() {
+			rt.snapshotHeld(ctx, r.agent, epoch, c.Workspace)
+		}
+		return nil
 	})
 }
 
@@ -1070,31 +1078,26 @@ func (rt *agentRuntime) runTools(ctx context.Context, r *runner, v *view, ws str
 		return false, err
 	}
 	defer unlock()
-	changed, wrote, err := rt.reconcile(ctx, r, v, ws, actions)
+	changed, err = rt.reconcile(ctx, r, v, ws, actions)
 	if err == nil && !changed {
-		changed, wrote, err = rt.settleCalls(ctx, r, v, ws, actions)
+		changed, err = rt.settleCalls(ctx, r, v, ws, actions)
 	}
-	if err != nil {
-		return changed, err
-	}
-	if wrote {
-		if err := rt.snapshot(ctx, r.agent, ws); err != nil {
-			rt.n.log.Warn("could not snapshot the workspace after a tool call", "agent", r.agent, "err", err)
-		}
-	}
-	return changed, nil
+	return changed, err
 }
 
-// snapshot records the workspace in the capsule after tools changed it,
-// so the change syncs and migrates.
-func (rt *agentRuntime) snapshot(ctx context.Context, agent, ws string) error {
-	return rt.hold(agent, func(epoch uint64) error {
-		rt.snapshots.Add(1)
-		return rt.n.store.sign(ctx, agent, rt.n.id.Machine(), false, func(d *capsule.Dir) error {
-			_, err := d.SnapshotAt(ctx, rt.n.id, epoch, ws)
-			return err
-		})
+// snapshotHeld records the workspace in the capsule after a tool call
+// that may have changed it, so the change syncs and migrates: inside the
+// call's hold (rt.hold), so a freeze for a migration waits for it too. A
+// failure is logged: the next call's snapshot takes the change with it.
+func (rt *agentRuntime) snapshotHeld(ctx context.Context, agent string, epoch uint64, ws string) {
+	rt.snapshots.Add(1)
+	err := rt.n.store.sign(ctx, agent, rt.n.id.Machine(), false, func(d *capsule.Dir) error {
+		_, err := d.SnapshotAt(ctx, rt.n.id, epoch, ws)
+		return err
 	})
+	if err != nil {
+		rt.n.log.Warn("could not snapshot the workspace after a tool call", "agent", agent, "err", err)
+	}
 }
 
 // handOver waits for the migration that stopped a runner to end: if the

@@ -162,7 +162,7 @@ func TestAMoveDuringAToolCallWaitsForItAndTheStreamGoesOn(t *testing.T) {
 			acceptEdit(t, a, dir, capsule.AgentFile, string(data))
 		})
 		sessionID := newSession(t, a, agent)
-		_, turn := startTurn(t, a, sessionID, map[string]any{"text": "!call shell {\"command\": \"touch started; sleep 1; echo slept\"}"})
+		_, turn := startTurn(t, a, sessionID, map[string]any{"text": "!call shell {\"command\": \"touch started; sleep 1; echo slept | tee slept.txt\"}"})
 		turnID := turn["id"].(string)
 		followed := make(chan []sseItem)
 		go func() { followed <- follow(t, a, sessionID, turnID, -1, nil) }()
@@ -190,6 +190,11 @@ func TestAMoveDuringAToolCallWaitsForItAndTheStreamGoesOn(t *testing.T) {
 		got := strings.Join(types, " ")
 		if !strings.Contains(got, "operation.intent operation.outcome tool_result") || !strings.HasSuffix(got, "turn.ended") {
 			t.Fatalf("the turn across the move: %s", got)
+		}
+		// What the call wrote moved with the agent: its snapshot was taken
+		// before the freeze went on.
+		if data, err := os.ReadFile(filepath.Join(b.home, WorkspacesDir, agent, "slept.txt")); err != nil || string(data) != "slept\n" {
+			t.Fatalf("the file the call wrote, on the target: %q %v", data, err)
 		}
 	})
 }
