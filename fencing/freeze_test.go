@@ -238,3 +238,34 @@ func TestARegistryRestoredFromAnOlderCopyIsRelearntFromThePeers(t *testing.T) {
 		t.Fatalf("after relearning: runner %q, b's record %+v", n.runner(), rec)
 	}
 }
+
+// A caller that cannot write the record that froze the agent for a
+// proposal gives the migration up: the agent runs again, the proposal is
+// never sent, and an abort fences the target.
+func TestAMigrationGivenUpBeforeItsProposalWasSentSendsOnlyAnAbort(t *testing.T) {
+	n := newNet(t, "a", "b")
+	a := n.node("a")
+	if err := a.m.Migrate("b", testFiles); err != nil {
+		t.Fatal(err)
+	}
+	if !a.m.GiveUp(errors.New("the disk is full")) {
+		t.Fatal("GiveUp before the point of no return did nothing")
+	}
+	rd := a.m.Ready()
+	for _, msg := range rd.Messages {
+		if msg.Type == MsgPropose {
+			t.Fatalf("the proposal is still to be sent: %+v", rd.Messages)
+		}
+	}
+	if !rd.Persist || rd.Record.State != Active || rd.Messages[len(rd.Messages)-1].Type != MsgAbort {
+		t.Fatalf("Ready %+v: want active persisted and an abort", rd)
+	}
+	n.apply(a)
+	n.settle(50)
+	if n.runner() != "a" || !n.saw(EvAbort) {
+		t.Fatalf("runner %q after giving up", n.runner())
+	}
+	if a.m.GiveUp(errors.New("again")) {
+		t.Fatal("GiveUp with no migration did something")
+	}
+}

@@ -56,6 +56,30 @@ func (m *Machine) Migrate(target string, files []File) error {
 	return nil
 }
 
+// GiveUp ends the migration in progress before its point of no return, as
+// the machine does itself when the target stays silent (EvAbort, why): the
+// agent runs here again at its epoch, the proposal not yet sent is not
+// sent, and an abort fences the target. The caller gives up when it cannot
+// apply the Ready that froze the agent (its record cannot be written). Past
+// the point of no return, or with no migration, it does nothing and
+// reports false: only the target's decision resolves it then.
+func (m *Machine) GiveUp(why error) bool {
+	if !m.src.on || m.src.committing {
+		return false
+	}
+	n, target := m.rec.Next, m.rec.Peer
+	kept := m.rd.Messages[:0]
+	for _, msg := range m.rd.Messages {
+		if !(msg.Type == MsgPropose && msg.To == target && msg.Epoch == n) {
+			kept = append(kept, msg)
+		}
+	}
+	m.rd.Messages = kept
+	m.resume(EvAbort, why)
+	m.send(Message{Type: MsgAbort, To: target, Epoch: n})
+	return true
+}
+
 // sendRequest sends a request about the migration in progress.
 func (m *Machine) sendRequest(t MsgType) {
 	msg := Message{Type: t, To: m.rec.Peer, Epoch: m.rec.Next}

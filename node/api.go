@@ -684,7 +684,7 @@ func statusOf(err error) int {
 		errors.Is(err, ErrChainElsewhere), errors.Is(err, ErrChainBusy), errors.Is(err, capsule.ErrLocked),
 		errors.Is(err, ErrFrozen):
 		return http.StatusConflict
-	case errors.Is(err, ErrStoreClosed), errors.Is(err, journal.ErrClosed):
+	case errors.Is(err, ErrStoreClosed), errors.Is(err, journal.ErrClosed), errors.Is(err, ErrDiskFull):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tern-dev/tern/journal"
 )
 
 // smallDisk mounts a tmpfs of size bytes on a fresh folder and returns it;
@@ -91,4 +94,44 @@ func TestAFullDiskStopsNothingForGoodAndTheNodeCarriesOnWhenSpaceReturns(t *test
 		t.Fatalf("after the space returned: %s: %s", st.State, st.Note)
 	}
 	newSession(t, a, agent)
+}
+
+// The disk fills while the node runs the agent: a turn's append, and a
+// move (whose proposal cannot be recorded), say the disk is full at once,
+// the move is aborted (it was never proposed), and the agent runs on once
+// space is freed.
+func TestADiskThatFillsWhileTheAgentRunsIsSaidAndAMoveAborts(t *testing.T) {
+	home := filepath.Join(smallDisk(t, 8<<20), "home")
+	a, b := tcp.startWith(t, home, Config{SyncInterval: time.Hour, tick: 20 * time.Millisecond}), tcp.startAt(t, t.TempDir())
+	connectAll(t, a, b)
+	agent := heldBy(t, a, nil)
+	free := fill(t, home)
+
+	// What the journal file's last page still holds is written; then an
+	// append fails, saying why.
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		_, err = a.Append(t.Context(), agent, []journal.Draft{{Type: "note", Body: []byte(`{"n":1}`)}})
+	}
+	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "free some space") {
+		t.Fatalf("an append on the full disk: %v, want it to say the disk is full", err)
+	}
+	if code := statusOf(err); code != 503 {
+		t.Fatalf("the API answers it with %d, want 503", code)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := a.Migrate(ctx, agent, b.host.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Outcome != "aborted" || !strings.Contains(out.Reason, "is full") {
+		t.Fatalf("a move on the full disk: %+v, want aborted saying the disk is full", out)
+	}
+	if st, _ := holderState(t, b, agent); st == "active" {
+		t.Fatal("b took the agent")
+	}
+	free()
+	eventually(t, "the agent runs on a once space is freed", func() bool { return a.runs(agent) })
+	mustMigrate(t, a, b, agent)
 }

@@ -75,7 +75,7 @@ type holders struct {
 // holder is one agent's machine on this node and what goes with it.
 type holder struct {
 	agent  string
-	tick   time.Duration // the machine's tick (0: DefaultTick)
+	tick   time.Duration // the machine's tick
 	strict bool          // Config.Strict
 
 	mu sync.Mutex
@@ -261,7 +261,7 @@ func (hs *holders) adopt(agent string) (*holder, error) {
 	}
 	// Locked before anyone can find it: no one uses its machine before
 	// it is started.
-	h = &holder{agent: agent, m: new(fencing.Machine), tick: hs.n.cfg.tick, strict: hs.n.cfg.Strict}
+	h = &holder{agent: agent, m: new(fencing.Machine), tick: hs.n.tickEvery(), strict: hs.n.cfg.Strict}
 	h.idle.L = &h.mu
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -573,11 +573,7 @@ func (h *holder) checking() string {
 	if !ok {
 		return ""
 	}
-	tick := h.tick
-	if tick <= 0 {
-		tick = DefaultTick
-	}
-	note := fmt.Sprintf("checking with its paired peers that no other node took the agent over before it runs it (for %v so far)", (time.Duration(ticks) * tick).Round(100*time.Millisecond))
+	note := fmt.Sprintf("checking with its paired peers that no other node took the agent over before it runs it (for %v so far)", (time.Duration(ticks) * h.tick).Round(100*time.Millisecond))
 	if h.strict {
 		note += "; with --strict it runs only once one of them answers"
 	}
@@ -1287,6 +1283,14 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	if ctx.Err() != nil {
 		return abort("a tool call of the agent was still running when the migration's time ran out; try again when it has ended")
 	}
+	h.mu.Lock()
+	tailing := h.m.Tailing()
+	h.mu.Unlock()
+	if !tailing {
+		// The machine gave the tail up while a tool call ran: the agent may
+		// not stay frozen that long before a proposal (Timing.Abort).
+		return abort(fmt.Sprintf("a tool call of the agent ran longer than the agent may stay frozen before it is proposed (%v); it runs here again; move it when the call has ended", time.Duration(timing.Abort)*hs.n.tickEvery()))
+	}
 	// The tail: what was appended during the warm transfer.
 	if pulled, err = protocol.AskPull(ctx, hs.n.host, target, agent, held); err != nil {
 		return abort(fmt.Sprintf("%s could not take the last events: %v", target, err))
@@ -1317,6 +1321,18 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	mg.epoch = h.m.Record().Next
 	h.outcome = done
 	hs.apply(h)
+	if stuck := h.stuck; stuck != nil {
+		// The record that freezes the agent for the proposal cannot be
+		// written: nothing was proposed, and the move is given up.
+		h.m.GiveUp(stuck)
+		hs.apply(h)
+		h.outcome = nil
+		mg.end()
+		out := Outcome{Outcome: "aborted", Reason: fmt.Sprintf("the move could not be proposed: %v", stuck), Epoch: held,
+			Bytes: mg.bytes, Phases: mg.phases, FrozenMS: time.Since(mg.frozen).Milliseconds()}
+		h.mu.Unlock()
+		return out, nil
+	}
 	h.mu.Unlock()
 
 	// An outcome that arrived wins over a deadline or a stop that came at
@@ -1348,6 +1364,9 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	switch {
 	case result == "committed":
 		out.Outcome = "committed"
+	case result == "frozen" && !h.m.Record().Committing:
+		out.Outcome = "frozen"
+		out.Reason = fmt.Sprintf("%s has not answered the proposal yet; this node aborts the move and runs the agent again if it stays silent (tern holder %s shows when it is resolved)", target, agent)
 	case result == "frozen":
 		out.Outcome = "frozen"
 		out.Reason = fmt.Sprintf("no decision from %s yet; this node stays frozen and keeps asking it (tern holder %s shows when it is resolved)", target, agent)

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -96,7 +95,7 @@ func (n *Node) handleMigrate(w http.ResponseWriter, r *http.Request) {
 	out, err := n.Migrate(ctx, id, target)
 	if err != nil {
 		code := statusOf(err)
-		if code == http.StatusInternalServerError && !errors.Is(err, ErrStoreClosed) {
+		if code == http.StatusInternalServerError {
 			code = http.StatusConflict // the agent's state here refuses it
 		}
 		n.httpError(w, code, err)

@@ -283,11 +283,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	if cfg.sim == nil || !cfg.sim.driven {
 		n.wg.Go(n.antiEntropy)
-		tick := cfg.tick
-		if tick <= 0 {
-			tick = DefaultTick
-		}
-		n.wg.Go(func() { n.holders.run(tick) })
+		n.wg.Go(func() { n.holders.run(n.tickEvery()) })
 	}
 	log.Info("node running", "peer", h.ID(), "addrs", h.Addrs(), "api", n.info.API)
 	started = true
@@ -335,6 +331,14 @@ type pairedOnly struct{ peers *Peers }
 func (a pairedOnly) AllowReserve(p peer.ID, _ ma.Multiaddr) bool { return a.peers.Allowed(p) }
 func (a pairedOnly) AllowConnect(src peer.ID, _ ma.Multiaddr, dest peer.ID) bool {
 	return a.peers.Allowed(src) && a.peers.Allowed(dest)
+}
+
+// tickEvery is how often the node ticks its fencing machines.
+func (n *Node) tickEvery() time.Duration {
+	if n.cfg.tick > 0 {
+		return n.cfg.tick
+	}
+	return DefaultTick
 }
 
 // spawn runs f in the background unless the node is closing. Callbacks

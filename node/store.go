@@ -597,10 +597,11 @@ func (s *Store) ownChainTaken(ctx context.Context, agent string) error {
 // The store keeps the claim for as long as it holds the capsule open (see
 // ClaimChain), so that no other copy of the agent on this machine is
 // signed meanwhile.
-func (s *Store) sign(ctx context.Context, agent, machine string, takeOver bool, f func(d *capsule.Dir) error) error {
+func (s *Store) sign(ctx context.Context, agent, machine string, takeOver bool, f func(d *capsule.Dir) error) (err error) {
 	if err := s.ownChainTaken(ctx, agent); err != nil {
 		return err
 	}
+	defer func() { err = diskFull(filepath.Join(s.dir, agent), err) }()
 	oc, done, err := s.useOpen(agent)
 	if err != nil {
 		return err
