@@ -15,11 +15,18 @@ import (
 // would otherwise hang read_file's open.
 const nonblock = syscall.O_NONBLOCK
 
-// gatedShell is the script shell runs first: it waits for a line on fd 3,
-// the gate, and only then replaces itself (same process, same group) with
-// sh -c COMMAND, COMMAND being its $1; if the gate closes without a line,
-// it exits without running COMMAND.
-const gatedShell = `IFS= read -r go <&3 || exit 125; exec sh -c "$1" 3<&-`
+// gatedShell is the script shell runs as the leader of the call's group:
+// it waits for a line on fd 3, the gate, and only then runs sh -c COMMAND
+// (COMMAND being its $1) and exits with its status; if the gate closes
+// without a line, it exits without running COMMAND. It supervises the
+// group: the signal it gets when the node dies (SIGTERM, procgroup.
+// PrepareSupervisor) makes it kill the whole group, so nothing the command
+// started outlives the node, a kill -9 of it included.
+const gatedShell = `IFS= read -r go <&3 || exit 125
+exec 3<&-
+trap 'kill -KILL 0' TERM
+sh -c "$1" &
+wait $!`
 
 // shellCommand is sh -c command held at a gate: write a line to gate to
 // let it run, or close gate to end it unrun. The caller closes
@@ -38,7 +45,7 @@ func shellCommand(ctx context.Context, command string) (cmd *exec.Cmd, gate *os.
 // dies with this process: procgroup.Prepare), and makes cancelling its
 // context kill the whole group: the shell and every child it started.
 func ownGroup(cmd *exec.Cmd) {
-	procgroup.Prepare(cmd)
+	procgroup.PrepareSupervisor(cmd)
 	cmd.Cancel = func() error { return killGroup(cmd) }
 }
 

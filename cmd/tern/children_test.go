@@ -80,7 +80,9 @@ func TestAKilledNodesCommandIsGoneWhenReconcileIsAsked(t *testing.T) {
 	defer d.kill()
 	id := importAgent(t, d.home, nil) // shell needs approval
 	ws := filepath.Join(d.home, node.WorkspacesDir, id)
-	command := fmt.Sprintf("echo $$ > started; sleep %g; echo x > marker", commandSleep.Seconds())
+	// The group's id (the leader's pid), then the effect in a subshell, as
+	// commands start processes of their own.
+	command := fmt.Sprintf("cut -d' ' -f5 /proc/$$/stat > started; (sleep %g; echo x > marker); echo after", commandSleep.Seconds())
 	code, _, errs := ternQuiet(d.home, "turn", id, fmt.Sprintf("!call shell {\"command\": %q}", command))
 	if code != 0 || !strings.Contains(errs, "paused") {
 		t.Fatalf("turn: exit %d %q", code, errs)
@@ -97,11 +99,20 @@ func TestAKilledNodesCommandIsGoneWhenReconcileIsAsked(t *testing.T) {
 	}
 	defer approve.Process.Kill()
 
-	pgid := pidFile(t, filepath.Join(ws, "started")) // the shell leads the command's group
+	pgid := pidFile(t, filepath.Join(ws, "started"))
 	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
 	d.kill()
 	if _, err := os.Stat(filepath.Join(ws, "marker")); err == nil {
 		t.Fatalf("the command finished its %v sleep before the kill: this machine was too slow for the test", commandSleep)
+	}
+	// While the node is down, the whole group dies with it: the subshell
+	// that would write the marker included.
+	gone := time.Now().Add(20 * time.Second)
+	for len(groupMembers(pgid)) > 0 {
+		if time.Now().After(gone) {
+			t.Fatalf("processes %v of the command's group %d run on while the node is down", groupMembers(pgid), pgid)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	d.start()
 

@@ -30,6 +30,15 @@ func Prepare(cmd *exec.Cmd) {
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 }
 
+// PrepareSupervisor is Prepare for a leader that ends its own group when
+// this process dies: it gets SIGTERM rather than SIGKILL, which it traps
+// to kill the whole group, what it started included (the parent-death
+// signal reaches the leader only).
+func PrepareSupervisor(cmd *exec.Cmd) {
+	Prepare(cmd)
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+}
+
 // Spawn runs start, which starts processes, on an OS thread that lives as
 // long as this process, and answers its error.
 //

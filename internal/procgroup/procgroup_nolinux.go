@@ -22,6 +22,10 @@ func Prepare(cmd *exec.Cmd) {
 	cmd.SysProcAttr.Setpgid = true
 }
 
+// PrepareSupervisor is Prepare: no signal tells the leader this process
+// died.
+func PrepareSupervisor(cmd *exec.Cmd) { Prepare(cmd) }
+
 // Spawn runs start.
 func Spawn(start func() error) error { return start() }
 

@@ -14,6 +14,9 @@ const records = false
 // kills a child when this process dies.
 func Prepare(cmd *exec.Cmd) {}
 
+// PrepareSupervisor does nothing, as Prepare.
+func PrepareSupervisor(cmd *exec.Cmd) {}
+
 // Spawn runs start.
 func Spawn(start func() error) error { return start() }
 
