@@ -1218,9 +1218,12 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 		h.mu.Unlock()
 		return Outcome{}, fmt.Errorf("migrate %s: the agent cannot move or run here until the holder registry can be written: %w", agent, stuck)
 	case !h.runs() || h.m.State() != fencing.Active:
-		st := h.m.State()
+		st := h.m.State().String()
+		if h.m.State() == fencing.None {
+			st = "a copy"
+		}
 		h.mu.Unlock()
-		return Outcome{}, fmt.Errorf("migrate %s: this node does not run the agent (it is %v here; tern holder %s shows who does)", agent, st, agent)
+		return Outcome{}, fmt.Errorf("migrate %s: this node does not run the agent (it is %s here; tern holder %s shows who does)", agent, st, agent)
 	}
 	if err := h.m.SetPeers(hs.peerIDs()); err != nil {
 		h.mu.Unlock()

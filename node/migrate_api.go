@@ -65,6 +65,15 @@ func (n *Node) Holder(ctx context.Context, agent string) (HolderReport, error) {
 		}
 		rep.Peers = append(rep.Peers, ph)
 	}
+	// A peer that answers that it runs the agent at a newer epoch than
+	// the latest activation this node knows of is named instead.
+	if rep.State == "retired" {
+		for _, p := range rep.Peers {
+			if p.State == "active" && p.Epoch > rep.Holder.Epoch {
+				rep.Note = fmt.Sprintf("superseded: %s holds it at epoch %d (as it answers now)", n.holders.peerNames([]string{p.Peer}), p.Epoch)
+			}
+		}
+	}
 	return rep, nil
 }
 

@@ -197,6 +197,13 @@ func TestAChainOfMigrationsEndsWhereItStarted(t *testing.T) {
 			if runners != 1 || !hop[1].runs(agent) {
 				t.Fatalf("after hop %d, %d nodes run the agent", i, runners)
 			}
+			if i == 1 {
+				// a last heard b take it (epoch 2); asked, c says it holds 3.
+				rep, err := a.Holder(t.Context(), agent)
+				if err != nil || !strings.Contains(rep.Note, c.info.PeerID) || !strings.Contains(rep.Note, "epoch 3") {
+					t.Fatalf("a's holder report after b moved it on to c: %+v %v", rep, err)
+				}
+			}
 		}
 		// Every node holds the same events in the end.
 		va, _ := a.store.Vector(agent)

@@ -344,7 +344,11 @@ func actionLine(a session.Action) string {
 		}
 		return fmt.Sprintf("%s %s: open %s%s, then tern respond %s --authorization ADDRESS-YOU-CAME-BACK-TO", a.Kind, a.Server, a.URL, scopes, a.ID)
 	}
-	return fmt.Sprintf("%s %s %s", a.Kind, a.Tool, oneLine(string(a.Arguments), 120))
+	line := fmt.Sprintf("%s %s %s", a.Kind, a.Tool, oneLine(string(a.Arguments), 120))
+	if a.Kind == session.KindReconcile {
+		line += " (did it take effect? approve: yes; deny: no)"
+	}
+	return line
 }
 
 func actionsCmd(e *env) *cobra.Command {
