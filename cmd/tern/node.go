@@ -452,10 +452,13 @@ func statusCmd(e *env) *cobra.Command {
 				if c.Incomplete {
 					fmt.Fprintf(w, "       incomplete: wants %s\n", plural(c.Wants, "blob"))
 				}
+				if c.Quarantined > 0 && len(c.Forks) == 0 {
+					fmt.Fprintf(w, "       %s set aside (written under an ended epoch, or replaced by a heal; tern journal log marks them)\n", plural(c.Quarantined, "event"))
+				}
 				for _, f := range c.Forks {
 					fmt.Fprintf(w, "       FORK machine %s seq %d; %d events quarantined\n", f.Machine, f.Seq, c.Quarantined)
 					if f.Machine == st.PeerID {
-						fmt.Fprintf(w, "       this node's own chain: heal it with: tern capsule heal %s\n", c.ID)
+						fmt.Fprintf(w, "       this node's own chain: the node heals it by itself once it holds every event of it (or now: tern capsule heal %s)\n", c.ID)
 					} else {
 						fmt.Fprintf(w, "       only that machine can heal it: tern capsule heal %s, run there\n", c.ID)
 					}
