@@ -77,6 +77,10 @@ const (
 	ReasonPrepareFailed
 	ReasonNotStaging
 	ReasonRegistryLost
+	// ReasonStarting: the target is still asking its peers what they know
+	// (the startup check, or an override). It will answer soon, so the
+	// source proposes again instead of giving up.
+	ReasonStarting
 )
 
 // Err returns the sentinel error of r, or nil for NoReason.
@@ -84,7 +88,7 @@ func (r Reason) Err() error {
 	switch r {
 	case ReasonStale:
 		return ErrStaleEpoch
-	case ReasonBusy:
+	case ReasonBusy, ReasonStarting:
 		return ErrBusy
 	case ReasonHashMismatch:
 		return ErrHashMismatch

@@ -2,6 +2,7 @@ package fencing
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/tern-dev/tern/internal/flaws"
@@ -436,5 +437,69 @@ func TestAnOperatorRetiresAFrozenSourceWithoutTheTargetsAnswer(t *testing.T) {
 	}
 	if len(rd.Events) != 1 || rd.Events[0].Kind != EvOverride {
 		t.Fatalf("events %v", rd.Events)
+	}
+}
+
+// A target that has just started asks its peers what they know before it
+// takes a proposal. The source does not give up on that refusal: it
+// proposes again until the target has its answers, and aborts, saying why,
+// only if the target is still asking when the source would abort anyway.
+func TestAProposalToATargetStillAskingItsPeersIsMadeAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		answerIn   int  // ticks until b's peers' answers reach it; 0: never
+		strict     bool // b waits for an answer however long it takes
+		wantRunner string
+	}{
+		{"the target's peers answer: the move commits", 4, false, "b"},
+		{"they never answer: the startup check ends on its own and the move commits", 0, false, "b"},
+		{"they never answer a strict target: the move aborts as busy", 0, true, "a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNet(t, "a", "b", "c")
+			n.crash(n.node("c"), false)
+			n.drop = func(m *Message) bool { return m.Type == MsgTell && m.To == "b" }
+			b := n.node("b")
+			n.start(b) // asks a and c; neither answer arrives yet
+			if tc.strict {
+				cfg := n.config("b")
+				cfg.Strict = true
+				m, err := New(cfg, n.record("b"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.m = m
+				n.apply(b)
+			}
+			n.migrate("a", "b")
+			n.deliver()
+			refused := false
+			for _, rd := range b.readies {
+				for _, m := range rd.Messages {
+					refused = refused || m.Type == MsgRefuse && m.Reason == ReasonStarting
+				}
+			}
+			if !refused {
+				t.Fatal("b did not refuse the proposal as still starting")
+			}
+			if n.saw(EvAbort) {
+				t.Fatal("a aborted on the first refusal")
+			}
+			for i := 0; i < 40 && n.node("a").m.Resolving(); i++ {
+				if i == tc.answerIn && tc.answerIn > 0 {
+					n.drop = nil
+				}
+				n.tick()
+			}
+			if n.runner() != tc.wantRunner {
+				t.Fatalf("runner %q, want %s", n.runner(), tc.wantRunner)
+			}
+			if tc.wantRunner == "a" {
+				i := slices.IndexFunc(n.events, func(e Event) bool { return e.Kind == EvAbort })
+				if i < 0 || !errors.Is(n.events[i].Err, ErrBusy) {
+					t.Fatalf("events %v: want an abort for busy", n.events)
+				}
+			}
+		})
 	}
 }

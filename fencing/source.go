@@ -14,6 +14,7 @@ type migration struct {
 	files      []File // what the proposal moves (nil after a restart)
 	silent     int    // ticks since the target last answered
 	retryIn    int
+	starting   bool // the target refused only because it was still asking its peers
 }
 
 // Migrate proposes the agent to target: the record becomes frozen at the
@@ -94,8 +95,11 @@ func (m *Machine) tickSource() {
 	s.silent++
 	s.retryIn--
 	if !s.committing && s.silent >= m.tm.Abort {
-		n, target := m.rec.Next, m.rec.Peer
-		m.resume(EvAbort, ErrTimeout)
+		n, target, why := m.rec.Next, m.rec.Peer, ErrTimeout
+		if s.starting {
+			why = fmt.Errorf("the target was still asking its peers what they know: %w", ErrBusy)
+		}
+		m.resume(EvAbort, why)
 		m.send(Message{Type: MsgAbort, To: target, Epoch: n})
 		return
 	}
@@ -125,6 +129,13 @@ func (m *Machine) onReply(msg *Message) {
 		return
 	}
 	s := &m.src
+	if msg.Type == MsgRefuse && msg.Reason == ReasonStarting && s.proposing {
+		// Not an answer yet: the proposal goes out again every Retry
+		// ticks, and the migration aborts if the target is still asking
+		// after Abort ticks.
+		s.starting = true
+		return
+	}
 	s.silent = 0
 	switch msg.Type {
 	case MsgAccept:

@@ -54,7 +54,7 @@ func (m *Machine) onPropose(msg *Message) {
 	case m.ovr.on, m.ask.on:
 		// An override in progress, or the startup check: until the peers
 		// have answered, this node's registry may be behind what it sent.
-		m.refuse(msg, ReasonBusy)
+		m.refuse(msg, ReasonStarting)
 		return
 	}
 	if r.State == Staging {
