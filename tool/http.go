@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -30,56 +31,124 @@ var httpParams = []param{
 	{name: "body", kind: "string", desc: "the request body (not for GET or HEAD)"},
 }
 
-var httpClient = &http.Client{Timeout: HTTPTimeout, Transport: &http.Transport{
-	DialContext:         guardedDial,
-	ForceAttemptHTTP2:   true,
-	TLSHandshakeTimeout: 10 * time.Second,
-	MaxIdleConns:        16,
-	IdleConnTimeout:     30 * time.Second,
-}}
-
-// approvedKey marks the context of a call a person approved.
-type approvedKey struct{}
-
 // cgnat is 100.64.0.0/10 (carrier-grade NAT, and Tailscale's addresses).
 var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
 // isLocal reports whether ip is this machine or its network: loopback,
 // private, link-local (the cloud metadata service 169.254.169.254),
-// unspecified, or shared address space.
-func isLocal(ip netip.Addr) bool {
+// unspecified, shared address space, or one of own, the addresses of
+// this machine's interfaces (a public address of this machine reaches a
+// service listening on all its interfaces).
+func isLocal(ip netip.Addr, own []netip.Addr) bool {
 	ip = ip.Unmap()
 	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() || cgnat.Contains(ip)
+		ip.IsUnspecified() || ip.IsInterfaceLocalMulticast() || cgnat.Contains(ip) || slices.Contains(own, ip)
 }
 
-// guardedDial dials like net.Dialer, but refuses an address of this
-// machine or its network unless a person approved the call: checked on
-// the address actually dialed, so a name that resolves there (or a
-// redirect that leads there) is caught too.
-func guardedDial(ctx context.Context, network, addr string) (net.Conn, error) {
-	approved := ctx.Value(approvedKey{}) != nil
+// ownAddrs returns the addresses of this machine's interfaces, IPv4 and
+// IPv6, as they are now; none if they cannot be listed.
+func ownAddrs() []netip.Addr {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap())
+		}
+	}
+	return out
+}
+
+// thisMachineOrNetwork is isLocal with this machine's addresses now.
+func thisMachineOrNetwork(ip netip.Addr) bool { return isLocal(ip, ownAddrs()) }
+
+// localHost reports whether a URL's host names this machine or its
+// network outright: localhost, or an IP literal that local says is.
+func localHost(host string, local func(netip.Addr) bool) bool {
+	if h := strings.ToLower(strings.TrimSuffix(host, ".")); h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil && local(ip)
+}
+
+// endpoint is the host:port a URL connects to, as http.Transport dials
+// it: the port given, or the scheme's.
+func endpoint(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return strings.ToLower(net.JoinHostPort(u.Hostname(), port))
+}
+
+// reach is what one http_request call may connect to: no address of this
+// machine or its network (local), except at approved, the host:port of
+// the URL a person approved the call with ("" when no one did). A
+// redirect elsewhere is checked as if no one had approved the call.
+type reach struct {
+	approved string
+	local    func(netip.Addr) bool
+}
+
+// refusal is the error of a connection reach does not allow.
+func refusal(ip netip.Addr) error {
+	return fmt.Errorf("%s is an address of this machine or its network: such a request needs a person's approval, "+
+		"which covers only the host and port of the URL approved (it was not asked for, so the model should name the address in the URL to be asked)", ip)
+}
+
+// dial dials like net.Dialer, checking the address actually dialed after
+// name resolution: a name that resolves to this machine, or a redirect
+// that leads there, is refused like an address written in the URL.
+func (r reach) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	mayBeLocal := r.approved != "" && strings.EqualFold(addr, r.approved)
 	d := net.Dialer{Timeout: 30 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
-		if err == nil && !approved && isLocal(ap.Addr()) {
-			return fmt.Errorf("%s is an address of this machine or its network: such a request needs a person's approval (it was not asked for, so the model should name the address in the URL to be asked)", ap.Addr())
+		if err != nil {
+			return fmt.Errorf("dialing %q: not an IP address and port", address)
+		}
+		if !mayBeLocal && r.local(ap.Addr()) {
+			return refusal(ap.Addr())
 		}
 		return nil
 	}}
 	return d.DialContext(ctx, network, addr)
 }
 
-// localHost reports whether a URL's host names this machine or its
-// network outright: localhost, or a local IP literal.
-func localHost(host string) bool {
-	if h := strings.ToLower(strings.TrimSuffix(host, ".")); h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return true
+// checkRedirect follows at most 10 redirects, refusing at once one whose
+// URL names this machine or its network outright, unless it stays at the
+// approved host and port (the dial checks every other way there).
+func (r reach) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
 	}
-	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	return err == nil && isLocal(ip)
+	if endpoint(req.URL) != r.approved && localHost(req.URL.Hostname(), r.local) {
+		return fmt.Errorf("redirected to %s, which is this machine or its network: the call was not approved for it; "+
+			"ask for that URL itself to be asked", req.URL.Redacted())
+	}
+	return nil
 }
 
-func httpRequest() Tool {
+// client is the HTTP client of one call: a transport of its own, so that
+// no connection opened under one call's approval is used by another, and
+// every connection is dialed, and checked, under this call's reach. No
+// proxy from the environment is used, so the check cannot be bypassed
+// through one.
+func (r reach) client() *http.Client {
+	return &http.Client{Timeout: HTTPTimeout, CheckRedirect: r.checkRedirect, Transport: &http.Transport{
+		DialContext:         r.dial,
+		ForceAttemptHTTP2:   true,
+		TLSHandshakeTimeout: 10 * time.Second,
+	}}
+}
+
+func httpRequest() Tool { return httpTool(thisMachineOrNetwork) }
+
+// httpTool is http_request with local deciding which addresses are this
+// machine or its network.
+func httpTool(local func(netip.Addr) bool) Tool {
 	return Tool{
 		Name: "http_request",
 		Description: "Send an HTTP request and read the response: its status, a few headers and at most 64 KiB of its body. " +
@@ -89,8 +158,10 @@ func httpRequest() Tool {
 		// classed by method (EffectOf).
 		Effect:   AtMostOnce,
 		Approval: true,
-		Classify: classifyHTTP,
-		Run:      runHTTP,
+		Classify: func(args json.RawMessage) (string, bool) { return classifyHTTP(args, local) },
+		Run: func(ctx context.Context, call Call) (Result, error) {
+			return runHTTP(ctx, call, local)
+		},
 	}
 }
 
@@ -104,19 +175,19 @@ func safeMethod(m string) bool {
 // names this machine or its network (localhost, a private, loopback or
 // link-local address): then they need approval too. Any other method (or
 // arguments that name none) is at-most-once and needs approval.
-func classifyHTTP(args json.RawMessage) (string, bool) {
+func classifyHTTP(args json.RawMessage, local func(netip.Addr) bool) (string, bool) {
 	var a struct {
 		Method string `json:"method"`
 		URL    string `json:"url"`
 	}
 	if json.Unmarshal(args, &a) == nil && safeMethod(a.Method) {
 		u, err := url.Parse(a.URL)
-		return Idempotent, err != nil || localHost(u.Hostname())
+		return Idempotent, err != nil || localHost(u.Hostname(), local)
 	}
 	return AtMostOnce, true
 }
 
-func runHTTP(ctx context.Context, call Call) (Result, error) {
+func runHTTP(ctx context.Context, call Call, local func(netip.Addr) bool) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
@@ -141,9 +212,12 @@ func runHTTP(ctx context.Context, call Call) (Result, error) {
 	if !safe && call.OperationID == "" {
 		return Result{}, errors.New("tool: http_request: no operation id: a " + method + " call runs only after its operation.intent")
 	}
+	r := reach{local: local}
 	if call.Approved {
-		ctx = context.WithValue(ctx, approvedKey{}, true)
+		r.approved = endpoint(u)
 	}
+	client := r.client()
+	defer client.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, method, a.URL, strings.NewReader(a.Body))
 	if err != nil {
 		return failf("http_request: %v", err)
@@ -162,7 +236,7 @@ func runHTTP(ctx context.Context, call Call) (Result, error) {
 		req.Header.Set("Idempotency-Key", call.OperationID)
 	}
 
-	resp, err := httpClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {

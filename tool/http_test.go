@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tern-dev/tern/session"
@@ -159,5 +162,121 @@ func TestHTTPRequestKeepsOffThisMachineUnlessApproved(t *testing.T) {
 	raw, _ := json.Marshal(map[string]any{"method": "GET", "url": "http://example.com/"})
 	if effect, approval := EffectOf("http_request", raw); effect != Idempotent || approval {
 		t.Fatalf("a GET of a public name is %s, approval %v; want idempotent, not gated", effect, approval)
+	}
+}
+
+func TestIsLocal(t *testing.T) {
+	own := []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8::7")}
+	tests := []struct {
+		name string
+		ip   string
+		want bool
+	}{
+		{"loopback is this machine", "127.0.0.1", true},
+		{"IPv6 loopback is this machine", "::1", true},
+		{"the unspecified address reaches what listens on all interfaces", "0.0.0.0", true},
+		{"a private address is this network", "192.168.1.1", true},
+		{"a unique local IPv6 address is this network", "fd00::2", true},
+		{"the metadata service is link-local", "169.254.169.254", true},
+		{"shared address space is this network", "100.64.1.1", true},
+		{"a public address of this machine's interfaces is this machine", "203.0.113.7", true},
+		{"a public IPv6 address of this machine's interfaces is this machine", "2001:db8::7", true},
+		{"an IPv4-mapped address of this machine is this machine", "::ffff:203.0.113.7", true},
+		{"a public address beside this machine's is not", "203.0.113.8", false},
+		{"a public IPv6 address beside this machine's is not", "2001:db8::8", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := isLocal(netip.MustParseAddr(tt.ip), own); got != tt.want {
+				t.Fatalf("isLocal(%s) = %v, want %v", tt.ip, got, tt.want)
+			}
+		})
+	}
+}
+
+// counted is a server on addr that counts the requests it answers, each
+// with body.
+func counted(t *testing.T, addr string, handler http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s here: %v", addr, err)
+	}
+	n := new(atomic.Int64)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		handler(w, r)
+	}))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, n
+}
+
+func runWith(t *testing.T, tl Tool, approved bool, args map[string]any) Result {
+	t.Helper()
+	raw, _ := json.Marshal(args)
+	res, err := tl.Run(context.Background(), Call{Arguments: raw, Approved: approved})
+	if err != nil {
+		t.Fatalf("http_request: Go error %v", err)
+	}
+	return res
+}
+
+// A person's approval of one request to this machine lets that request
+// through, and nothing after it: a later, unapproved request to an
+// outside server that redirects to the approved address does not reach
+// it, not even over a connection the approved request left open.
+func TestAnApprovalOfALocalRequestIsThatRequestsOnly(t *testing.T) {
+	admin, reached := counted(t, "127.0.0.1:0", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "admin page "+r.URL.Path) })
+	outside, _ := counted(t, "127.0.0.2:0", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, admin.URL+"/NOT-APPROVED-via-pool", http.StatusFound)
+	})
+	// 127.0.0.2 stands for a server elsewhere on the internet.
+	outsideIP := netip.MustParseAddr("127.0.0.2")
+	tl := httpTool(func(ip netip.Addr) bool { return ip != outsideIP && thisMachineOrNetwork(ip) })
+
+	if res := runWith(t, tl, true, map[string]any{"method": "GET", "url": admin.URL + "/approved"}); res.IsError || !strings.HasSuffix(res.Output, "admin page /approved") {
+		t.Fatalf("the approved request: %+v", res)
+	}
+	// The same address again, unapproved: the connection the approved
+	// request opened is not used, and a new one is refused.
+	wantError(t, runWith(t, tl, false, map[string]any{"method": "GET", "url": admin.URL + "/NOT-APPROVED-again"}), "needs a person's approval")
+	res := runWith(t, tl, false, map[string]any{"method": "GET", "url": outside.URL + "/"})
+	wantError(t, res, "redirected to "+admin.URL+"/NOT-APPROVED-via-pool", "not approved")
+	if n := reached.Load(); n != 1 {
+		t.Fatalf("the local server answered %d requests, want 1: the approved one only", n)
+	}
+}
+
+// This machine's own addresses are this machine, public ones too: a GET
+// to one asks for approval, and one that was not approved does not reach
+// a server listening on all interfaces.
+func TestHTTPRequestKeepsOffThisMachinesOwnPublicAddresses(t *testing.T) {
+	var public netip.Addr
+	for _, a := range ownAddrs() {
+		if !isLocal(a, nil) && !a.IsMulticast() {
+			public = a
+			break
+		}
+	}
+	if !public.IsValid() {
+		t.Skip("this machine has no address outside the loopback, private and link-local ranges, which are refused anyway: nothing of its own left to check")
+	}
+	srv, reached := counted(t, ":0", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "a service on all interfaces") })
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	u := "http://" + net.JoinHostPort(public.String(), port) + "/"
+	raw, _ := json.Marshal(map[string]any{"method": "GET", "url": u})
+	if _, approval := EffectOf("http_request", raw); !approval {
+		t.Errorf("GET %s, an address of this machine, is not gated", u)
+	}
+	tl, _ := Builtin("http_request")
+	wantError(t, runWith(t, tl, false, map[string]any{"method": "GET", "url": u}), "is an address of this machine or its network", "needs a person's approval")
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the service was reached %d times without approval", n)
+	}
+	if res := runWith(t, tl, true, map[string]any{"method": "GET", "url": u}); res.IsError || reached.Load() != 1 {
+		t.Fatalf("approved, it is reached: %+v, %d requests", res, reached.Load())
 	}
 }

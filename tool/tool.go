@@ -56,7 +56,10 @@ type Call struct {
 	// Idempotency-Key. Empty for a pure call.
 	OperationID string
 	// Approved says a person approved this call: http_request may then
-	// reach this machine and its network, which it otherwise refuses.
+	// reach the host and port its URL names even when that is this
+	// machine or its network, which it otherwise refuses. The approval
+	// is this call's only: no later call, and no redirect to another
+	// host, is let through by it.
 	Approved bool
 	// Env is shell's environment; nil means this process's environment
 	// without the variables whose names look secret (capsule.LooksSecret).
