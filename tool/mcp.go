@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path"
 	"regexp"
@@ -57,7 +58,9 @@ type MCPEnv struct {
 	// has Set(name, value string) error, OAuth tokens are kept there (and
 	// only there), under MCPTokenSecret of the server.
 	Secrets Secrets
-	// Workspace is the folder stdio servers run in.
+	// Workspace is the folder stdio servers run in, and their HOME: they
+	// get the environment shell's command gets (commandEnv), with their
+	// secrets and env, and nothing else of this process's.
 	Workspace string
 	// RedirectURL is where an authorization server sends the person's
 	// browser back to with the code (the node's /v1/mcp/callback); empty:
@@ -378,23 +381,24 @@ func (m *MCP) transport(name string, s capsule.MCPServer, d *dialing) (mcp.Trans
 	if err != nil {
 		return nil, fmt.Errorf("mcp server %s: its command %q %s: install it, or fix command in agent.json's mcp_servers", name, s.Command, MissingCommand(s.Command))
 	}
-	cmd := exec.Command(path, s.Args...)
-	cmd.Dir = m.env.Workspace
-	cmd.Env = shellEnv(nil)
+	var declared []string
 	for _, sec := range s.Secrets {
 		v, err := get(sec)
 		if err != nil {
 			return nil, err
 		}
-		cmd.Env = append(cmd.Env, sec+"="+v)
+		declared = append(declared, sec+"="+v)
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		v, err := capsule.ExpandSecrets(s.Env[k], get)
 		if err != nil {
 			return nil, err
 		}
-		cmd.Env = append(cmd.Env, k+"="+v)
+		declared = append(declared, k+"="+v)
 	}
+	cmd := exec.Command(path, s.Args...)
+	cmd.Dir = m.env.Workspace
+	cmd.Env = commandEnv(os.Environ(), m.env.Workspace, os.TempDir(), declared)
 	return &serverTransport{cmd: cmd, server: name, records: m.env.Processes}, nil
 }
 

@@ -247,3 +247,37 @@ func TestAnMCPServerTakesAPastedToken(t *testing.T) {
 		t.Fatalf("with the pasted token: %+v", states[0])
 	}
 }
+
+// A stdio server gets what shell's command gets of the node's
+// environment, HOME the workspace, and its own env and secrets: not the
+// password of the node's secrets, nor a secret it did not list.
+func TestAStdioMCPServerGetsNoneOfTheNodesEnvironment(t *testing.T) {
+	t.Setenv("TERN_SECRETS_PASSWORD", "hunter2")
+	t.Setenv("TERN_SECRET_OTHER", "sk-other")
+	t.Setenv("TERN_TEST_PLAIN", "plain")
+	ws := t.TempDir()
+	s := stdioServer(t)
+	s.Env["LOG_LEVEL"] = "warn"
+	s.Secrets = []string{"GITHUB_TOKEN"}
+	m := NewMCP(map[string]capsule.MCPServer{"local": s}, MCPEnv{Workspace: ws, Secrets: mapSecrets{"GITHUB_TOKEN": "ghp-2"}})
+	defer m.Close()
+	tools, states := m.Tools(context.Background())
+	if states[0].State != MCPConnected {
+		t.Fatalf("%+v", states[0])
+	}
+	res, err := toolNamed(t, tools, "mcp__local__environment").Run(context.Background(), Call{Arguments: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Split(res.Output, "\n")
+	for _, want := range []string{"HOME=" + ws, "LOG_LEVEL=warn", "GITHUB_TOKEN=ghp-2", mcptest.EnvStdio + "=1", "PATH=" + os.Getenv("PATH")} {
+		if !slices.Contains(env, want) {
+			t.Errorf("the server's environment lacks %s: %q", want, env)
+		}
+	}
+	for _, leak := range []string{"hunter2", "sk-other", "TERN_TEST_PLAIN"} {
+		if strings.Contains(res.Output, leak) {
+			t.Errorf("the server saw %q of the node's environment: %q", leak, env)
+		}
+	}
+}

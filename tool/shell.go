@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/procgroup"
 )
 
@@ -69,7 +68,7 @@ func runShell(ctx context.Context, call Call) (Result, error) {
 		return Result{}, fmt.Errorf("tool: shell: %w", err)
 	}
 	cmd.Dir = call.Workspace
-	cmd.Env = append(shellEnv(call.Env), "TERN_OPERATION_ID="+call.OperationID)
+	cmd.Env = append(commandEnv(os.Environ(), call.Workspace, os.TempDir(), call.Env), "TERN_OPERATION_ID="+call.OperationID)
 	ownGroup(cmd)
 	// One pipe for both streams, as a terminal shows them. It is an
 	// *os.File, so Wait returns when the shell exits rather than when the
@@ -162,25 +161,6 @@ func closeFiles(files ...*os.File) {
 			f.Close()
 		}
 	}
-}
-
-// shellEnv is the command's environment before TERN_OPERATION_ID: env as
-// given, or this process's without the variables that look secret, so
-// that the node's own keys never reach a command the model wrote.
-func shellEnv(env []string) []string {
-	inherited := env == nil
-	if inherited {
-		env = os.Environ()
-	}
-	var out []string
-	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == "TERN_OPERATION_ID" || (inherited && capsule.LooksSecret(name)) {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
 }
 
 // capBuffer keeps the first half bytes written to it and the last half,

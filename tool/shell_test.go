@@ -43,20 +43,31 @@ func TestShellOperationID(t *testing.T) {
 	}
 }
 
-// The node's secrets never reach a command; a given environment is used as it is.
+// Of the node's environment only PATH, LANG, TERM and TZ reach a
+// command: not the password of its secrets, not a key, not its home;
+// HOME is the workspace. The variables the agent declares are added.
 func TestShellEnvironment(t *testing.T) {
 	ws, _ := workspace(t, nil)
+	t.Setenv("TERN_SECRETS_PASSWORD", "hunter2")
 	t.Setenv("TERN_SECRET_ANTHROPIC_KEY", "sk-1")
-	t.Setenv("GITHUB_TOKEN", "ghp-2")
+	t.Setenv("TERN_HOME", "/somewhere/tern")
 	t.Setenv("TERN_TEST_PLAIN", "plain")
+	t.Setenv("LANG", "C.UTF-8")
 	res := call(t, "shell", ws, map[string]any{"command": "env"}, "op1")
-	if strings.Contains(res.Output, "sk-1") || strings.Contains(res.Output, "ghp-2") || !strings.Contains(res.Output, "TERN_TEST_PLAIN=plain") {
-		t.Fatalf("environment: %q", res.Output)
+	for _, leak := range []string{"hunter2", "sk-1", "/somewhere/tern", "TERN_TEST_PLAIN"} {
+		if strings.Contains(res.Output, leak) {
+			t.Errorf("the command saw %q of the node's environment: %q", leak, res.Output)
+		}
+	}
+	for _, want := range []string{"HOME=" + ws + "\n", "LANG=C.UTF-8\n", "PATH=" + os.Getenv("PATH") + "\n", "TMPDIR=" + os.TempDir() + "\n"} {
+		if !strings.Contains(res.Output, want) {
+			t.Errorf("the command's environment lacks %q: %q", want, res.Output)
+		}
 	}
 	tl, _ := Builtin("shell")
-	r, err := tl.Run(context.Background(), Call{Workspace: ws, Arguments: []byte(`{"command":"echo $A-$TERN_TEST_PLAIN-$TERN_OPERATION_ID"}`), OperationID: "op2", Env: []string{"A=given", "TERN_OPERATION_ID=forged"}})
-	if err != nil || r.Output != "given--op2\n[exit code 0]" {
-		t.Fatalf("given environment: %q, %v", r.Output, err)
+	r, err := tl.Run(context.Background(), Call{Workspace: ws, Arguments: []byte(`{"command":"echo $A-$TERN_TEST_PLAIN-$TERN_OPERATION_ID"}`), OperationID: "op2", Env: []string{"A=declared", "TERN_OPERATION_ID=forged"}})
+	if err != nil || r.Output != "declared--op2\n[exit code 0]" {
+		t.Fatalf("declared environment: %q, %v", r.Output, err)
 	}
 }
 

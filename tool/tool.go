@@ -61,8 +61,11 @@ type Call struct {
 	// is this call's only: no later call, and no redirect to another
 	// host, is let through by it.
 	Approved bool
-	// Env is shell's environment; nil means this process's environment
-	// without the variables whose names look secret (capsule.LooksSecret).
+	// Env are the variables the agent's environment declares for shell's
+	// command ("NAME=value", DeclaredEnv). The command gets them over a
+	// few of this process's (PATH, LANG, TERM, TZ), with HOME the
+	// workspace and TMPDIR the system's temporary folder, and never the
+	// rest of this process's environment (commandEnv).
 	// TERN_OPERATION_ID is always added.
 	Env []string
 	// Memory is the agent's memory, for memory_search and memory_note.

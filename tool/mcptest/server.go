@@ -9,7 +9,9 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,7 +44,9 @@ type sum struct {
 //   - fail answers an error result;
 //   - picture answers an image;
 //   - vanish ends the server's process during the call (over stdio);
-//   - grow adds the tool grown (tools/list_changed).
+//   - grow adds the tool grown (tools/list_changed);
+//   - environment (readOnlyHint) answers the server's environment, a
+//     NAME=value a line, sorted.
 func NewServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "tern-test", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes its text.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
@@ -72,6 +76,12 @@ func NewServer() *mcp.Server {
 				os.Exit(3)
 			}
 			return nil, nil, errors.New("vanish ends only a server of its own process")
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "environment", Description: "Answers the server's environment.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			env := os.Environ()
+			slices.Sort(env)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(env, "\n")}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "grow", Description: "Adds the tool grown."},
 		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
