@@ -496,15 +496,15 @@ func MCPToolName(server, tool string) string {
 
 // MCPPolicy is the effect and approval of MCP tool t once agent.json's
 // entry for it (decl, by its mcp__ name; nil if none) is applied: an
-// effect there replaces the server's (an at-most-once one then needs
-// approval), and an approval there decides.
+// effect there replaces the server's (any but pure then needs approval),
+// and an approval there decides.
 func MCPPolicy(t Tool, decl *capsule.Tool) (effect string, approval bool) {
 	effect, approval = t.Effect, t.Approval
 	if decl == nil {
 		return effect, approval
 	}
 	if decl.Effect != "" {
-		effect, approval = decl.Effect, decl.Effect == AtMostOnce
+		effect, approval = decl.Effect, decl.Effect != Pure
 	}
 	if decl.Approval != nil {
 		approval = *decl.Approval
@@ -530,7 +530,9 @@ func WithOverrides(states []MCPServerState, decls []capsule.Tool) []MCPServerSta
 
 // tool makes one server tool a Tool: its effect from the server's
 // annotations (readOnlyHint: pure; idempotentHint: idempotent; anything
-// else at-most-once, which needs approval by default).
+// else at-most-once). Every tool but a read-only one needs approval by
+// default: idempotent says a second call repeats the first harmlessly,
+// not that the first is harmless (a file overwritten, twice).
 func (m *MCP) tool(server string, t *mcp.Tool) Tool {
 	effect := AtMostOnce
 	if a := t.Annotations; a != nil {
@@ -551,7 +553,7 @@ func (m *MCP) tool(server string, t *mcp.Tool) Tool {
 		Description: t.Description,
 		Parameters:  params,
 		Effect:      effect,
-		Approval:    effect == AtMostOnce,
+		Approval:    effect != Pure,
 		NoWorkspace: m.servers[server].URL != "", // a stdio server runs in the workspace, and may write it
 		Run: func(ctx context.Context, c Call) (Result, error) {
 			return m.call(ctx, server, name, c.Arguments, effect != AtMostOnce)

@@ -66,7 +66,7 @@ func TestMCPToolsOverStdioAndHTTPWithTheirEffectsAndResults(t *testing.T) {
 		effects := map[string]string{"echo": Pure, "add": Idempotent, "record_call": AtMostOnce}
 		for name, effect := range effects {
 			tl := toolNamed(t, tools, "mcp__"+server+"__"+name)
-			if tl.Effect != effect || tl.Approval != (effect == AtMostOnce) {
+			if tl.Effect != effect || tl.Approval != (effect != Pure) {
 				t.Errorf("%s: effect %s approval %v", tl.Name, tl.Effect, tl.Approval)
 			}
 		}
@@ -278,6 +278,47 @@ func TestAStdioMCPServerGetsNoneOfTheNodesEnvironment(t *testing.T) {
 	for _, leak := range []string{"hunter2", "sk-other", "TERN_TEST_PLAIN"} {
 		if strings.Contains(res.Output, leak) {
 			t.Errorf("the server saw %q of the node's environment: %q", leak, env)
+		}
+	}
+}
+
+// A tool the server calls idempotent still asks a person by default, as
+// any tool that is not read-only does: idempotent is not harmless.
+// agent.json's entry for it decides otherwise.
+func TestAnMCPToolThatIsNotReadOnlyAsksForApproval(t *testing.T) {
+	m := NewMCP(map[string]capsule.MCPServer{"local": stdioServer(t)}, MCPEnv{Workspace: t.TempDir()})
+	defer m.Close()
+	tools, states := m.Tools(context.Background())
+	if states[0].State != MCPConnected {
+		t.Fatalf("%+v", states[0])
+	}
+	no, yes := false, true
+	tests := []struct {
+		name, tool   string
+		decl         *capsule.Tool
+		effect       string
+		wantApproval bool
+	}{
+		{"a read-only tool runs without asking", "echo", nil, Pure, false},
+		{"an idempotent tool asks", "add", nil, Idempotent, true},
+		{"a tool without hints asks", "record_call", nil, AtMostOnce, true},
+		{"agent.json lets an idempotent tool run without asking", "add", &capsule.Tool{Approval: &no}, Idempotent, false},
+		{"agent.json's effect idempotent asks", "echo", &capsule.Tool{Effect: Idempotent}, Idempotent, true},
+		{"agent.json's effect pure runs without asking", "record_call", &capsule.Tool{Effect: Pure}, Pure, false},
+		{"agent.json gates a read-only tool", "echo", &capsule.Tool{Approval: &yes}, Pure, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tl := toolNamed(t, tools, "mcp__local__"+tt.tool)
+			if effect, approval := MCPPolicy(tl, tt.decl); effect != tt.effect || approval != tt.wantApproval {
+				t.Fatalf("%s: effect %s, approval %v; want %s, %v", tl.Name, effect, approval, tt.effect, tt.wantApproval)
+			}
+		})
+	}
+	states = WithOverrides(states, []capsule.Tool{{Name: "mcp__local__add", Approval: &no}})
+	for _, tl := range states[0].Tools {
+		if want := tl.Effect != Pure && tl.Name != "mcp__local__add"; tl.Approval != want {
+			t.Errorf("mcp list shows %s (%s) with approval %v, want %v", tl.Name, tl.Effect, tl.Approval, want)
 		}
 	}
 }

@@ -41,7 +41,8 @@ func TestATurnCallsTheToolsOfTheAgentsMCPServers(t *testing.T) {
 			"web":   map[string]any{"url": web.URL},
 		}
 		// agent.json may override what a server's annotations say.
-		a["tools"] = append(a["tools"].([]any), map[string]any{"name": "mcp__local__add", "effect": "at-most-once"})
+		a["tools"] = append(a["tools"].([]any), map[string]any{"name": "mcp__local__add", "effect": "at-most-once"},
+			map[string]any{"name": "mcp__web__add", "approval": false}) // idempotent asks by default
 	})
 
 	var states []tool.MCPServerState
