@@ -414,6 +414,7 @@ type serverTransport struct {
 }
 
 func (t *serverTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	seclude()
 	procgroup.Prepare(t.cmd)
 	var conn mcp.Connection
 	err := procgroup.Spawn(func() (err error) {

@@ -80,13 +80,14 @@ func runShell(ctx context.Context, call Call) (Result, error) {
 	}
 	defer r.Close()
 	cmd.Stdout, cmd.Stderr = w, w
-	err = procgroup.Start(cmd)
+	release, err := startShell(cmd, call.Home, call.Workspace)
 	w.Close()
 	closeFiles(cmd.ExtraFiles...)
 	if err != nil {
 		closeFiles(gate)
 		return Result{}, fmt.Errorf("tool: shell: %w", err)
 	}
+	defer release() // once the command's leader has exited: every way on waits for it
 	// The command waits at its gate until its group is recorded: a node
 	// killed from here on leaves a record, and its next start ends the
 	// group before anything decides what became of the call.

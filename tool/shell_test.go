@@ -23,7 +23,7 @@ func TestShell(t *testing.T) {
 	if res.Output != "ok\n[exit code 0]" || res.IsError {
 		t.Fatalf("got %+v", res)
 	}
-	// The command writes into the workspace: shell is not confined, it is gated.
+	// The command writes into the workspace, confined or not.
 	call(t, "shell", ws, map[string]any{"command": "echo made > b.txt"}, "op3")
 	if data, _ := os.ReadFile(filepath.Join(ws, "b.txt")); string(data) != "made\n" {
 		t.Fatalf("b.txt: %q", data)

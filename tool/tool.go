@@ -15,6 +15,12 @@
 // root's file descriptor, so no "..", absolute path or symbolic link, even
 // one swapped in while the call runs, takes them outside the workspace.
 //
+// shell's command, and a stdio MCP server, get an environment built from
+// an allow-list, never the node's own; where the kernel has Landlock,
+// shell's command is confined: it reads nothing of the node's home but
+// its workspace and writes only there and in the temporary folder
+// (Confinement says how this machine does).
+//
 // The package runs tools; it does not journal them. Writing the
 // operation.intent before a non-pure call, its outcome after, and asking
 // for approval are the runtime's (docs/SESSIONS.md).
@@ -70,6 +76,12 @@ type Call struct {
 	Env []string
 	// Memory is the agent's memory, for memory_search and memory_note.
 	Memory Memory
+	// Home is the node's home ($TERN_HOME): where the system allows it
+	// (Landlock), shell's command reads and writes nothing under it but
+	// the workspace, and writes nothing outside the workspace and the
+	// system's temporary folder (docs/TOOLS.md). Empty: the command is
+	// confined all the same, but no home is hidden from its reading.
+	Home string
 	// Processes is where shell records the process group of its command
 	// while it runs, under the operation id, so that the node's next start
 	// ends it after a crash (the node's $TERN_HOME/processes); empty: no

@@ -70,6 +70,53 @@ func spawner() {
 	}
 }
 
+// SpawnConfined runs confine, then start, on an OS thread of their own:
+// confine may change that thread for good (a Landlock domain,
+// no_new_privs), and the processes start starts inherit the change,
+// while nothing else of this process ever runs on the thread. If confine
+// fails, start does not run and its error is returned.
+//
+// The thread lives until release is called, and then ends. Call release
+// once every process start started has exited (Wait returned): Linux
+// sends a child its parent-death signal when the thread that forked it
+// ends (see Spawn), so a child of a released thread gets it at once.
+func SpawnConfined(confine, start func() error) (release func(), err error) {
+	type answer struct {
+		release func()
+		err     error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		runtime.LockOSThread()
+		if syscall.Gettid() == syscall.Getpid() {
+			// The main thread, whose changes /proc/PID shows as the
+			// whole process's (a command in the same Landlock domain
+			// could read the node's environment there), and which Go
+			// never ends. Held here, unchanged, another thread does it.
+			release, err := SpawnConfined(confine, start)
+			runtime.UnlockOSThread()
+			answers <- answer{release, err}
+			return
+		}
+		// Never unlocked from here: Go ends a thread whose goroutine
+		// returns locked, so the changed thread is never reused.
+		err := confine()
+		if err == nil {
+			err = start()
+		}
+		if err != nil {
+			answers <- answer{err: err}
+			return
+		}
+		done := make(chan struct{})
+		var once sync.Once
+		answers <- answer{release: func() { once.Do(func() { close(done) }) }}
+		<-done
+	}()
+	a := <-answers
+	return a.release, a.err
+}
+
 // Of returns the group pid leads: pid, its start time and this boot. The
 // process must still exist (a zombie will do).
 func Of(pid int) (Group, error) {

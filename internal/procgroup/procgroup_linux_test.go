@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The main goroutine keeps the main thread: Go never ends that thread (it
@@ -270,5 +272,77 @@ func TestAChildDiesWithItsParent(t *testing.T) {
 			t.Fatalf("the child %d still runs 10 s after its parent was killed", child)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// noNewPrivsThreads returns the threads of this process that have
+// no_new_privs set.
+func noNewPrivsThreads(t *testing.T) []string {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/status")
+		if err == nil && strings.Contains(string(b), "\nNoNewPrivs:\t1\n") {
+			out = append(out, task.Name())
+		}
+	}
+	return out
+}
+
+// What confine does to its thread reaches the processes start starts
+// there, and no other thread of the node nor the children it starts
+// otherwise; the thread ends at release.
+func TestSpawnConfinedChangesOneThreadAndWhatItStarts(t *testing.T) {
+	if got := noNewPrivsThreads(t); len(got) != 0 {
+		t.Skipf("threads %v of the test process already have no_new_privs", got)
+	}
+	nnp := func() error { return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }
+	confined := exec.Command("sh", "-c", "grep NoNewPrivs /proc/self/status; read hold")
+	in, _ := confined.StdinPipe()
+	out, _ := confined.StdoutPipe()
+	release, err := SpawnConfined(nnp, confined.Start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	if strings.TrimSpace(line) != "NoNewPrivs:\t1" {
+		t.Fatalf("the child started on the confined thread says %q", line)
+	}
+	if got := noNewPrivsThreads(t); len(got) != 1 {
+		t.Fatalf("threads with no_new_privs while the child runs: %v, want the one confined thread", got)
+	}
+	plain := exec.Command("grep", "NoNewPrivs", "/proc/self/status")
+	Prepare(plain)
+	var b strings.Builder
+	plain.Stdout = &b
+	if err := Start(plain); err != nil {
+		t.Fatal(err)
+	}
+	plain.Wait()
+	if strings.TrimSpace(b.String()) != "NoNewPrivs:\t0" {
+		t.Fatalf("a child started by Start says %q", b.String())
+	}
+	in.Close()
+	confined.Wait()
+	release()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(noNewPrivsThreads(t)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the confined thread %v still runs 10 s after its release", noNewPrivsThreads(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A confine that fails starts nothing.
+func TestSpawnConfinedStartsNothingWhenConfineFails(t *testing.T) {
+	started := false
+	_, err := SpawnConfined(func() error { return errors.New("no confinement") }, func() error { started = true; return nil })
+	if err == nil || err.Error() != "no confinement" || started {
+		t.Fatalf("err %v, started %v", err, started)
 	}
 }
