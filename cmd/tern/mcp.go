@@ -34,8 +34,11 @@ func mcpListCmd(e *env) *cobra.Command {
 			"machine's secrets (the node's, for an agent id it holds), and lists each server's state\n" +
 			"and its tools: the name the model sees (mcp__SERVER__TOOL), the effect class the\n" +
 			"server's annotations give (readOnlyHint: pure; idempotentHint: idempotent; else\n" +
-			"at-most-once) and whether a call needs approval. A capsule folder's stdio servers run\n" +
-			"in the current folder.",
+			"at-most-once) and whether a call needs approval (by default every tool but a pure\n" +
+			"one; agent.json's tools may say otherwise). A capsule folder's stdio servers run in\n" +
+			"the current folder. The last line says whether this machine confines shell's\n" +
+			"commands (Landlock: no reading the node's home, writing only the workspace and the\n" +
+			"temporary folder) or runs them unconfined, and why.",
 		Example: "  tern mcp list $AGENT\n  tern mcp list ./agent --json | jq '.[] | {name, state}'",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -77,6 +80,7 @@ func mcpListCmd(e *env) *cobra.Command {
 					fmt.Fprintf(e.stdout, "  %-40s %s%s\n", tl.Name, tl.Effect, approval)
 				}
 			}
+			fmt.Fprintf(e.stdout, "shell commands here: %s\n", tool.Confinement())
 			return nil
 		},
 	}

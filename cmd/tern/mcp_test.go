@@ -109,7 +109,8 @@ func TestMCPListOfAFolderSaysWhatCannotBeReached(t *testing.T) {
 	os.WriteFile(p, append(b, '\n'), 0o644)
 	mustTern(t, home, "", "capsule", "accept", dir)
 	out := mustTern(t, home, "", "mcp", "list", dir)
-	if !strings.Contains(out, "gone (stdio): unavailable") || !strings.Contains(out, "is not on this machine's PATH") {
+	if !strings.Contains(out, "gone (stdio): unavailable") || !strings.Contains(out, "is not on this machine's PATH") ||
+		!strings.HasSuffix(out, "shell commands here: "+tool.Confinement()+"\n") {
 		t.Fatalf("mcp list: %q", out)
 	}
 	// A token written into agent.json is refused at accept.
