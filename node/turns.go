@@ -881,6 +881,27 @@ func toolResult(sessionID, turnID, callID, text string, isError bool) journal.Dr
 		"call_id": callID, "content": []any{map[string]string{"type": "text", "text": text}}, "is_error": isError})
 }
 
+// runBuiltin runs p's built-in tool with c. shell's command gets the
+// variables the agent's environment (environment/spec.json) declares, its
+// secrets from this node's store (tool.DeclaredEnv); a secret that does not
+// resolve here is a Go error saying how to set it, and nothing runs.
+func (rt *agentRuntime) runBuiltin(ctx context.Context, agent string, p callPolicy, c tool.Call) (tool.Result, error) {
+	if p.builtin.Name == "shell" {
+		var spec capsule.EnvSpec
+		err := rt.n.store.With(agent, func(d *capsule.Dir) (err error) {
+			spec, err = d.Environment()
+			return err
+		})
+		if err == nil {
+			c.Env, err = tool.DeclaredEnv(spec, rt.n.cfg.Secrets)
+		}
+		if err != nil {
+			return tool.Result{}, fmt.Errorf("the command did not run: %w", err)
+		}
+	}
+	return p.builtin.Run(ctx, c)
+}
+
 // callTool runs one call of a built-in tool. A non-pure call runs between
 // its operation.intent (unless retrying one: then the intent is there) and
 // its operation.outcome, all under one hold, so a freeze never splits it.
@@ -888,6 +909,7 @@ func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID st
 	return rt.hold(r.agent, func(epoch uint64) error {
 		c.Memory = &turnMemory{rt, r, epoch}
 		c.Processes = rt.processes()
+		c.Home = rt.n.home // what a confined shell command may not read
 		pure := p.effect == tool.Pure
 		if !pure {
 			c.OperationID = opID
@@ -898,7 +920,7 @@ func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID st
 				}
 			}
 		}
-		res, err := p.builtin.Run(ctx, c)
+		res, err := rt.runBuiltin(ctx, r.agent, p, c)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err() // cancelled: the intent stays without outcome, to reconcile

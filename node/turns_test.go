@@ -482,3 +482,89 @@ func TestATurnStartedWhileTheNodeClosesLeavesNothingToWaitFor(t *testing.T) {
 		return nil
 	})
 }
+
+// shellRunsUnasked is an agent whose shell runs without asking, with env
+// as its environment (environment/spec.json).
+func shellRunsUnasked(t *testing.T, n *Node, env capsule.EnvSpec) func(dir string) {
+	return func(dir string) {
+		a := capsule.DefaultAgent("mover")
+		a.Tools = tool.Defaults()
+		no := false
+		for i := range a.Tools {
+			if a.Tools[i].Name == "shell" {
+				a.Tools[i].Approval = &no
+			}
+		}
+		b, _ := a.Encode()
+		acceptEdit(t, n, dir, capsule.AgentFile, string(b))
+		b, _ = env.Encode()
+		acceptEdit(t, n, dir, capsule.EnvironmentFile, string(b))
+	}
+}
+
+// toolResultOf runs a turn of text in a new session and returns the text
+// and is_error of its first tool_result.
+func toolResultOf(t *testing.T, n *Node, agent, text string) (string, bool) {
+	t.Helper()
+	sessionID := newSession(t, n, agent)
+	_, turn := startTurn(t, n, sessionID, map[string]any{"text": text})
+	for _, it := range follow(t, n, sessionID, turn["id"].(string), -1, nil) {
+		if it.event != "tool_result" {
+			continue
+		}
+		var e struct {
+			Body struct {
+				Content []struct{ Text string } `json:"content"`
+				IsError bool                    `json:"is_error"`
+			} `json:"body"`
+		}
+		if err := json.Unmarshal([]byte(it.data), &e); err != nil || len(e.Body.Content) == 0 {
+			t.Fatalf("tool_result %q: %v", it.data, err)
+		}
+		return e.Body.Content[0].Text, e.Body.IsError
+	}
+	t.Fatalf("the turn %q has no tool_result", text)
+	return "", false
+}
+
+// A shell command gets the variables the agent's environment declares,
+// its secrets from this node's store, and nothing of the node's own
+// environment; where Landlock confines it, the node's home (its key, its
+// API token) is out of its reach. A declared secret this node cannot
+// resolve runs nothing and says how to set it.
+func TestAShellCallGetsTheAgentsDeclaredEnvironmentAndNotTheNodesHome(t *testing.T) {
+	t.Setenv("TERN_SECRETS_PASSWORD", "node-password")
+	home := t.TempDir()
+	n := tcp.startWith(t, home, Config{SyncInterval: 100 * time.Millisecond, Secrets: mapSecrets{"GITHUB_TOKEN": "ghp-declared"}})
+	env := capsule.DefaultEnvSpec()
+	env.Env["GREETING"] = "hello"
+	env.Secrets = []string{"GITHUB_TOKEN"}
+	agent := heldBy(t, n, shellRunsUnasked(t, n, env))
+	ws := filepath.Join(home, WorkspacesDir, agent)
+
+	out, isErr := toolResultOf(t, n, agent, `!call shell {"command": "echo \"$GREETING $GITHUB_TOKEN $HOME\"; env"}`)
+	if isErr || !strings.HasPrefix(out, "hello ghp-declared "+ws+"\n") || strings.Contains(out, "node-password") {
+		t.Fatalf("the command's environment: %q", out)
+	}
+	key, err := os.ReadFile(filepath.Join(home, "node.key"))
+	if err != nil || len(key) == 0 {
+		t.Fatalf("node.key: %v", err)
+	}
+	out, isErr = toolResultOf(t, n, agent, `!call shell {"command": "od -An -tx1 `+filepath.Join(home, "node.key")+`"}`)
+	hex := strings.NewReplacer(" ", "", "\n", "").Replace(out)
+	switch confined := strings.HasPrefix(tool.Confinement(), "confined"); {
+	case confined && (!isErr || strings.Contains(hex, fmt.Sprintf("%x", key[:8]))):
+		t.Fatalf("a confined command read the node's key: %q", out)
+	case !confined:
+		t.Logf("shell commands run unconfined here (%s), so the node's key is not hidden: %q", tool.Confinement(), out)
+	}
+
+	other := heldBy(t, n, shellRunsUnasked(t, n, capsule.EnvSpec{Workdir: "workspace", Packages: []string{}, Env: map[string]string{}, Secrets: []string{"MISSING_TOKEN"}}))
+	out, isErr = toolResultOf(t, n, other, `!call shell {"command": "touch ran"}`)
+	if !isErr || !strings.Contains(out, "needs the secret MISSING_TOKEN") || !strings.Contains(out, "tern secret set MISSING_TOKEN") {
+		t.Fatalf("a secret that does not resolve: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(home, WorkspacesDir, other, "ran")); err == nil {
+		t.Fatal("the command ran without its declared secret")
+	}
+}
