@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/tool"
 )
 
 // importAgent makes a capsule with tern capsule new (the built-in tools
@@ -305,4 +307,84 @@ func TestASnapshotByAgentIDGoesThroughTheNodeAndTheToolsGoOnFromIt(t *testing.T)
 	if _, err := os.Stat(filepath.Join(ws, "node_modules")); err == nil {
 		t.Fatal("the excluded folder was stored")
 	}
+}
+
+// An approved shell command of a node running as its own process, with
+// the password of its secrets in its environment, prints its environment,
+// the node's (/proc/PID/environ), node.key and node.json: none of the
+// password, the key or the API token reaches the journal. Without
+// Landlock only the command's own environment is kept clean (tern mcp
+// list says the command is unconfined), so only that is checked there.
+func TestAnApprovedShellSeesNeitherTheNodesSecretsPasswordNorItsKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a daemon")
+	}
+	const password = "tern-test-secrets-password"
+	t.Setenv("TERN_SECRETS_PASSWORD", password)
+	d := &daemon{t: t, home: t.TempDir(), port: freePort(t)}
+	d.start()
+	defer d.kill()
+	id := importAgent(t, d.home, nil) // shell needs approval
+	key, err := os.ReadFile(filepath.Join(d.home, node.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info node.Info
+	if b, err := os.ReadFile(filepath.Join(d.home, node.InfoFile)); err != nil || json.Unmarshal(b, &info) != nil || info.Token == "" {
+		t.Fatalf("node.json: %s %v", b, err)
+	}
+
+	command := fmt.Sprintf("env; echo END-OF-ENV; tr '\\0' '\\n' < /proc/%d/environ; od -An -tx1 %s; cat %s",
+		d.cmd.Process.Pid, filepath.Join(d.home, node.KeyFile), filepath.Join(d.home, node.InfoFile))
+	code, _, errs := tern(t, d.home, "", "turn", id, fmt.Sprintf("!call shell {\"command\": %q}", command))
+	ids := pendingIDs(t, d.home)
+	if code != 0 || !strings.Contains(errs, "paused") || len(ids) != 1 {
+		t.Fatalf("turn: exit %d %q, pending %v", code, errs, ids)
+	}
+	mustTern(t, d.home, "", "approve", ids[0])
+	out := toolOutputs(t, mustTern(t, d.home, "", "journal", "log", id, "--json"))
+	own, _, ok := strings.Cut(out, "END-OF-ENV\n")
+	if !ok || !strings.Contains(own, "TERN_OPERATION_ID=op_") {
+		t.Fatalf("the command's output is not in the journal: %q", out)
+	}
+	if strings.Contains(own, password) {
+		t.Fatalf("the command's own environment holds the node's secrets password: %q", own)
+	}
+	if c := tool.Confinement(); !strings.HasPrefix(c, "confined") {
+		t.Skipf("shell commands run unconfined here (%s): the node's key and its /proc/PID/environ are not hidden from them", c)
+	}
+	flat := strings.NewReplacer(" ", "", "\n", "").Replace(out) // od's hex, joined
+	for what, secret := range map[string]string{
+		"the node's secrets password": password,
+		"the node's key":              hex.EncodeToString(key),
+		"the node's API token":        info.Token,
+	} {
+		if strings.Contains(out, secret) || strings.Contains(flat, secret) {
+			t.Errorf("an approved shell command printed %s into the journal: %q", what, out)
+		}
+	}
+}
+
+// toolOutputs is the text of every tool_result of a journal log --json,
+// one after the other.
+func toolOutputs(t *testing.T, log string) string {
+	t.Helper()
+	var out strings.Builder
+	for line := range strings.Lines(log) {
+		var e struct {
+			Type string `json:"type"`
+			Body struct {
+				Content []struct{ Text string } `json:"content"`
+			} `json:"body"`
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("journal log line %q: %v", line, err)
+		}
+		if e.Type == "tool_result" {
+			for _, c := range e.Body.Content {
+				out.WriteString(c.Text)
+			}
+		}
+	}
+	return out.String()
 }
