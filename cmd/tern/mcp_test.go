@@ -95,6 +95,39 @@ func TestATurnCallsTheToolsOfTheAgentsMCPServers(t *testing.T) {
 	}
 }
 
+// A tool that writes, which its server marks idempotent (as the reference
+// filesystem server marks write_file), pauses its turn for approval as
+// the built-in write_file does: the file is written only once a person
+// approves. Idempotent says a second call is harmless, not the first.
+func TestAnIdempotentMCPToolThatWritesWaitsForApproval(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	runNode(t, home)
+	id := importAgent(t, home, func(a map[string]any) {
+		a["mcp_servers"] = map[string]any{"files": map[string]any{"command": exe, "env": map[string]string{mcptest.EnvStdio: "1"}}}
+	})
+	target := filepath.Join(home, node.WorkspacesDir, id, "notes.md")
+
+	code, out, errs := tern(t, home, "", "turn", id, `!call mcp__files__write_file {"path": "notes.md", "content": "written"}`)
+	ids := pendingIDs(t, home)
+	if code != 0 || !strings.Contains(errs, "paused") || len(ids) != 1 || !strings.HasPrefix(ids[0], "act_approval_") {
+		t.Fatalf("an idempotent MCP tool that writes: exit %d, %q, %q, pending %v", code, out, errs, ids)
+	}
+	// The turn paused before the call, so it has not run: nothing to wait for.
+	if b, err := os.ReadFile(target); err == nil {
+		t.Fatalf("the file was written before any approval: %q", b)
+	}
+	if out := mustTern(t, home, "", "approve", ids[0]); !strings.Contains(out, "wrote notes.md") {
+		t.Fatalf("after the approval: %q", out)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "written" {
+		t.Fatalf("the approved call: %q", b)
+	}
+}
+
 // A folder's agent.json with a server whose command is not here: mcp list
 // says so, and the others still list.
 func TestMCPListOfAFolderSaysWhatCannotBeReached(t *testing.T) {

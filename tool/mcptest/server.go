@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +34,11 @@ type addArgs struct {
 	B int `json:"b"`
 }
 
+type writeArgs struct {
+	Path    string `json:"path" jsonschema:"a file of the server's folder"`
+	Content string `json:"content"`
+}
+
 type sum struct {
 	Sum int `json:"sum"`
 }
@@ -46,7 +52,10 @@ type sum struct {
 //   - vanish ends the server's process during the call (over stdio);
 //   - grow adds the tool grown (tools/list_changed);
 //   - environment (readOnlyHint) answers the server's environment, a
-//     NAME=value a line, sorted.
+//     NAME=value a line, sorted;
+//   - write_file (idempotentHint, as the reference filesystem server marks
+//     its own) writes content to a file of the server's folder, replacing
+//     it.
 func NewServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "tern-test", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes its text.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
@@ -82,6 +91,16 @@ func NewServer() *mcp.Server {
 			env := os.Environ()
 			slices.Sort(env)
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(env, "\n")}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "Writes a file, replacing it.", Annotations: &mcp.ToolAnnotations{IdempotentHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, a writeArgs) (*mcp.CallToolResult, any, error) {
+			if !filepath.IsLocal(a.Path) {
+				return nil, nil, errors.New("path must be a file of the server's folder")
+			}
+			if err := os.WriteFile(a.Path, []byte(a.Content), 0o644); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "wrote " + a.Path}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "grow", Description: "Adds the tool grown."},
 		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
