@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/sse"
 	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/tool"
 )
@@ -84,29 +85,20 @@ func followQuery(t *testing.T, n *Node, sessionID, turnID, query string, after i
 		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	var items []sseItem
-	var cur sseItem
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if cur.event != "" {
-				items = append(items, cur)
-				if stop != nil && stop(items) {
-					return items
-				}
-			}
-			cur = sseItem{}
-		case strings.HasPrefix(line, "id: "):
-			cur.id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			cur.event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			cur.data = line[6:]
+	frames := sse.NewReader(resp.Body, maxFrame)
+	for {
+		f, err := frames.Next()
+		if err != nil {
+			return items
+		}
+		if f.Event == "" {
+			continue
+		}
+		items = append(items, sseItem{id: f.ID, event: f.Event, data: f.Data})
+		if stop != nil && stop(items) {
+			return items
 		}
 	}
-	return items
 }
 
 // durable returns the items with an id: the turn's events.
