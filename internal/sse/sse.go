@@ -1,8 +1,11 @@
 // Package sse writes and reads server-sent events: the text/event-stream
 // format of the WHATWG HTML standard, section 9.2 ("Server-sent events").
-// It is the one place tern writes or parses that format: the node's turn
-// streams (its API and the relay between nodes) and the client that
-// follows them.
+// It is the one place tern writes or parses its own streams in that
+// format: the node's turn streams (its API and the relay between nodes)
+// and the client that follows them. (The model providers' streams are
+// read with the decoder of OpenAI's Go SDK, docs/PROVIDERS.md; that
+// decoder drops ids and takes no lone CR for a line end, which a turn's
+// stream and a relay that rewrites it need.)
 //
 // The writer never lets a field end or start a frame: an id or event name
 // that holds a line break is refused, and data is written one "data:"
