@@ -325,6 +325,9 @@ func eventVectors(t *testing.T, v *vectorSet, a *vectorKey) {
 		m["zz_later"] = json.RawMessage(`{"added":"by a newer writer"}`)
 		m["Alpha"] = json.RawMessage(`true`)
 	}), checkOK)
+	add("ok-type-of-64-bytes", edited(t, a, ok, func(m map[string]json.RawMessage) {
+		m["type"] = jsonString("x.later-" + strings.Repeat("a", 55) + "9")
+	}), checkOK)
 	add("ok-time-with-offset", edited(t, a, ok, func(m map[string]json.RawMessage) {
 		m["time"] = jsonString("2026-01-02T05:04:05.5+02:00")
 	}), checkOK)
@@ -378,6 +381,11 @@ func eventVectors(t *testing.T, v *vectorSet, a *vectorKey) {
 	}), checkInvalidEvent)
 	add("missing-turn", edited(t, a, ok, func(m map[string]json.RawMessage) { delete(m, "turn") }), checkInvalidEvent)
 	add("empty-type", edited(t, a, ok, func(m map[string]json.RawMessage) { m["type"] = jsonString("") }), checkInvalidEvent)
+	add("type-with-a-line-break", edited(t, a, ok, func(m map[string]json.RawMessage) {
+		m["type"] = jsonString("message\nid: 999999\nevent: turn.ended")
+	}), checkInvalidEvent)
+	add("type-in-upper-case", edited(t, a, ok, func(m map[string]json.RawMessage) { m["type"] = jsonString("Message") }), checkInvalidEvent)
+	add("type-of-65-bytes", edited(t, a, ok, func(m map[string]json.RawMessage) { m["type"] = jsonString(strings.Repeat("x", 65)) }), checkInvalidEvent)
 	add("seq-zero", edited(t, a, ok, func(m map[string]json.RawMessage) { m["seq"] = json.RawMessage(`0`) }), checkInvalidEvent)
 	add("clock-over-max-safe-integer", edited(t, a, ok, func(m map[string]json.RawMessage) { m["clock"] = json.RawMessage(`9007199254740992`) }), checkInvalidEvent)
 	add("session-not-a-string", edited(t, a, ok, func(m map[string]json.RawMessage) { m["session"] = json.RawMessage(`1`) }), checkInvalidEvent)

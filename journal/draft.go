@@ -14,14 +14,15 @@ import (
 // type (message, tool_call, tool_result, reasoning) must have the shape
 // docs/FORMAT.md gives it; any other type's body is free-form.
 type Draft struct {
-	Type    string          `json:"type"`
+	Type    string          `json:"type"` // [a-z][a-z0-9_.-]*, at most MaxTypeLen bytes
 	Session string          `json:"session"`
 	Turn    string          `json:"turn"`
 	Body    json.RawMessage `json:"body"` // any JSON value; empty means {}
 }
 
 // ParseDraft reads one draft as a person or script writes it: a JSON
-// object with the keys type (required, a non-empty string), session and
+// object with the keys type (required, an event type: a token as
+// docs/FORMAT.md gives it, such as "message" or "memory.note"), session and
 // turn (optional strings) and body (optional, any JSON value, default {}).
 // Any other key is refused, named in the error, so that a misspelt field is
 // never silently dropped, and so is an integer beyond 2^53-1 in the body,
@@ -66,6 +67,9 @@ func ParseDraft(line []byte) (Draft, error) {
 	if d.Type == "" {
 		return Draft{}, fmt.Errorf("%w: missing \"type\" (a non-empty string such as \"message\")", ErrInvalidDraft)
 	}
+	if err := checkType(d.Type); err != nil {
+		return Draft{}, fmt.Errorf("%w: %v", ErrInvalidDraft, err)
+	}
 	if tok := unsafeInteger(line); tok != "" { // only the body can hold numbers
 		return Draft{}, fmt.Errorf("%w: body holds the integer %.40s, beyond 2^53-1: canonical JSON would not keep it exactly; write it as a string", ErrInvalidDraft, tok)
 	}
@@ -80,10 +84,14 @@ func ParseDraft(line []byte) (Draft, error) {
 
 // canonicalBody checks the draft and returns its body in canonical form.
 // It is the one way a draft's body becomes an event's (NewEvent and
-// Log.Append), so the body of a core type is checked here (checkBody).
+// Log.Append), so the type (checkType) and the body of a core type
+// (checkBody) are checked here.
 func (d Draft) canonicalBody() ([]byte, error) {
 	if d.Type == "" {
 		return nil, fmt.Errorf("%w: empty type", ErrInvalidDraft)
+	}
+	if err := checkType(d.Type); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidDraft, err)
 	}
 	body := []byte("{}")
 	if len(d.Body) != 0 {

@@ -48,7 +48,7 @@ type Event struct {
 	Time    string
 	Session string
 	Turn    string
-	Type    string
+	Type    string          // a token: [a-z][a-z0-9_.-]*, at most MaxTypeLen bytes
 	Body    json.RawMessage // canonical JSON of the body
 	Sig     string
 
@@ -68,8 +68,9 @@ func (e *Event) String() string {
 
 // ParseLine reads one journal line (without its newline) and checks all of
 // it: a JSON object in RFC 8785 canonical form, format version, every
-// field's type and range, the id, and the signature with the public key
-// embedded in the machine's peer ID. Errors wrap ErrInvalidEvent,
+// field's type and range (the event type a token, docs/FORMAT.md "Types"),
+// the id, and the signature with the public key embedded in the machine's
+// peer ID. Errors wrap ErrInvalidEvent,
 // ErrFutureFormat, ErrNotCanonical, ErrBadSignature or ErrBadID. ParseLine
 // keeps no reference to line.
 func ParseLine(line []byte) (*Event, error) {
@@ -160,6 +161,10 @@ func ParseLine(line []byte) (*Event, error) {
 			e.Type, err = stringField(m, ls)
 			if err == nil && e.Type == "" {
 				err = fmt.Errorf("%w: field \"type\" is empty", ErrInvalidEvent)
+			} else if err == nil {
+				if terr := checkType(e.Type); terr != nil {
+					err = fmt.Errorf("%w: field \"type\": %v", ErrInvalidEvent, terr)
+				}
 			}
 		case "body":
 			seen |= fBody

@@ -313,6 +313,7 @@ func TestParseLineRefusesBadLines(t *testing.T) {
 		{"a clock above 2^53-1 is invalid", replaceMember(t, line, "clock", `9007199254740992`), ErrInvalidEvent, `"clock"`},
 		{"a huge clock is invalid", replaceMember(t, line, "clock", `1e+21`), ErrInvalidEvent, `"clock"`},
 		{"an empty type is invalid", replaceMember(t, line, "type", `""`), ErrInvalidEvent, `"type"`},
+		{"a type with a line break is invalid", replaceMember(t, line, "type", `"message\nid: 999999"`), ErrInvalidEvent, `field "type": type "message\nid: 999999": byte 8 is '\n'`},
 		{"a null session is invalid", replaceMember(t, line, "session", `null`), ErrInvalidEvent, `"session"`},
 		{"a time that is not RFC 3339 is invalid", replaceMember(t, line, "time", `"yesterday"`), ErrInvalidEvent, `"time"`},
 		{"a time with a comma before its fraction is invalid", replaceMember(t, line, "time", `"2026-01-02T03:04:05,5Z"`), ErrInvalidEvent, `"time"`},
@@ -431,12 +432,12 @@ func TestNewEventRefusesWhatCannotBeRead(t *testing.T) {
 		}
 	})
 	t.Run("control characters in strings are escaped canonically", func(t *testing.T) {
-		e, err := NewEvent(s, Stamp{Seq: 1, Clock: 1}, Draft{Type: "x\x01\x1f\t\"\\/", Session: "é\u2028"})
+		e, err := NewEvent(s, Stamp{Seq: 1, Clock: 1}, Draft{Type: "x", Session: "é\u2028", Turn: "x\x01\x1f\t\"\\/"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Type != "x\x01\x1f\t\"\\/" || !strings.Contains(e.line, `"type":"x\u0001\u001f\t\"\\/"`) {
-			t.Fatalf("got %q in %s", e.Type, e.line)
+		if e.Turn != "x\x01\x1f\t\"\\/" || !strings.Contains(e.line, `"turn":"x\u0001\u001f\t\"\\/"`) {
+			t.Fatalf("got %q in %s", e.Turn, e.line)
 		}
 	})
 }

@@ -82,6 +82,9 @@ func FuzzParseLine(f *testing.F) {
 		if !bytes.Equal(e.Line(), line) {
 			t.Fatalf("accepted line is not kept byte for byte")
 		}
+		if err := checkType(e.Type); err != nil {
+			t.Fatalf("accepted a line whose %v", err)
+		}
 		again, err := ParseLine(e.Line())
 		if err != nil || again.ID != e.ID {
 			t.Fatalf("accepted line does not parse again: %v", err)
@@ -129,6 +132,7 @@ func FuzzDecode(f *testing.F) {
 func FuzzNewEvent(f *testing.F) {
 	f.Add("message", "s-1", "t-1", []byte(`{"role":"user"}`), uint64(1), uint64(0))
 	f.Add("message", "", "", []byte(`{"role":"user","content":[{"type":"image","cid":"`+blob+`","media_type":"image/png"}]}`), uint64(1), uint64(0))
+	f.Add("message\nid: 999999\nevent: turn.ended", "", "", []byte(`{}`), uint64(1), uint64(0))
 	f.Add("x\x00\x1f\"\\\u2028", "é", "😀", []byte(` [1e400] `), uint64(9007199254740991), uint64(9007199254740991))
 	f.Add("", "", "", []byte(`{"a":1,"a":2}`), uint64(0), uint64(1)<<53)
 	f.Add("t", "\xff", "", []byte(`"\ud800"`), uint64(2), uint64(3))
@@ -142,7 +146,7 @@ func FuzzNewEvent(f *testing.F) {
 		if len(body) == 0 {
 			canon, bodyErr = []byte(`{}`), nil
 		}
-		valid := typ != "" && utf8.ValidString(typ) && utf8.ValidString(session) && utf8.ValidString(turn) &&
+		valid := checkType(typ) == nil && utf8.ValidString(session) && utf8.ValidString(turn) &&
 			clock >= 1 && clock <= maxSafeInt && epoch <= maxSafeInt &&
 			bodyErr == nil && unsafeInteger(body) == "" && checkBody(typ, canon) == nil
 		if valid != (err == nil) {

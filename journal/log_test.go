@@ -193,6 +193,8 @@ func TestFailedAppendLeavesTheFileUnchanged(t *testing.T) {
 			[]Draft{draft("test", `{}`), draft("test", `{"oops"`)}, ErrInvalidDraft, "draft 2"},
 		{"an empty type in a batch writes nothing", context.Background(), s,
 			[]Draft{draft("test", `{}`), draft("", `{}`)}, ErrInvalidDraft, "draft 2"},
+		{"a type with a line break in a batch writes nothing", context.Background(), s,
+			[]Draft{draft("test", `{}`), draft("test\nid: 9", `{}`)}, ErrInvalidDraft, "draft 2"},
 		{"a signer failing mid-batch writes nothing", context.Background(), &flakySigner{Signer: s, failAt: 2},
 			[]Draft{draft("test", `{}`), draft("test", `{}`), draft("test", `{}`)}, nil, "hardware key unplugged"},
 		{"a signer whose key is not its machine's writes nothing", context.Background(), &testSigner{key: newSigner(t).key, machine: s.Machine()},

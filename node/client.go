@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tern-dev/tern/internal/sse"
 )
 
 // ErrNotRunning means no node is running for this $TERN_HOME.
@@ -168,45 +169,39 @@ func (c *Client) followOnce(ctx context.Context, sessionID, turnID string, after
 		return false, "", false, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	var it TurnItem
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if it.Event == "" {
-				continue
+	frames := sse.NewReader(resp.Body, maxFrame)
+	for {
+		f, err := frames.Next()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return progressed, "", false, nil // FollowTurn resumes it
+		}
+		if err != nil {
+			return progressed, "", false, err
+		}
+		if f.Event == "" {
+			continue
+		}
+		it := TurnItem{Event: f.Event, Data: json.RawMessage(f.Data)}
+		it.Seq, _ = strconv.Atoi(f.ID)
+		if it.Seq > 0 {
+			if it.Seq <= *after {
+				continue // already given
 			}
-			if it.Seq > 0 {
-				if it.Seq <= *after {
-					it = TurnItem{}
-					continue // already given
-				}
-				*after = it.Seq
-				progressed = true
+			*after = it.Seq
+			progressed = true
+		}
+		if it.Event == "moved" {
+			var m struct {
+				Peer string `json:"peer"`
 			}
-			if it.Event == "moved" {
-				var m struct {
-					Peer string `json:"peer"`
-				}
-				json.Unmarshal(it.Data, &m)
-				return progressed, orNone(m.Peer), false, nil
-			}
-			if err := each(it); err != nil {
-				return progressed, "", false, stopError{err}
-			}
-			if it.Event == "turn.ended" {
-				return progressed, "", true, nil
-			}
-			it = TurnItem{}
-		case strings.HasPrefix(line, "id: "):
-			it.Seq, _ = strconv.Atoi(line[4:])
-		case strings.HasPrefix(line, "event: "):
-			it.Event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			it.Data = json.RawMessage(line[6:])
+			json.Unmarshal(it.Data, &m)
+			return progressed, orNone(m.Peer), false, nil
+		}
+		if err := each(it); err != nil {
+			return progressed, "", false, stopError{err}
+		}
+		if it.Event == "turn.ended" {
+			return progressed, "", true, nil
 		}
 	}
-	return progressed, "", false, sc.Err()
 }

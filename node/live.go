@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"sync"
 
 	"github.com/tern-dev/tern/journal"
@@ -49,7 +48,7 @@ func (rt *agentRuntime) liveOf(agent, sessionID, turnID string) *liveTurn {
 		if v, err := rt.load(agent, sessionID, turnID); err == nil {
 			for _, e := range v.turnEvents() {
 				lt.items = append(lt.items, e)
-				lt.itemFrames = append(lt.itemFrames, itemFrame(len(lt.items), e))
+				lt.itemFrames = append(lt.itemFrames, encodeFrame(itemFrame(len(lt.items), e)))
 			}
 			lt.ended = v.turn.Status != session.Running
 		}
@@ -91,7 +90,7 @@ func (lt *liveTurn) add(e *journal.Event) {
 		}
 	}
 	lt.items = append(lt.items, e)
-	lt.itemFrames = append(lt.itemFrames, itemFrame(len(lt.items), e))
+	lt.itemFrames = append(lt.itemFrames, encodeFrame(itemFrame(len(lt.items), e)))
 	if e.Type == session.TurnEnded {
 		lt.ended = true
 	}
@@ -115,9 +114,7 @@ func (lt *liveTurn) delta(d provider.Delta) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	lt.deltas = append(lt.deltas, d)
-	var buf bytes.Buffer
-	writeSSE(&buf, "", "delta", deltaJSON(d))
-	lt.deltaFrames = append(lt.deltaFrames, buf.Bytes())
+	lt.deltaFrames = append(lt.deltaFrames, encodeFrame(jsonFrame("delta", deltaJSON(d))))
 	lt.notify()
 }
 
@@ -127,13 +124,6 @@ func (lt *liveTurn) move(peer string) {
 	defer lt.mu.Unlock()
 	lt.movedTo = peer
 	lt.notify()
-}
-
-// itemFrame is the server-sent event of the turn's event number seq.
-func itemFrame(seq int, e *journal.Event) []byte {
-	var buf bytes.Buffer
-	writeItem(&buf, seq, e)
-	return buf.Bytes()
 }
 
 // liveSnapshot is what a subscriber reads at once: encoded events.

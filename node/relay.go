@@ -2,18 +2,18 @@ package node
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
-	"strings"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/sse"
 	"github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/session"
 )
@@ -64,7 +64,7 @@ func (n *Node) serveTurnRelay(s network.Stream) {
 	defer cancel()
 	moved, _ := n.streamTurn(ctx, out, req.Agent, sess.Turn(req.Turn), req.After)
 	if moved != "" {
-		writeSSE(&out.buf, "", "moved", map[string]string{"peer": moved})
+		out.buf.Write(encodeFrame(jsonFrame("moved", map[string]string{"peer": moved})))
 		out.flush()
 	}
 	protocol.Finish(s) // resets the stream if the follower is gone
@@ -100,36 +100,34 @@ func (n *Node) relayTurn(ctx context.Context, out *sseOut, to, agent string, t *
 	if err := protocol.WriteFrame(s, req); err != nil {
 		return "", sent, err
 	}
-	sc := bufio.NewScanner(s)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	var block bytes.Buffer
-	var event, data string
-	seq := 0
-	for sc.Scan() {
-		line := sc.Text()
-		if line != "" {
-			block.WriteString(line)
-			block.WriteByte('\n')
-			switch {
-			case strings.HasPrefix(line, "id: "):
-				seq, _ = strconv.Atoi(line[4:])
-			case strings.HasPrefix(line, "event: "):
-				event = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				data = line[6:]
-			}
-			continue
+	// Each frame is read as a browser would and written again whole, so
+	// no field of the peer's can become another frame here; comments (the
+	// peer's heartbeats) are passed on as they come.
+	frames := sse.NewReader(s, maxFrame)
+	frames.Comment = func(text string) {
+		if b, err := sse.AppendComment(nil, text); err == nil {
+			out.buf.Write(b)
+			out.flush() // a client that is gone cancels ctx, which ends the stream
 		}
-		if event == "moved" {
+	}
+	for {
+		f, err := frames.Next()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return "", sent, errors.New("the peer's stream ended before the turn did")
+		}
+		if err != nil {
+			return "", sent, err
+		}
+		if f.Event == "moved" {
 			var m struct {
 				Peer string `json:"peer"`
 			}
-			json.Unmarshal([]byte(data), &m)
+			json.Unmarshal([]byte(f.Data), &m)
 			return m.Peer, sent, nil
 		}
-		if seq == 0 || seq > sent { // a delta, a heartbeat, or an event not written yet
-			block.WriteByte('\n')
-			out.buf.Write(block.Bytes())
+		seq, _ := strconv.Atoi(f.ID)
+		if seq == 0 || seq > sent { // a delta, or an event not written yet
+			out.buf.Write(encodeFrame(f))
 			if seq > 0 {
 				sent = seq
 			}
@@ -137,14 +135,8 @@ func (n *Node) relayTurn(ctx context.Context, out *sseOut, to, agent string, t *
 				return "", sent, ctx.Err()
 			}
 		}
-		if event == "turn.ended" {
+		if f.Event == session.TurnEnded {
 			return "", sent, nil
 		}
-		block.Reset()
-		event, data, seq = "", "", 0
 	}
-	if err := sc.Err(); err != nil {
-		return "", sent, err
-	}
-	return "", sent, errors.New("the peer's stream ended before the turn did")
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/sse"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/session"
@@ -24,6 +25,9 @@ import (
 
 // heartbeat is how often an SSE stream with nothing to say sends a comment.
 var heartbeat = 15 * time.Second
+
+// heartbeatFrame is the comment it sends.
+var heartbeatFrame, _ = sse.AppendComment(nil, "heartbeat")
 
 // TurnInfo is a turn as the API shows it.
 type TurnInfo struct {
@@ -476,7 +480,7 @@ func (n *Node) handleTurnEvents(w http.ResponseWriter, r *http.Request) {
 		moved = next
 	}
 	if moved != "" {
-		writeSSE(&out.buf, "", "moved", map[string]string{"peer": moved})
+		out.buf.Write(encodeFrame(jsonFrame("moved", map[string]string{"peer": moved})))
 	}
 	out.flush()
 }
@@ -574,7 +578,7 @@ func (n *Node) streamTurnOnce(ctx context.Context, out *sseOut, agent string, t 
 		evs := rt.turnEvents(agent, t)
 		sent := after
 		for ; sent < len(evs); sent++ {
-			writeItem(&out.buf, sent+1, evs[sent])
+			out.buf.Write(encodeFrame(itemFrame(sent+1, evs[sent])))
 		}
 		out.flush()
 		return sent
@@ -624,7 +628,7 @@ func (n *Node) streamTurnOnce(ctx context.Context, out *sseOut, agent string, t 
 			return "", sent, false
 		case <-s.changed:
 		case <-tick.C:
-			out.buf.WriteString(": heartbeat\n\n")
+			out.buf.Write(heartbeatFrame)
 		}
 	}
 }
@@ -669,22 +673,35 @@ func (rt *agentRuntime) turnEvents(agent string, t *session.Turn) []*journal.Eve
 	return v.turnEvents()
 }
 
-// writeItem writes one event of the turn: id its sequence number, event
-// its type, data the event as the journal holds it (one line of JSON).
-func writeItem(buf *bytes.Buffer, seq int, e *journal.Event) {
-	fmt.Fprintf(buf, "id: %d\nevent: %s\ndata: %s\n\n", seq, e.Type, e.Line())
+// maxFrame bounds one server-sent event that the client and the relay
+// read: an event line (journal.MaxLineSize for what a node writes or takes
+// from a peer; a capsule's file may hold longer) with its id and name.
+const maxFrame = 64 << 20
+
+// itemFrame is the server-sent event of the turn's event number seq: id
+// its sequence number, event its type, data the event as the journal holds
+// it (one line of JSON).
+func itemFrame(seq int, e *journal.Event) sse.Frame {
+	return sse.Frame{ID: strconv.Itoa(seq), Event: e.Type, Data: string(e.Line())}
 }
 
-// writeSSE writes one server-sent event; data is JSON on one line.
-func writeSSE(buf *bytes.Buffer, id, event string, data any) {
-	b, err := json.Marshal(data)
+// jsonFrame is a server-sent event without an id whose data is v as JSON.
+func jsonFrame(event string, v any) sse.Frame {
+	b, err := json.Marshal(v)
 	if err != nil {
 		b = []byte(`{}`)
 	}
-	if id != "" {
-		fmt.Fprintf(buf, "id: %s\n", id)
-	}
-	fmt.Fprintf(buf, "event: %s\ndata: %s\n\n", event, b)
+	return sse.Frame{Event: event, Data: string(b)}
+}
+
+// encodeFrame is f as the stream carries it. The writer refuses a field
+// that could end its line and so forge the fields after it; none of the
+// turn stream's fields can (event names are journal types, which are
+// tokens, or this package's; data is JSON, whose line breaks are escaped),
+// and a frame that did would be left out, never written as another.
+func encodeFrame(f sse.Frame) []byte {
+	b, _ := sse.Append(nil, f)
+	return b
 }
 
 // deltaJSON is a delta as the stream carries it.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/sse"
 )
 
 // chatStub is an OpenAI-compatible server that streams deltas tokens of
@@ -101,10 +102,10 @@ func stubAgent(tb testing.TB, stub *chatStub) (*Node, string) {
 }
 
 // rawSSE is a subscriber on its own TCP connection: one goroutine, one
-// buffered reader.
+// reader of frames.
 type rawSSE struct {
 	conn net.Conn
-	body *bufio.Reader
+	body *sse.Reader
 }
 
 func subscribe(tb testing.TB, n *Node, sessionID, turnID string) *rawSSE {
@@ -122,23 +123,15 @@ func subscribe(tb testing.TB, n *Node, sessionID, turnID string) *rawSSE {
 	if err != nil || resp.StatusCode != 200 {
 		tb.Fatalf("subscribe: %v %v", resp, err)
 	}
-	return &rawSSE{conn: conn, body: bufio.NewReader(resp.Body)}
+	return &rawSSE{conn: conn, body: sse.NewReader(resp.Body, maxFrame)}
 }
 
 // next reads up to the next event and returns its type.
 func (s *rawSSE) next() (string, error) {
-	event := ""
 	for {
-		line, err := s.body.ReadString('\n')
-		if err != nil {
-			return "", err
-		}
-		line = strings.TrimRight(line, "\n")
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = line[7:]
-		case line == "" && event != "":
-			return event, nil
+		f, err := s.body.Next()
+		if err != nil || f.Event != "" {
+			return f.Event, err
 		}
 	}
 }

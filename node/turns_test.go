@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/sse"
 	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/tool"
 )
@@ -84,29 +84,20 @@ func followQuery(t *testing.T, n *Node, sessionID, turnID, query string, after i
 		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	var items []sseItem
-	var cur sseItem
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if cur.event != "" {
-				items = append(items, cur)
-				if stop != nil && stop(items) {
-					return items
-				}
-			}
-			cur = sseItem{}
-		case strings.HasPrefix(line, "id: "):
-			cur.id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			cur.event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			cur.data = line[6:]
+	frames := sse.NewReader(resp.Body, maxFrame)
+	for {
+		f, err := frames.Next()
+		if err != nil {
+			return items
+		}
+		if f.Event == "" {
+			continue
+		}
+		items = append(items, sseItem{id: f.ID, event: f.Event, data: f.Data})
+		if stop != nil && stop(items) {
+			return items
 		}
 	}
-	return items
 }
 
 // durable returns the items with an id: the turn's events.
@@ -455,20 +446,29 @@ func TestAQuietStreamSendsHeartbeats(t *testing.T) {
 	defer gate.release()
 	sessionID := newSession(t, n, agent)
 	_, turn := startTurn(t, n, sessionID, map[string]any{"text": "hi"})
-	req, _ := http.NewRequest("GET", n.info.API+"/v1/sessions/"+sessionID+"/turns/"+turn["id"].(string)+"/events", nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", n.info.API+"/v1/sessions/"+sessionID+"/turns/"+turn["id"].(string)+"/events", nil)
 	req.Header.Set("Authorization", "Bearer "+n.info.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if sc.Text() == ": heartbeat" {
-			return
+	var comments []string
+	frames := sse.NewReader(resp.Body, maxFrame)
+	frames.Comment = func(text string) {
+		comments = append(comments, text)
+		cancel() // one is enough: the next read ends the stream
+	}
+	for {
+		if _, err := frames.Next(); err != nil {
+			break
 		}
 	}
-	t.Fatal("no heartbeat")
+	if len(comments) == 0 || comments[0] != "heartbeat" {
+		t.Fatalf("comments %q before the stream ended or 30 s passed, want a heartbeat", comments)
+	}
 }
 
 // A turn asked to start while the node closes gets no runner, and stopping

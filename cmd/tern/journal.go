@@ -42,10 +42,12 @@ func journalAppendCmd(e *env) *cobra.Command {
 		Short:   "Append draft events {type, session, turn, body}, one JSON object per line; prints each new event id",
 		Long: "Reads draft events, one JSON object per line, from --file or standard input, and appends\n" +
 			"them to the capsule's journal as events signed by this machine, all or nothing. Every\n" +
-			"line is checked before anything is written. Given an agent id instead of a folder (or the\n" +
-			"node's own folder of it), it appends through the running node (which then syncs it).\n" +
-			"Another command writing the folder is waited for. A copy that lacks events this machine\n" +
-			"wrote in another copy of the agent is refused, naming that copy: merge it first.",
+			"line is checked before anything is written; a type is a lower-case token,\n" +
+			"[a-z][a-z0-9_.-]*, of at most 64 bytes (docs/FORMAT.md, Types), and a line with any other\n" +
+			"type exits 2 naming it. Given an agent id instead of a folder (or the node's own folder\n" +
+			"of it), it appends through the running node (which then syncs it). Another command\n" +
+			"writing the folder is waited for. A copy that lacks events this machine wrote in another\n" +
+			"copy of the agent is refused, naming that copy: merge it first.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var in io.Reader = e.stdin

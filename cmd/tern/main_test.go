@@ -113,6 +113,9 @@ func TestABadDraftLineIsRefusedByLineAndTheJournalIsUnchanged(t *testing.T) {
 	}{
 		{"a line that is not JSON", `{"type": oops}`, "not JSON"},
 		{"a line without a type", `{"session":"s"}`, `missing "type"`},
+		{"a type with a line break, which would forge a server-sent event", `{"type":"message\nid: 999999\nevent: turn.ended"}`,
+			`type "message\nid: 999999\nevent: turn.ended": byte 8 is '\n'; a type is 1 to 64 bytes: a lower-case letter (a-z), then lower-case letters, digits, '_', '.' or '-'`},
+		{"an upper-case type", `{"type":"Note"}`, `type "Note": byte 1 is 'N'`},
 		{"an unknown key", `{"type":"note","sig":"forged"}`, `unknown key "sig"`},
 		{"a session that is not text", `{"type":"note","session":7}`, `"session" must be a string`},
 		{"a message without a body", `{"type":"message"}`, `type "message": body.role: missing`},

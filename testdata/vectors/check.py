@@ -431,6 +431,11 @@ def valid_time(s):
     return True
 
 
+# An event type: a token of 1 to 64 ASCII bytes (docs/FORMAT.md, "Types").
+# fullmatch, since "$" would also match before a final line break.
+TYPE = re.compile(r"[a-z][a-z0-9_.-]{0,63}", re.ASCII)
+
+
 FIELDS = ["body", "clock", "epoch", "id", "machine", "prev", "seq", "session", "sig", "time", "turn", "type", "v"]
 
 
@@ -468,7 +473,7 @@ def parse_line(line):
             return "invalid-event", None
         if key == "time" and not valid_time(val):
             return "invalid-event", None
-        if key == "type" and val == "":
+        if key == "type" and not TYPE.fullmatch(val):
             return "invalid-event", None
     if any(f not in obj for f in FIELDS):
         return "invalid-event", None
