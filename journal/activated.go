@@ -14,6 +14,9 @@ const ActivatedType = "holder.activated"
 type ActivatedBody struct {
 	Holder Bound `json:"holder"` // the node that activated, and the epoch (its machine and the event's epoch)
 	From   Bound `json:"from"`   // the old holder, its epoch, and its chain's head when it froze
+	// Handover is the old holder's signed word that it handed the agent
+	// to Holder (see Custody); events written before custody lack it.
+	Handover *Handover `json:"handover,omitempty"`
 }
 
 // Bound names a machine, an epoch and, for the old holder, the head of its
@@ -223,6 +226,18 @@ func readActivated(body []byte) (b ActivatedBody, ok bool) {
 	var okH, okF bool
 	b.Holder, okH = bound(top["holder"], false)
 	b.From, okF = bound(top["from"], true)
+	if raw, has := top["handover"]; has && okH && okF {
+		// Custody reads it; a handover of another shape proves nothing.
+		var h map[string]json.RawMessage
+		if json.Unmarshal(raw, &h) == nil && h != nil && isString(h["sig"]) {
+			from, okA := bound(h["from"], false)
+			to, okB := bound(h["to"], false)
+			var sig string
+			if okA && okB && json.Unmarshal(h["sig"], &sig) == nil {
+				b.Handover = &Handover{From: from, To: to, Sig: sig}
+			}
+		}
+	}
 	return b, okH && okF
 }
 

@@ -129,14 +129,14 @@ func analyse(events []*Event) []*machineChain {
 	s := slices.Clone(events)
 	slices.SortFunc(s, bySeq)
 	s = dedupeSorted(s)
-	bounds := boundsOf(s)
+	rules := rulesOf(s)
 	var out []*machineChain
 	for len(s) > 0 {
 		n := 1
 		for n < len(s) && s[n].Machine == s[0].Machine {
 			n++
 		}
-		out = append(out, analyseMachine(s[:n], bounds))
+		out = append(out, analyseMachine(s[:n], rules))
 		s = s[n:]
 	}
 	return out
@@ -153,19 +153,35 @@ func bySeq(a, b *Event) int {
 	return cmp.Compare(a.ID, b.ID)
 }
 
+// asideRules is what other machines' events say about a machine's chain:
+// where activations end its epochs, and where its removal from the
+// members cut it.
+type asideRules struct {
+	bounds  epochBounds       // what holder.activated events make stale
+	removed map[string]uint64 // removed member → the last seq of its that counts
+}
+
+// rulesOf collects the aside rules of a set of events.
+func rulesOf(events []*Event) asideRules {
+	return asideRules{bounds: boundsOf(events), removed: membersClaimed(events).cutOf()}
+}
+
 // analyseMachine checks one machine's events, sorted by seq then id,
-// without repeats: it leaves out the events the machine's heals set aside
-// and those an activation makes stale (bounds), then finds the readable
-// line of the rest.
-func analyseMachine(chain []*Event, bounds epochBounds) *machineChain {
+// without repeats: it leaves out the events written after its removal from
+// the members, those an activation makes stale and those the machine's
+// heals set aside, then finds the readable line of the rest.
+func analyseMachine(chain []*Event, rules asideRules) *machineChain {
 	c := &machineChain{machine: chain[0].Machine}
-	stale := bounds.staleIn(chain)
+	stale := rules.bounds.staleIn(chain)
 	replaced := setAside(chain, stale)
+	last, removed := rules.removed[c.machine]
 	kept := chain
-	if len(replaced) > 0 || len(stale) > 0 {
+	if len(replaced) > 0 || len(stale) > 0 || removed {
 		kept = make([]*Event, 0, len(chain))
 		for _, e := range chain {
 			switch {
+			case removed && e.Seq > last:
+				c.setAside(e, AsideRemoved)
 			case stale[e.ID]:
 				c.setAside(e, AsideStaleEpoch)
 			case replaced[e.ID]:
@@ -219,6 +235,7 @@ func (c *machineChain) setAside(e *Event, why string) {
 
 // Why an event is kept aside, as [Quarantined] says it.
 const (
+	AsideRemoved     = "removed"      // written after its machine was removed from the agent's members
 	AsideHealed      = "healed"       // its machine set it aside with a chain.healed event
 	AsideStaleEpoch  = "stale_epoch"  // written under an epoch that had ended when it was written
 	AsideFork        = "fork"         // at or after a seq where its machine's chain splits

@@ -27,6 +27,9 @@ var (
 	ErrInvalidEvent = errors.New("invalid event")
 	// ErrInvalidDraft: a draft cannot become an event.
 	ErrInvalidDraft = errors.New("invalid draft")
+	// ErrNotMember: the writer of an event is not a member of the agent
+	// (see MembersOf).
+	ErrNotMember = errors.New("not a member of the agent")
 	// ErrClosed: the Log was closed.
 	ErrClosed = errors.New("journal closed")
 )
@@ -50,3 +53,22 @@ func (e futureFormatError) Error() string {
 }
 
 func (e futureFormatError) Is(target error) bool { return target == ErrFutureFormat }
+
+// NotMemberError says that a machine may not write an agent's history: it
+// is not one of the agent's members, or was removed. It wraps
+// ErrNotMember.
+type NotMemberError struct {
+	Agent   string
+	Machine string
+	Removed bool
+}
+
+func (e *NotMemberError) Error() string {
+	if e.Removed {
+		return fmt.Sprintf("machine %s was removed from the members of agent %s: it writes the agent's history no more", e.Machine, e.Agent)
+	}
+	return fmt.Sprintf("machine %s is not a member of agent %s: only the agent's members write its history; a member adds it (tern member add)", e.Machine, e.Agent)
+}
+
+// Unwrap returns ErrNotMember.
+func (e *NotMemberError) Unwrap() error { return ErrNotMember }

@@ -186,12 +186,12 @@ func Heal(events []*Event, s Signer, now time.Time) ([]*Event, error) {
 	}
 	slices.SortFunc(mine, bySeq)
 	mine = dedupeSorted(mine)
-	bounds := boundsOf(events)
-	c := analyseMachine(mine, bounds)
+	rules := rulesOf(events)
+	c := analyseMachine(mine, rules)
 	if len(c.problems) == 0 {
 		return nil, fmt.Errorf("heal: the chain of machine %s is whole: %w", machine, ErrNothingToHeal)
 	}
-	stale := bounds.staleIn(mine)
+	stale := rules.bounds.staleIn(mine)
 	replaced := setAside(mine, stale)
 	// The events no heal set aside yet. Stale events (written under an
 	// epoch after the agent moved on, and what a heal signed again of

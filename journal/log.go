@@ -30,6 +30,12 @@ type LogOptions struct {
 	Protected int64
 	// Now is the wall clock for the time field. Nil means time.Now.
 	Now func() time.Time
+	// Agent is the id of the agent whose journal this is. With it, the Log
+	// takes events only from the agent's members (see MembersOf): Append
+	// refuses a signer that is not one, and Add leaves out, logs and
+	// counts (Refused) the events of a machine that is not one. Empty: a
+	// bare journal, whose events are not judged by their writer.
+	Agent string
 }
 
 // Log is the durable, append-only journal file of one capsule.
@@ -59,10 +65,17 @@ type Log struct {
 	// disorder counts durable events that did not extend their chain's
 	// readable line when they were stored (see Disorder).
 	disorder uint64
-	bounds   epochBounds // what holder.activated events make stale
-	clock    uint64      // highest durable clock
-	size     int64       // bytes of durable complete lines
-	sum      hash.Hash   // sha256 of the first size bytes, fed as groups land
+	rules    asideRules // what holder.activated and member.removed events set aside
+	// Membership: the membership events durable and queued, and the
+	// members they name (see LogOptions.Agent).
+	agent       string
+	memberEvs   []*Event
+	members     Members
+	pendMembers []*Event
+	refused     atomic.Uint64
+	clock       uint64    // highest durable clock
+	size        int64     // bytes of durable complete lines
+	sum         hash.Hash // sha256 of the first size bytes, fed as groups land
 
 	// What queued, not yet durable events build on.
 	pendHeads map[string]Head
@@ -140,7 +153,7 @@ func OpenLog(path string, opt LogOptions) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}
-	l, err := openLog(f, path, opt.Protected, logger, now)
+	l, err := openLog(f, path, opt.Protected, logger, now, opt.Agent)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -148,7 +161,7 @@ func OpenLog(path string, opt LogOptions) (*Log, error) {
 	return l, nil
 }
 
-func openLog(f *os.File, path string, protected int64, logger *slog.Logger, now func() time.Time) (*Log, error) {
+func openLog(f *os.File, path string, protected int64, logger *slog.Logger, now func() time.Time, agent string) (*Log, error) {
 	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: read: %w", path, err)
@@ -187,7 +200,9 @@ func openLog(f *os.File, path string, protected int64, logger *slog.Logger, now 
 		size:   complete,
 		sum:    sha256.New(),
 		events: make([]*Event, 0, len(events)),
+		agent:  agent,
 	}
+	l.members = l.durableMembers()
 	l.sum.Write(data[:complete])
 	l.wakeup.L = &l.mu
 	for _, e := range events {
@@ -265,26 +280,138 @@ func (l *Log) commitEvent(e *Event) {
 	}
 	c.events = append(c.events, e)
 	if m, epoch, end, ok := boundOf(e); ok {
-		if l.bounds == nil {
-			l.bounds = epochBounds{}
+		if l.rules.bounds == nil {
+			l.rules.bounds = epochBounds{}
 		}
-		l.bounds.add(m, epoch, end)
-		if bc := l.chains[m]; bc != nil && !bc.dirty {
-			bc.dirty = true // some of its events may be stale now
-			l.disorder++
+		l.rules.bounds.add(m, epoch, end)
+		l.dirty(m) // some of its events may be stale now
+	}
+	if isMembership(e) {
+		l.memberEvs = append(l.memberEvs, e)
+		l.members = l.durableMembers()
+		removed := l.members.cutOf()
+		for m, last := range removed {
+			if was, ok := l.rules.removed[m]; !ok || was != last {
+				l.dirty(m) // its events above last no longer count
+			}
 		}
+		l.rules.removed = removed
 	}
 	// An event that extends a sound chain's head moves it; anything else
 	// (a fork, a gap, a heal, an event of a branch set aside, one at an
 	// epoch an activation ended, which may be stale) makes the chain be
 	// analysed again when it is next needed.
-	if !c.dirty && c.stuck == nil && e.Type != HealType && !l.bounds.touches(e) && e.Seq == c.head.Seq+1 && e.Prev == c.head.ID && e.Clock > c.clock {
+	if _, removed := l.rules.removed[e.Machine]; !removed && !c.dirty && c.stuck == nil && e.Type != HealType && !l.rules.bounds.touches(e) && e.Seq == c.head.Seq+1 && e.Prev == c.head.ID && e.Clock > c.clock {
 		c.head.Seq, c.head.ID, c.clock = e.Seq, e.ID, e.Clock
 	} else {
 		c.dirty = true
 		l.disorder++
 	}
 }
+
+// dirty marks a machine's chain to be analysed again. l.mu held.
+func (l *Log) dirty(machine string) {
+	if c := l.chains[machine]; c != nil && !c.dirty {
+		c.dirty = true
+		l.disorder++
+	}
+}
+
+// durableMembers returns the members that the durable membership events
+// name. l.mu held.
+func (l *Log) durableMembers() Members {
+	if l.agent == "" {
+		return membersClaimed(l.memberEvs)
+	}
+	return MembersOf(l.agent, l.memberEvs)
+}
+
+// membersWith returns the members that the membership events durable,
+// queued and in more name. l.mu held.
+func (l *Log) membersWith(more []*Event) Members {
+	if len(l.pendMembers) == 0 && len(more) == 0 {
+		return l.members
+	}
+	all := slices.Concat(l.memberEvs, l.pendMembers, more)
+	if l.agent == "" {
+		return membersClaimed(all)
+	}
+	return MembersOf(l.agent, all)
+}
+
+// admit splits events written elsewhere into those whose writers are
+// members of the agent, counting the membership events among them, and
+// the rest, with every activation that does not prove its custody (see
+// Custody). Of an agent from before members whose first members are
+// named, a machine that names itself a founder is taken only if it is a
+// member already: the first members a node holds are the ones it trusts.
+// l.mu held.
+func (l *Log) admit(events []*Event) (in, out []*Event) {
+	if l.agent == "" {
+		return events, nil
+	}
+	var ms []*Event
+	for _, e := range events {
+		if isMembership(e) {
+			ms = append(ms, e)
+		}
+	}
+	members := l.membersWith(nil)
+	var usurper map[string]bool
+	if len(ms) > 0 {
+		if !Derived(l.agent) && !members.Open() {
+			for _, e := range ms {
+				if b, ok := readMember(e); ok && b.Founder && !members.Has(e.Machine) {
+					if usurper == nil {
+						usurper = map[string]bool{}
+					}
+					usurper[e.ID] = true
+				}
+			}
+			ms = slices.DeleteFunc(ms, func(e *Event) bool { return usurper[e.ID] })
+		}
+		members = l.membersWith(ms)
+	}
+	if members.Open() && usurper == nil {
+		return events, nil // Custody passes every event of an open journal too
+	}
+	for _, e := range events {
+		if members.Admits(e) && !usurper[e.ID] && Custody(l.agent, e, members) == nil {
+			in = append(in, e)
+		} else {
+			out = append(out, e)
+		}
+	}
+	return in, out
+}
+
+// logRefused logs and counts events Add left out (see admit), once per
+// machine. l.mu held.
+func (l *Log) logRefused(out []*Event) {
+	if len(out) == 0 {
+		return
+	}
+	l.refused.Add(uint64(len(out)))
+	by := map[string][]*Event{}
+	for _, e := range out {
+		by[e.Machine] = append(by[e.Machine], e)
+	}
+	for m, es := range by {
+		l.logger.Warn("journal: refused events of a machine that is not a member of the agent, or activations without the old holder's handover", "agent", l.agent, "machine", m, "events", len(es), "first", es[0].ID)
+	}
+}
+
+// Members returns the agent's members as the log's durable events name
+// them (see LogOptions.Agent; without an agent, as they claim).
+func (l *Log) Members() Members {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.members
+}
+
+// Refused returns how many events Add has left out because their writer
+// is not a member of the agent.
+func (l *Log) Refused() uint64 { return l.refused.Load() }
 
 // chainHead returns a machine's chain as a vector entry (its readable head
 // and its events aside), or the chain's first problem if it cannot be
@@ -297,7 +424,7 @@ func (l *Log) chainHead(machine string) (Head, error) {
 	if c.dirty {
 		s := slices.Clone(c.events)
 		slices.SortFunc(s, bySeq)
-		mc := analyseMachine(dedupeSorted(s), l.bounds)
+		mc := analyseMachine(dedupeSorted(s), l.rules)
 		c.stuck, c.dirty = nil, false
 		if len(mc.problems) > 0 {
 			c.stuck = mc.problems[0]
@@ -387,6 +514,25 @@ func (l *Log) Append(ctx context.Context, s Signer, epoch uint64, drafts ...Draf
 		events[i] = e
 		head = Head{Seq: e.Seq, ID: e.ID}
 		n += len(e.line) + 1
+	}
+	if l.agent != "" {
+		var ms []*Event
+		for _, e := range events {
+			if isMembership(e) {
+				ms = append(ms, e)
+			}
+		}
+		members := l.membersWith(ms)
+		for _, e := range events {
+			if !members.Admits(e) {
+				l.mu.Unlock()
+				return nil, &NotMemberError{Agent: l.agent, Machine: machine, Removed: members.removed(machine)}
+			}
+			if err := Custody(l.agent, e, members); err != nil {
+				l.mu.Unlock()
+				return nil, fmt.Errorf("append to %s: %w", l.path, &CustodyError{Agent: l.agent, Machine: machine, Event: e.ID, Err: err})
+			}
+		}
 	}
 	buf := make([]byte, 0, n)
 	for _, e := range events {
@@ -485,6 +631,8 @@ func (l *Log) Add(ctx context.Context, events ...*Event) ([]*Event, error) {
 		}
 		add = append(add, e)
 	}
+	add, refused := l.admit(add)
+	l.logRefused(refused)
 	if len(add) == 0 {
 		l.mu.Unlock()
 		return nil, waitGroups(queued)
@@ -538,6 +686,9 @@ func (l *Log) pend(e *Event, req *request) {
 	}
 	l.pendIDs[e.ID] = req
 	l.pendClock = max(l.pendClock, e.Clock)
+	if isMembership(e) {
+		l.pendMembers = append(l.pendMembers, e)
+	}
 }
 
 // enqueue puts req in the queue of the next group. l.mu held.
@@ -600,7 +751,7 @@ func (l *Log) flush() {
 		// (a busy stream); the next group waits briefly for them.
 		l.gather = len(batch) + len(l.queue)
 		if len(l.queue) == 0 {
-			l.pendHeads, l.pendClock, l.pendIDs = nil, 0, nil
+			l.pendHeads, l.pendClock, l.pendIDs, l.pendMembers = nil, 0, nil, nil
 		}
 	}
 }
