@@ -2,7 +2,6 @@ package capsule
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -435,17 +434,6 @@ func redactURL(u *url.URL) string {
 }
 
 var agentIDPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-// NewAgentID returns a fresh random agent id: a lowercase UUID (version 4).
-func NewAgentID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand never fails on supported platforms
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
 
 // ValidAgentID reports whether id is a well-formed agent id.
 func ValidAgentID(id string) bool { return agentIDPattern.MatchString(id) }

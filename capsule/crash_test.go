@@ -15,6 +15,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/journal"
 )
 
 // The crash test runs a writer in a child process (this test binary again,
@@ -33,9 +35,12 @@ func TestKillNineDuringAppendSnapshotOrPackLosesNothing(t *testing.T) {
 	priv, _, _ := crypto.GenerateEd25519Key(nil)
 	kb, _ := crypto.MarshalPrivateKey(priv)
 	os.WriteFile(keyFile, kb, 0o600)
-	id, _ := peer.IDFromPrivateKey(priv)
+	signer, err := journal.NewKeySigner(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := filepath.Join(root, "agent")
-	c, err := New(dir, "crash", id.String())
+	c, err := New(dir, "crash", signer)
 	if err != nil {
 		t.Fatal(err)
 	}

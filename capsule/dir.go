@@ -37,6 +37,8 @@ type Dir struct {
 
 	commitMu sync.Mutex // one manifest update at a time
 
+	memberMu sync.Mutex // one change of members at a time: read, decide, append
+
 	// sealMu is held by a timed seal and by Close, and is taken before
 	// commitMu and jlMu; journalLog takes it under commitMu only as it
 	// first opens the log, which no timed seal can precede.
@@ -56,28 +58,42 @@ type Dir struct {
 // emptyIndex is the semantic index of a capsule with no notes.
 var emptyIndex = memory.EmptyIndex
 
-// New creates a capsule folder at dir with every file of the layout: an
-// empty journal, notes, index and snapshot, a default agent.json named
-// name and a default environment spec, held by holder (a peer ID) at epoch
-// 0. dir must not exist, or be an empty folder. The capsule is built in a
-// sibling staging folder and appears under dir only when complete.
-func New(dir, name, holder string) (*Capsule, error) {
-	return NewWithID(dir, NewAgentID(), name, holder)
-}
-
-// NewWithID is New for the agent id given instead of a fresh one: the
-// simulator makes the same capsule in every run of a seed.
-func NewWithID(dir, id, name, holder string) (*Capsule, error) {
-	return newCapsule(dir, id, DefaultAgent(name), holder)
+// New creates a capsule folder at dir with every file of the layout: empty
+// notes, index and snapshot, a default agent.json named name and a default
+// environment spec, held by creator at epoch 0. Its agent id is derived
+// from creator's key (journal.NewAgentID), and its journal holds one event,
+// creator's member.added naming itself, which proves it: creator is the
+// agent's first member. dir must not exist, or be an empty folder. The
+// capsule is built in a sibling staging folder and appears under dir only
+// when complete.
+func New(dir, name string, creator journal.Signer) (*Capsule, error) {
+	return NewWithAgent(dir, DefaultAgent(name), creator)
 }
 
 // NewWithAgent is New with agent.json's content given: tern capsule new
 // lists the built-in tools, which this package does not know.
-func NewWithAgent(dir string, a Agent, holder string) (*Capsule, error) {
-	return newCapsule(dir, NewAgentID(), a, holder)
+func NewWithAgent(dir string, a Agent, creator journal.Signer) (*Capsule, error) {
+	id, genesis := journal.NewAgentID(creator.Machine())
+	return newCapsule(dir, id, a, creator, &genesis)
 }
 
-func newCapsule(dir, id string, a Agent, holder string) (*Capsule, error) {
+// NewWithID is New for the agent id given instead of one derived from
+// creator's key: the simulator makes the same capsule in every run of a
+// seed. creator names itself the agent's first member as a founder (as a
+// node does for an agent created before members).
+func NewWithID(dir, id, name string, creator journal.Signer) (*Capsule, error) {
+	body, err := json.Marshal(journal.MemberBody{Peer: creator.Machine(), Founder: true})
+	if err != nil {
+		return nil, err
+	}
+	return newCapsule(dir, id, DefaultAgent(name), creator, &journal.Draft{Type: journal.MemberAddedType, Body: body})
+}
+
+// newCapsule writes a new capsule held by creator at epoch 0, whose
+// journal holds first signed by creator. Without first, the journal is
+// empty (a capsule as tern wrote them before members; creator may then be
+// a bare peer ID: see the tests' newLegacy).
+func newCapsule(dir, id string, a Agent, creator journal.Signer, first *journal.Draft) (*Capsule, error) {
 	if !ValidAgentID(id) {
 		return nil, fmt.Errorf("new capsule: %q is not an agent id (a UUID)", id)
 	}
@@ -104,14 +120,23 @@ func newCapsule(dir, id string, a Agent, holder string) (*Capsule, error) {
 	if err != nil {
 		return nil, err
 	}
+	var events []byte
+	if first != nil {
+		e, err := journal.NewEvent(creator, journal.Stamp{Seq: 1, Clock: 1, Time: time.Now()}, *first)
+		if err != nil {
+			return nil, fmt.Errorf("new capsule: %w", err)
+		}
+		events = append(e.Line(), '\n')
+	}
 	files := map[string][]byte{
 		AgentFile:       agent,
 		NotesFile:       {},
-		JournalFile:     {},
+		JournalFile:     events,
 		IndexFile:       emptyIndex,
 		SnapshotFile:    snap,
 		EnvironmentFile: spec,
 	}
+	holder := creator.Machine()
 	m := &Manifest{ID: id, Holder: Holder{Peer: holder}}
 	if err := writeNewCapsule(dir, m, files, nil); err != nil {
 		return nil, fmt.Errorf("new capsule: %w", err)
@@ -372,7 +397,7 @@ func (d *Dir) journalLog() (*journal.Log, error) {
 
 // openLog opens the journal file, protecting the part the manifest seals.
 func (d *Dir) openLog() (*journal.Log, error) {
-	return journal.OpenLog(d.path(JournalFile), journal.LogOptions{Logger: d.log, Protected: d.Manifest().Files[JournalFile].Size})
+	return journal.OpenLog(d.path(JournalFile), journal.LogOptions{Logger: d.log, Protected: d.Manifest().Files[JournalFile].Size, Agent: d.ID()})
 }
 
 // JournalLoaded reports whether the journal has been read into memory,
@@ -387,10 +412,12 @@ func (d *Dir) JournalLoaded() bool {
 // with the content it names: a hand-made one would name content the
 // capsule does not hold, or set aside the machine's own events.
 var writtenByTern = map[string]string{
-	SnapshotEventType:     "tern capsule snapshot",
-	FileUpdatedEventType:  "tern capsule accept",
-	journal.HealType:      "tern capsule heal",
-	journal.ActivatedType: "a node that activates the agent (tern migrate)",
+	SnapshotEventType:         "tern capsule snapshot",
+	FileUpdatedEventType:      "tern capsule accept",
+	journal.HealType:          "tern capsule heal",
+	journal.ActivatedType:     "a node that activates the agent (tern migrate)",
+	journal.MemberAddedType:   "tern member add",
+	journal.MemberRemovedType: "tern member remove",
 }
 
 // Append appends drafts to the journal as events signed by s at the given

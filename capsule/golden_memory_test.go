@@ -41,7 +41,7 @@ func writeGoldenMemory(t *testing.T, out string) goldenMemoryExpected {
 	laptop, desktop := goldenKey(t, "laptop"), goldenKey(t, "desktop")
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "agent")
-	c, err := capsule.New(dir, "notes", laptop.PeerID)
+	c, err := capsule.New(dir, "notes", laptop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +50,7 @@ func writeGoldenMemory(t *testing.T, out string) goldenMemoryExpected {
 	if err != nil {
 		t.Fatal(err)
 	}
+	addMembers(t, d, laptop, desktop)
 	agent := capsule.DefaultAgent("notes")
 	agent.Memory = &capsule.MemorySettings{Workspace: true}
 	agentData, _ := agent.Encode()

@@ -79,7 +79,7 @@ func writeGolden(t *testing.T, out string) goldenExpected {
 	laptop, desktop, newer := goldenKey(t, "laptop"), goldenKey(t, "desktop"), goldenKey(t, "a newer tern")
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "agent")
-	c, err := capsule.New(dir, "golden", laptop.PeerID)
+	c, err := capsule.New(dir, "golden", laptop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +88,7 @@ func writeGolden(t *testing.T, out string) goldenExpected {
 	if err != nil {
 		t.Fatal(err)
 	}
+	addMembers(t, d, laptop, desktop, newer)
 	message := func(role string, parts ...any) journal.Draft {
 		b, err := json.Marshal(map[string]any{"role": role, "content": parts})
 		if err != nil {
@@ -455,5 +456,16 @@ func untar(t *testing.T, data []byte, dir string) {
 			t.Fatal(err)
 		}
 		writeFile(t, p, b)
+	}
+}
+
+// addMembers has by add each of peers to the agent's members.
+func addMembers(t *testing.T, d *capsule.Dir, by journal.Signer, peers ...journal.Signer) {
+	t.Helper()
+	for _, p := range peers {
+		body, _ := json.Marshal(journal.MemberBody{Peer: p.Machine()})
+		if _, err := d.AppendReserved(context.Background(), by, 0, journal.Draft{Type: journal.MemberAddedType, Body: body}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

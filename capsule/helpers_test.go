@@ -114,7 +114,7 @@ func mustVerify(t testing.TB, path string) *Report {
 func emptyCapsule(t testing.TB, s *testSigner, name string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "agent")
-	c, err := New(dir, name, s.Machine())
+	c, err := New(dir, name, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,4 +143,18 @@ func packTo(t testing.TB, path, out string, opt PackOptions) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// addMember has by add peer to the members of the capsule at dir.
+func addMember(t testing.TB, dir string, by, peer journal.Signer) {
+	t.Helper()
+	d, err := OpenDir(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	body, _ := json.Marshal(journal.MemberBody{Peer: peer.Machine()})
+	if _, err := d.AppendReserved(context.Background(), by, 0, journal.Draft{Type: journal.MemberAddedType, Body: body}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -16,6 +16,7 @@ func diverge(t *testing.T) (a, b string, laptop, desktop *testSigner) {
 	t.Helper()
 	laptop, desktop = newSigner(t), newSigner(t)
 	dir := fullCapsule(t, laptop)
+	addMember(t, dir, laptop, desktop)
 	root := t.TempDir()
 	tarPath := filepath.Join(root, "x.tar")
 	packTo(t, dir, tarPath, PackOptions{})
@@ -71,8 +72,8 @@ func TestDivergedCopiesMergeInEitherOrderToTheSameBytes(t *testing.T) {
 	ab, ba := filepath.Join(root, "ab"), filepath.Join(root, "ba")
 	res := merge(t, a, b, ab)
 	merge(t, b, a, ba)
-	if res.Events != 4+3+5 || len(res.Forks) != 0 {
-		t.Errorf("merge result %+v, want 12 events and no fork", res)
+	if res.Events != 6+3+5 || len(res.Forks) != 0 { // the two copies' 6 (two member.added), then 3 and 5 apart
+		t.Errorf("merge result %+v, want 14 events and no fork", res)
 	}
 	mustVerify(t, ab)
 	if got, want := eventIDs(t, ab), eventIDs(t, ba); strings.Join(got, ",") != strings.Join(want, ",") {

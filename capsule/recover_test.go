@@ -126,7 +126,7 @@ func TestATornJournalTailIsANoteAndTheNextAppendRepairsIt(t *testing.T) {
 	if !strings.Contains(strings.ToLower(log.String()), "torn") {
 		t.Errorf("the repair was not logged: %s", log.String())
 	}
-	if rep := mustVerify(t, dir); len(rep.Notes) != 0 || rep.Events != 5 {
+	if rep := mustVerify(t, dir); len(rep.Notes) != 0 || rep.Events != 6 {
 		t.Errorf("after repair: %+v", rep)
 	}
 }

@@ -229,7 +229,7 @@ func TestTheNextWriterSealsWhatACrashedOneLeft(t *testing.T) {
 func newFolder(t *testing.T, root, name string, s *testSigner) string {
 	t.Helper()
 	dir := filepath.Join(root, name)
-	c, err := New(dir, name, s.Machine())
+	c, err := New(dir, name, s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func TestUnpackRefusesBadTarsAndLeavesNothingBehind(t *testing.T) {
 		{"a blob the manifest does not list", withExtra(reg(BlobPath(blob), []byte("x"))), Limits{}, blob},
 		{"a file over the size limit", goodTar, Limits{MaxFileSize: 64}, "size limit"},
 		{"a manifest over its size limit", buildTar(t, []rawEntry{{tar.Header{Typeflag: tar.TypeReg, Name: ManifestFile, Size: MaxManifestSize + 1}, nil}}), Limits{}, "manifest"},
-		{"a truncated tar", goodTar[:len(goodTar)/2], Limits{}, "truncated"},
+		{"a truncated tar", goodTar[:len(goodTar)/2+100], Limits{}, "truncated"},
 		{"a tar cut inside a header", goodTar[:700], Limits{}, "truncated"},
 		{"a future format version", manifestOf(func(b []byte) []byte {
 			return bytes.Replace(b, []byte(`"tern.capsule/1"`), []byte(`"tern.capsule/2"`), 1)

@@ -386,8 +386,13 @@ func checkJournal(c *Capsule, r *Report) []*journal.Event {
 		r.notef("%s: %d bytes of valid events appended after the manifest's seal; its writer seals them later", JournalFile, extra)
 	}
 	problems := journal.Check(events)
+	problems = append(problems, journal.Strangers(c.ID(), events)...)
+	problems = append(problems, journal.Uncustodied(c.ID(), events)...)
 	for _, err := range problems {
 		r.problem(JournalFile, err)
+	}
+	if journal.MembersOf(c.ID(), events).Open() {
+		r.notef("%s: no members named (a capsule from before members): every machine's events count until a node that holds it names them", JournalFile)
 	}
 	view, quarantined := journal.Readable(events)
 	r.Events = len(view) + len(quarantined) // each event once, a repeated line too

@@ -35,7 +35,7 @@ func BenchmarkVerify(b *testing.B) {
 	root := b.TempDir()
 	s := newSigner(b)
 	dir := filepath.Join(root, "agent")
-	c, err := New(dir, "bench", s.Machine())
+	c, err := New(dir, "bench", s)
 	if err != nil {
 		b.Fatal(err)
 	}

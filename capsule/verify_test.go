@@ -16,7 +16,7 @@ import (
 func TestANewCapsuleHasEveryFileOfTheLayoutAndVerifies(t *testing.T) {
 	s := newSigner(t)
 	dir := filepath.Join(t.TempDir(), "agent")
-	c, err := New(dir, "helper", s.Machine())
+	c, err := New(dir, "helper", s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,8 +30,15 @@ func TestANewCapsuleHasEveryFileOfTheLayoutAndVerifies(t *testing.T) {
 		t.Errorf("%s is not a folder: %v", BlobDir, err)
 	}
 	rep := mustVerify(t, dir)
-	if rep.Events != 0 || rep.Signer != "" || len(rep.Notes) != 0 {
-		t.Errorf("report = %+v, want no events, unsigned, no notes", rep)
+	if rep.Events != 1 || rep.Signer != "" || len(rep.Notes) != 0 {
+		t.Errorf("report = %+v, want one event (the creator naming itself the first member), unsigned, no notes", rep)
+	}
+	evs, err := c.Journal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != journal.MemberAddedType || evs[0].Machine != s.Machine() || journal.MembersOf(c.ID(), evs).List()[0].Peer != s.Machine() {
+		t.Errorf("the new journal %v does not name its creator the first member", evs)
 	}
 	if c.Manifest().Holder != (Holder{Peer: s.Machine(), Epoch: 0}) {
 		t.Errorf("holder = %+v", c.Manifest().Holder)
@@ -42,11 +49,11 @@ func TestNewRefusesAFolderThatIsNotEmptyButTakesAnEmptyOne(t *testing.T) {
 	s := newSigner(t)
 	full := t.TempDir()
 	writeTree(t, full, map[string]string{"x": "1"})
-	if _, err := New(full, "a", s.Machine()); err == nil || !strings.Contains(err.Error(), "not empty") {
+	if _, err := New(full, "a", s); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Fatalf("New on a full folder: %v", err)
 	}
 	empty := t.TempDir()
-	c, err := New(empty, "a", s.Machine())
+	c, err := New(empty, "a", s)
 	if err != nil {
 		t.Fatalf("New on an empty folder: %v", err)
 	}
@@ -58,8 +65,8 @@ func TestACapsuleMadeByNewAppendAndSnapshotVerifies(t *testing.T) {
 	s := newSigner(t)
 	dir := fullCapsule(t, s)
 	rep := mustVerify(t, dir)
-	if rep.Events != 4 { // three appended, one workspace.snapshot
-		t.Errorf("events = %d, want 4", rep.Events)
+	if rep.Events != 5 { // the creator's member.added, three appended, one workspace.snapshot
+		t.Errorf("events = %d, want 5", rep.Events)
 	}
 	if len(rep.Notes) != 0 {
 		t.Errorf("notes on a clean capsule: %v", rep.Notes)
@@ -297,12 +304,12 @@ func TestVerifyNamesTheBadJournalLine(t *testing.T) {
 		tail func(next [2][]byte) []byte
 		want string
 	}{
-		{"a line that is not JSON", func([2][]byte) []byte { return []byte("this is not json") }, "line 5"},
+		{"a line that is not JSON", func([2][]byte) []byte { return []byte("this is not json") }, "line 6"},
 		{"a bad signature", func(n [2][]byte) []byte {
 			return bytes.Replace(n[0], []byte(`"text":"last"`), []byte(`"text":"lost"`), 1)
-		}, "line 5"},
+		}, "line 6"},
 		{"a future format", func(n [2][]byte) []byte { return bytes.Replace(n[0], []byte(`"v":1`), []byte(`"v":2`), 1) }, "newer"},
-		{"a broken chain (seq 5 missing)", func(n [2][]byte) []byte { return n[1] }, "seq"},
+		{"a broken chain (seq 6 missing)", func(n [2][]byte) []byte { return n[1] }, "seq"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -77,7 +77,15 @@ type Message struct {
 	// Detail says a refusal's reason in words, for a person (MsgRefuse
 	// after a failed prepare: what failed). No machine acts on it.
 	Detail string
+	// Handover, on MsgActivate, is the source's signed word that it hands
+	// the agent to the target (journal.Handover, as JSON), which the
+	// target's holder.activated event carries. The node adds it and checks
+	// it; no machine acts on it.
+	Handover []byte
 }
+
+// MaxHandover is the longest Handover a message carries.
+const MaxHandover = 1024
 
 // MaxDetail is the longest Detail a message carries.
 const MaxDetail = 512

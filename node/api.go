@@ -63,6 +63,9 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/capsules/{id}/events", n.handleAppend)
 	mux.HandleFunc("POST /v1/capsules/{id}/heal", n.handleHeal)
 	mux.HandleFunc("POST /v1/capsules/{id}/accept", n.handleAccept)
+	mux.HandleFunc("GET /v1/capsules/{id}/members", n.handleMembers)
+	mux.HandleFunc("POST /v1/capsules/{id}/members", n.handleAddMember)
+	mux.HandleFunc("DELETE /v1/capsules/{id}/members/{peer}", n.handleRemoveMember)
 	mux.HandleFunc("POST /v1/capsules/{id}/snapshot", n.handleSnapshot)
 	mux.HandleFunc("POST /v1/capsules/{id}/migrate", n.handleMigrate)
 	mux.HandleFunc("GET /v1/capsules/{id}/holder", n.handleHolder)
@@ -266,7 +269,11 @@ type CapsuleStatus struct {
 	Forks       []journal.Fork `json:"forks"`
 	Quarantined int            `json:"quarantined"` // events of forked or broken chains, kept in the journal
 	Rejected    int            `json:"rejected"`    // lines peers sent that failed their checks (quarantine folder)
-	Wants       int            `json:"wants"`       // blobs the journal refers to that are not here yet
+	// Refused counts the events of machines that are not the agent's
+	// members that this node refused since it started (never stored;
+	// each logged with its writer's key).
+	Refused uint64 `json:"refused"`
+	Wants   int    `json:"wants"` // blobs the journal refers to that are not here yet
 	// Incomplete means the capsule is still arriving: it wants blobs
 	// (a first copy from a peer comes as its journal, then its blobs;
 	// the transfers in flight show their progress).
@@ -344,7 +351,7 @@ func (n *Node) capsuleStatus(id string) (CapsuleStatus, error) {
 		forks = []journal.Fork{}
 	}
 	return CapsuleStatus{ID: id, Name: name, Runs: n.runs(id), Events: sum.Events, Vector: sum.Vector, Forks: forks,
-		Quarantined: sum.Quarantined, Rejected: n.store.quarantine.count(id), Wants: len(sum.Wanted), Incomplete: len(sum.Wanted) > 0}, nil
+		Quarantined: sum.Quarantined, Rejected: n.store.quarantine.count(id), Refused: n.store.Refused(id), Wants: len(sum.Wanted), Incomplete: len(sum.Wanted) > 0}, nil
 }
 
 func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -682,7 +689,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, journal.ErrFork), errors.Is(err, journal.ErrBrokenChain),
 		errors.Is(err, ErrChainElsewhere), errors.Is(err, ErrChainBusy), errors.Is(err, capsule.ErrLocked),
-		errors.Is(err, ErrFrozen):
+		errors.Is(err, ErrFrozen), errors.Is(err, journal.ErrNotMember):
 		return http.StatusConflict
 	case errors.Is(err, ErrStoreClosed), errors.Is(err, journal.ErrClosed), errors.Is(err, ErrDiskFull):
 		return http.StatusServiceUnavailable

@@ -204,7 +204,7 @@ func TestAnErrorFromADamagedCapsuleNamesItsFilesRelativeToTheHome(t *testing.T) 
 func TestABadUploadIsCalledTheUploadedTarAndNamesNoPath(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	dir := filepath.Join(t.TempDir(), "agent")
-	c, err := capsule.New(dir, "tampered", n.info.PeerID)
+	c, err := capsule.New(dir, "tampered", n.id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,9 @@ func TestAFirstCopyComesAsItsJournalThenItsBlobsAndWarnsOfNothing(t *testing.T) 
 		pair(t, a, b)
 		waitFor(t, "b holds the capsule whole", func() bool {
 			st, err := b.Status()
-			return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete && st.Capsules[0].Events == 4
+			// a's 3 messages and its snapshot, the agent's creation, and
+			// b's member.added, which a writes as it gives b the agent
+			return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete && st.Capsules[0].Events == 6
 		})
 		if !bytes.Equal(packed(t, a, agent), packed(t, b, agent)) {
 			t.Fatal("b's copy is not a's capsule")

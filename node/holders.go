@@ -98,12 +98,10 @@ type holder struct {
 	// runtime serialises what the runtime is told (stop, resume), so
 	// that each acts on the machine's state as it is when it runs.
 	runtime sync.Mutex
-	mig     *migration        // the migration this node started, while it runs
-	outcome chan<- string     // told the outcome of the migration in progress
-	resolve chan<- string     // told the outcome of an operator's override in progress
-	journal [32]byte          // the journal digest the last proposal named (target)
-	pulled  map[string]uint64 // the epoch each peer that pulled last said it holds the agent at (target)
-	source  string            // the peer migrating the agent here, while staging (target)
+	mig     *migration    // the migration this node started, while it runs
+	outcome chan<- string // told the outcome of the migration in progress
+	resolve chan<- string // told the outcome of an operator's override in progress
+	journal [32]byte      // the journal digest the last proposal named (target)
 
 	// The workspace prepared in the staging area (target): kept up to date
 	// from the warm pull on, so that prepare, inside the frozen window,
@@ -373,6 +371,13 @@ func (hs *holders) step(h *holder, msg fencing.Message) error {
 	if h.failed != nil {
 		return h.failed
 	}
+	if msg.Type == fencing.MsgActivate {
+		// The old holder's word goes to disk before the machine may
+		// activate: the holder.activated event carries it (custody).
+		if err := hs.keepHandover(h.agent, msg); err != nil {
+			return err
+		}
+	}
 	err := h.m.Step(msg)
 	if from, derr := peer.Decode(msg.From); errors.Is(err, fencing.ErrUnknownPeer) && derr == nil && hs.n.peers.Allowed(from) {
 		// Paired since the machine took its peers: it takes them now, if
@@ -484,9 +489,6 @@ func (hs *holders) apply(h *holder) {
 		}
 		for _, c := range rd.Stage {
 			hs.stage(staging, c)
-		}
-		if rd.Persist && rd.Record.State == fencing.Staging {
-			h.source = rd.Record.Peer
 		}
 		if rd.Persist {
 			if err := hs.reg.Save(h.agent, rd.Record); err != nil {
@@ -681,13 +683,12 @@ func (hs *holders) secretsResolve(env capsule.EnvSpec, agent capsule.Agent) erro
 // activated: it says where the old holder's epoch ends (its chain's head
 // here, which prepare checked is the head it froze at), so that every
 // reader sets aside what the old holder writes under that epoch from now
-// on. h.mu held.
+// on, and carries the old holder's signed handover, which proves this
+// node's custody of the epoch (journal.Custody). h.mu held.
 func (hs *holders) markActivation(h *holder, rec fencing.Record) error {
 	self := hs.n.id.Machine()
 	written := false
-	var old capsule.Holder // the manifest's holder: the old one, until the promotion ends
 	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
-		old = d.Manifest().Holder
 		evs, err := d.Events()
 		written = slices.ContainsFunc(evs, func(e *journal.Event) bool {
 			return e.Type == journal.ActivatedType && e.Machine == self && e.Epoch == rec.Epoch
@@ -699,24 +700,22 @@ func (hs *holders) markActivation(h *holder, rec fencing.Record) error {
 	if written {
 		return nil // a promotion taken up again after a restart
 	}
-	source := h.source
-	from := h.pulled[source]
-	if source == "" && old.Peer != self {
-		// A restart lost what the migration said: the manifest still
-		// names the old holder and the epoch it held.
-		source, from = old.Peer, old.Epoch
-	}
-	if source == "" || from == 0 {
-		hs.n.log.Warn("fencing: no epoch known for the old holder; its stale writes cannot be marked", "agent", h.agent, "source", source)
+	ho, err := hs.keptHandover(h.agent, rec.Epoch)
+	if err != nil {
+		// Lost with the home (restored from a backup between activate
+		// and here): without it no reader would take the event.
+		hs.n.log.Warn("fencing: the old holder's handover is not here; the activation is not recorded in the journal, and the old holder's stale writes are not set aside", "agent", h.agent, "epoch", rec.Epoch, "err", err)
 		return nil
 	}
+	source, from := ho.From.Peer, ho.From.Epoch
 	v, err := hs.n.store.Vector(h.agent)
 	if err != nil {
 		return err
 	}
 	body, err := json.Marshal(journal.ActivatedBody{
-		Holder: journal.Bound{Peer: self, Epoch: rec.Epoch},
-		From:   journal.Bound{Peer: source, Epoch: from, Seq: v[source].Seq, ID: v[source].ID},
+		Holder:   journal.Bound{Peer: self, Epoch: rec.Epoch},
+		From:     journal.Bound{Peer: source, Epoch: from, Seq: v[source].Seq, ID: v[source].ID},
+		Handover: &ho,
 	})
 	if err != nil {
 		return err
@@ -726,7 +725,88 @@ func (hs *holders) markActivation(h *holder, rec fencing.Record) error {
 		return err
 	}
 	hs.n.gossip.publish(hs.n.ctx, h.agent, evs)
+	os.Remove(hs.handoverPath(h.agent))
 	return nil
+}
+
+// targetIsMember makes a paired target a member of the agent if it is not
+// one yet (Node.tendMembers), and refuses a target that cannot be one: a
+// machine that is not a member could not write the agent's history there.
+func (hs *holders) targetIsMember(ctx context.Context, agent string, target peer.ID) error {
+	hs.n.tendMembers(ctx, agent, target)
+	m, err := hs.n.store.Members(agent)
+	if err != nil {
+		return err
+	}
+	if m.Has(target.String()) {
+		return nil
+	}
+	for _, x := range m.List() {
+		if x.Peer == target.String() && x.Removed {
+			return fmt.Errorf("migrate %s: %s was removed from the agent's members, and a removed machine never holds it again: %w", agent, hs.peerNames([]string{target.String()}), journal.ErrNotMember)
+		}
+	}
+	return fmt.Errorf("migrate %s: %s is not a member of the agent, and this node could not make it one (is the agent shared with it? tern member add %s %s): %w", agent, hs.peerNames([]string{target.String()}), agent, target, journal.ErrNotMember)
+}
+
+// HandoversDir holds, inside $TERN_HOME, the old holder's signed handover
+// of each agent this node was asked to activate, until its holder.activated
+// event carries it.
+const HandoversDir = "handovers"
+
+func (hs *holders) handoverPath(agent string) string {
+	return filepath.Join(hs.n.home, HandoversDir, agent+".json")
+}
+
+// handover signs, as this node holding the agent, the handover an
+// activate carries: from the epoch it holds to the target at the epoch
+// proposed. h.mu held.
+func (hs *holders) handover(h *holder, msg fencing.Message) []byte {
+	ho, err := journal.SignHandover(hs.n.id, h.agent, h.m.Record().Epoch, msg.To, msg.Epoch)
+	if err != nil {
+		hs.n.log.Error("fencing: could not sign the handover", "agent", h.agent, "err", err)
+		return nil
+	}
+	data, _ := json.Marshal(ho)
+	return data
+}
+
+// keepHandover checks the handover an activate carries (signed by its
+// sender for this machine at the epoch activated) and keeps it on disk.
+// An activate without a valid one is refused: the journal would refuse
+// the activation it leads to.
+func (hs *holders) keepHandover(agent string, msg fencing.Message) error {
+	var ho journal.Handover
+	if err := json.Unmarshal(msg.Handover, &ho); err != nil {
+		return fmt.Errorf("activate %s at epoch %d from %s: no handover: %w", agent, msg.Epoch, msg.From, journal.ErrNoCustody)
+	}
+	if ho.From.Peer != msg.From || ho.To.Peer != hs.n.id.Machine() || ho.To.Epoch != msg.Epoch {
+		return fmt.Errorf("activate %s at epoch %d from %s: the handover is from %s to %s at %d: %w", agent, msg.Epoch, msg.From, ho.From.Peer, ho.To.Peer, ho.To.Epoch, journal.ErrNoCustody)
+	}
+	if err := ho.Check(agent); err != nil {
+		return fmt.Errorf("activate %s at epoch %d from %s: %w", agent, msg.Epoch, msg.From, err)
+	}
+	path := hs.handoverPath(agent)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return capsule.WriteFileAtomic(path, msg.Handover, 0o600)
+}
+
+// keptHandover reads the handover kept for agent's activation at epoch.
+func (hs *holders) keptHandover(agent string, epoch uint64) (journal.Handover, error) {
+	var ho journal.Handover
+	data, err := os.ReadFile(hs.handoverPath(agent))
+	if err != nil {
+		return ho, err
+	}
+	if err := json.Unmarshal(data, &ho); err != nil {
+		return ho, fmt.Errorf("%s: %w", hs.handoverPath(agent), err)
+	}
+	if ho.To.Epoch != epoch {
+		return ho, fmt.Errorf("%s is for epoch %d, not %d", hs.handoverPath(agent), ho.To.Epoch, epoch)
+	}
+	return ho, nil
 }
 
 // send sends a machine's message to its peer in the background; a lost
@@ -765,6 +845,9 @@ func (hs *holders) send(msg fencing.Message) {
 // caller, and follows the phases of a migration this node started.
 // h.mu held.
 func (hs *holders) outgoing(h *holder, msg fencing.Message) fencing.Message {
+	if msg.Type == fencing.MsgActivate {
+		msg.Handover = hs.handover(h, msg)
+	}
 	mg := h.mig
 	if mg == nil || msg.Epoch != mg.epoch {
 		return msg
@@ -1207,6 +1290,9 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	if !hs.n.peers.Allowed(target) {
 		return Outcome{}, fmt.Errorf("migrate %s: %s is not a paired peer (tern peer add it first)", agent, target)
 	}
+	if err := hs.targetIsMember(ctx, agent, target); err != nil {
+		return Outcome{}, err
+	}
 	h.mu.Lock()
 	switch {
 	case h.mig != nil:
@@ -1456,10 +1542,6 @@ func (hs *holders) pull(ctx context.Context, from, agent string, epoch uint64) (
 		return res, herr
 	}
 	h.mu.Lock()
-	if h.pulled == nil {
-		h.pulled = map[string]uint64{}
-	}
-	h.pulled[from] = epoch
 	running := h.runs()
 	h.mu.Unlock()
 	if !running && err == nil && res.Lacks == 0 {

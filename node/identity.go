@@ -144,12 +144,28 @@ func newIdentity(priv crypto.PrivKey) (*Identity, error) {
 // key goes to a temporary file that is hard-linked to path, which fails if
 // path already exists.
 func createKey(home, path string) error {
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", home, err)
-	}
 	priv, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
 		return err
+	}
+	return writeKey(home, path, priv)
+}
+
+// SaveIdentity gives the new home the identity id, as if it had made it:
+// one machine's key in a second home (the demo's nodes sign as the
+// identities of its offline steps). An existing key is never replaced.
+func SaveIdentity(home string, id *Identity) error {
+	path := filepath.Join(home, KeyFile)
+	if err := writeKey(home, path, id.priv); err != nil {
+		return fmt.Errorf("save identity in %s: %w", home, err)
+	}
+	return nil
+}
+
+// writeKey writes priv to path unless a key appears there first.
+func writeKey(home, path string, priv crypto.PrivKey) error {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", home, err)
 	}
 	data, err := crypto.MarshalPrivateKey(priv)
 	if err != nil {

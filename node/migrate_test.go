@@ -80,7 +80,7 @@ func acceptEdit(t testing.TB, n *Node, dir, file, content string) {
 func heldBy(t testing.TB, n *Node, edit func(dir string)) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "agent")
-	c, err := capsule.New(dir, "mover", n.info.PeerID)
+	c, err := capsule.New(dir, "mover", n.id)
 	if err != nil {
 		t.Fatal(err)
 	}

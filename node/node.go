@@ -115,6 +115,9 @@ type Node struct {
 	// when their last exchange ended: while ours still equals it, the peer
 	// holds everything we hold and an exchange is skipped.
 	synced *lru.Cache[syncKey, journal.Vector]
+	// members holds the machines known to be members of each agent held
+	// (memberKey), so that a round adds a paired peer only once.
+	members sync.Map
 
 	mu      sync.Mutex
 	rounds  jobs[peer.ID] // sync rounds, by peer (startRound)
@@ -225,13 +228,18 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	if ids, err := store.List(); err == nil {
+		for _, id := range ids {
+			n.tendMembers(n.ctx, id)
+		}
+	}
 	protocol.HandleMigrate(h, migrateNode{n.holders}, log)
 	if cfg.sim == nil {
 		h.SetStreamHandler(TurnRelayID, n.serveTurnRelay)
 	}
 	protocol.HandleSync(h, offerAware{store, n}, log)
 	protocol.HandleBlob(h, servedBlobs{store, n.transfers}, log)
-	protocol.HandleCapsules(h, store, log)
+	protocol.HandleCapsules(h, givingStore{store, n}, log)
 	h.Network().Notify(&network.NotifyBundle{
 		ConnectedF: func(_ network.Network, c network.Conn) {
 			p := c.RemotePeer()
@@ -551,6 +559,7 @@ func (n *Node) imported(id string, merged bool, err error) (string, bool, error)
 	if err != nil {
 		return "", false, err
 	}
+	n.tendMembers(context.Background(), id)
 	if _, err := n.holders.get(id); err != nil {
 		n.log.Warn("no fencing for an imported capsule", "agent", id, "err", err)
 	}
@@ -572,6 +581,13 @@ func (n *Node) Pair(p Peer) error {
 		return err
 	}
 	n.holders.repeer()
+	n.spawn(func() {
+		if ids, err := n.store.List(); err == nil {
+			for _, id := range ids {
+				n.tendMembers(n.ctx, id)
+			}
+		}
+	})
 	n.spawn(n.dialPeers)
 	return nil
 }

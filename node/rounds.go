@@ -153,6 +153,7 @@ func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 		if r > wantsOnly && n.sameAsPeer(p, id, theirs[id]) {
 			n.stats.alike.Inc() // the list's one round trip showed it: no exchange
 		} else if r == everything || r == changedOnly && !n.peerHoldsAll(p, id) && !n.responds(p, id) {
+			n.tendMembers(ctx, id, p)
 			st, err := n.exchange(ctx, p, id)
 			if err != nil {
 				n.log.Debug("sync", "peer", p, "agent", id, "err", err)
@@ -300,6 +301,9 @@ func (o offerAware) Exchanging(agent, from string) (end func()) {
 	}
 	k := syncKey{p, agent}
 	n := o.n
+	if n.store.Holds(agent) {
+		n.tendMembers(n.ctx, agent, p) // before its events come in
+	}
 	n.mu.Lock()
 	n.responding[k]++
 	n.mu.Unlock()

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,11 +19,19 @@ func TestARoundSkipsTheCapsulesAPeerHoldsAlike(t *testing.T) {
 	var dirs []string
 	for range 3 {
 		dir := filepath.Join(t.TempDir(), "agent")
-		c, err := capsule.New(dir, "same", a.info.PeerID)
+		c, err := capsule.New(dir, "same", a.id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.Close()
+		d, err := capsule.OpenDir(context.Background(), dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.AddMember(context.Background(), a.id, b.id.Machine()); err != nil {
+			t.Fatal(err)
+		}
+		d.Close()
 		dirs = append(dirs, dir)
 		for _, n := range []*Node{a, b} {
 			if _, _, err := n.Import(dir); err != nil {

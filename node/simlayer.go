@@ -236,6 +236,9 @@ type simRun struct {
 	// content, should a heal have signed it again), unless it was written
 	// under an epoch that had ended.
 	acked []simAcked
+	// forged is every holder.activated a fault offered a node that no
+	// holder handed the agent to its writer: no node may ever store one.
+	forged []string
 }
 
 // simAcked is one acknowledged append of the workload: its event, and the
@@ -299,13 +302,14 @@ const (
 	simWake
 	simReplay // arg: history index
 	simHeal
-	simTick // the fencing machines' tick, on every node
-	simSync // anti-entropy, on every node
+	simTick  // the fencing machines' tick, on every node
+	simSync  // anti-entropy, on every node
+	simForge // arg 0: a stranger's holder.activated; 1: a member's without a handover
 )
 
 func (k simKind) String() string {
 	return [...]string{"", "command", "offline edit", "partition", "repair", "one-way cut",
-		"crash", "restart", "pause", "wake", "replay", "heal", "tick", "sync"}[k]
+		"crash", "restart", "pause", "wake", "replay", "heal", "tick", "sync", "forged activation"}[k]
 }
 
 // boot makes the homes and keys, starts every node, pairs them all, and
@@ -358,7 +362,7 @@ func (r *simRun) boot() error {
 		a.n.holders.repeer()
 	}
 	src := filepath.Join(r.dir, "capsule")
-	c, err := capsule.NewWithID(src, simnet.AgentID, "simulated", r.nodes[0].id.String())
+	c, err := capsule.NewWithID(src, simnet.AgentID, "simulated", r.nodes[0].n.Identity())
 	if err != nil {
 		return err
 	}
@@ -463,6 +467,9 @@ func (r *simRun) plan() {
 	}
 	for range r.set.Pauses {
 		r.schedule(&r.script, at(), simPause, r.rng.IntN(n), 0)
+	}
+	for k := range 2 {
+		r.schedule(&r.script, at(), simForge, r.rng.IntN(n), k)
 	}
 	r.oneWay, r.cuts = map[[2]int]time.Time{}, map[[2]int]int{}
 	r.schedule(&r.queue, r.start.Add(DefaultTick), simTick, 0, 0)
@@ -754,6 +761,10 @@ func (r *simRun) handle(e simEvent) {
 		r.replay(r.history[e.arg])
 	case simHeal:
 		r.heal()
+	case simForge:
+		if sn.n != nil && !sn.paused {
+			r.forge(sn, e.arg == 1)
+		}
 	case simTick, simSync:
 		// A paused node's clock stands still, as a sleeping laptop's
 		// monotonic clock does.
@@ -1090,11 +1101,66 @@ func (r *simRun) converged() bool {
 	return true
 }
 
+// forge offers sn, as a peer would, a holder.activated naming its writer
+// the holder at an epoch above any activated: signed by a stranger's key,
+// or, with member, by another node's (a member) with no handover. Every
+// node must refuse it (journal.Custody), and who runs the agent must not
+// change.
+func (r *simRun) forge(sn *simNode, member bool) {
+	var signer journal.Signer
+	if member {
+		other := r.nodes[(sn.idx+1)%len(r.nodes)]
+		ks, err := journal.NewKeySigner(other.key)
+		if err != nil {
+			r.violation("forge: %v", err)
+			return
+		}
+		signer = ks
+	} else {
+		var seed [ed25519.SeedSize]byte
+		binary.LittleEndian.PutUint64(seed[:], r.rng.Uint64())
+		key, err := crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(seed[:]))
+		if err == nil {
+			signer, err = journal.NewKeySigner(key)
+		}
+		if err != nil {
+			r.violation("forge: %v", err)
+			return
+		}
+	}
+	epoch := r.ledger.MaxActivated() + 100
+	v, err := sn.n.store.Vector(simnet.AgentID)
+	if err != nil {
+		return // the node holds no copy yet
+	}
+	head := v[signer.Machine()]
+	body, _ := json.Marshal(journal.ActivatedBody{Holder: journal.Bound{Peer: signer.Machine(), Epoch: epoch},
+		From: journal.Bound{Peer: sn.id.String(), Epoch: 1, Seq: v[sn.id.String()].Seq}})
+	e, err := journal.NewEvent(signer, journal.Stamp{Seq: head.Seq + 1, Prev: head.ID, Clock: 1 << 40, Epoch: epoch, Time: time.Now()},
+		journal.Draft{Type: journal.ActivatedType, Body: body})
+	if err != nil {
+		r.violation("forge: %v", err)
+		return
+	}
+	r.tracef("%s is offered a forged activation at epoch %d by %s", sn.name, epoch, signer.Machine())
+	r.forged = append(r.forged, e.ID)
+	sn.n.store.Add(sn.n.ctx, simnet.AgentID, "forger", []*journal.Event{e})
+}
+
 // finalCheck checks the rest the run came to: one runner at the newest
 // epoch activated, holding every event; nothing frozen or staging, no
-// staging area left; the runner's capsule verifies.
+// staging area left; the runner's capsule verifies; no node holds a forged
+// activation.
 func (r *simRun) finalCheck() {
 	for _, sn := range r.nodes {
+		if evs, err := sn.n.store.Events(simnet.AgentID, ""); err == nil {
+			for _, e := range evs {
+				if slices.Contains(r.forged, e.ID) {
+					r.violation("%s stored a forged activation by %s at epoch %d", sn.name, e.Machine, e.Epoch)
+					return
+				}
+			}
+		}
 		st, err := sn.n.holders.state(simnet.AgentID)
 		if err != nil {
 			r.violation("%s: %v", sn.name, err)

@@ -190,7 +190,7 @@ func (r *p2pRun) boot(dir string) error {
 		return err
 	}
 	src := filepath.Join(dir, "capsule")
-	c, err := capsule.NewWithID(src, simnet.AgentID, "simulated", r.nodes[0].host.ID().String())
+	c, err := capsule.NewWithID(src, simnet.AgentID, "simulated", r.nodes[0].Identity())
 	if err != nil {
 		return err
 	}

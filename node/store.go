@@ -47,6 +47,10 @@ type Store struct {
 	closed  map[string]summary // capsules CloseIdle closed
 	damaged map[string]string  // why a capsule could not be opened, by agent
 	shut    bool               // Close has run: no capsule opens again
+	// refused counts, by agent, the events of machines that are not its
+	// members that copies the store has closed refused (an open copy
+	// counts its own: see Refused).
+	refused map[string]uint64
 
 	// opens counts the capsules opened from disk (status and idle sync
 	// rounds should open none: they answer from summaries).
@@ -103,6 +107,30 @@ func (s *Store) lockFolder(agent string, write bool) (unlock func()) {
 			delete(s.folders, agent)
 		}
 		s.mu.Unlock()
+	}
+}
+
+// Refused returns how many events of machines that are not the agent's
+// members the store refused since it opened: never stored, each logged
+// with its writer's key.
+func (s *Store) Refused(agent string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.refused[agent]
+	if oc, ok := s.open[agent]; ok {
+		n += oc.d.Refused()
+	}
+	return n
+}
+
+// keepRefused adds what oc, about to close, refused to the agent's count.
+// s.mu held.
+func (s *Store) keepRefused(agent string, oc *openCapsule) {
+	if n := oc.d.Refused(); n > 0 {
+		if s.refused == nil {
+			s.refused = map[string]uint64{}
+		}
+		s.refused[agent] += n
 	}
 }
 
@@ -313,6 +341,7 @@ func (s *Store) CloseIdle(idle time.Duration) (int, error) {
 			continue
 		}
 		sum, keep := s.summarize(id, oc.d)
+		s.keepRefused(id, oc)
 		if err := oc.close(); err != nil {
 			errs = append(errs, fmt.Errorf("close capsule %s: %w", id, err))
 		}
@@ -866,6 +895,7 @@ func (s *Store) ImportFrom(r io.Reader) (string, bool, error) {
 	// Merge with the held copy, then swap folders.
 	s.mu.Lock()
 	if oc, ok := s.open[id]; ok {
+		s.keepRefused(id, oc)
 		oc.close()
 		delete(s.open, id)
 	}
@@ -1007,6 +1037,7 @@ func (s *Store) Close() error {
 	kept := map[string]summary{}
 	for id, oc := range s.open {
 		sum, keep := s.summarize(id, oc.d)
+		s.keepRefused(id, oc)
 		errs = append(errs, oc.close())
 		delete(s.open, id)
 		if keep {

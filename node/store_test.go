@@ -37,7 +37,7 @@ func newTestStore(t *testing.T) (home string, id *Identity, s *Store) {
 func importNew(t *testing.T, s *Store, id *Identity, name string) (agent, dir string) {
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), "c")
-	c, err := capsule.New(dir, name, id.PeerID().String())
+	c, err := capsule.New(dir, name, id)
 	if err != nil {
 		t.Fatal(err)
 	}

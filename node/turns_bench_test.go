@@ -78,7 +78,7 @@ func stubAgent(tb testing.TB, stub *chatStub) (*Node, string) {
 	}
 	tb.Cleanup(func() { n.Close() })
 	dir := tb.TempDir() + "/agent"
-	c, err := capsule.New(dir, "bench", n.info.PeerID)
+	c, err := capsule.New(dir, "bench", n.id)
 	if err != nil {
 		tb.Fatal(err)
 	}

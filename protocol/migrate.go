@@ -108,6 +108,7 @@ type wireMessage struct {
 	Nonce    uint64     `json:"nonce,omitempty"`
 	Info     *wireInfo  `json:"info,omitempty"`
 	Detail   string     `json:"detail,omitempty"`
+	Handover []byte     `json:"handover,omitempty"`
 }
 
 type wireFile struct {
@@ -129,7 +130,7 @@ type wireInfo struct {
 func toWire(m fencing.Message) *wireMessage {
 	w := &wireMessage{Type: uint8(m.Type), From: m.From, To: m.To, Agent: m.Agent, Epoch: m.Epoch, Re: uint8(m.Re),
 		Decision: uint8(m.Decision), Reason: uint8(m.Reason), Highest: m.Highest, Missing: m.Missing, Index: m.Index,
-		Data: m.Data, Nonce: m.Nonce, Detail: m.Detail}
+		Data: m.Data, Nonce: m.Nonce, Detail: m.Detail, Handover: m.Handover}
 	for _, f := range m.Files {
 		w.Files = append(w.Files, wireFile{Name: f.Name, Sum: hex.EncodeToString(f.Sum[:]), Size: f.Size})
 	}
@@ -145,9 +146,12 @@ func toWire(m fencing.Message) *wireMessage {
 func fromWire(w *wireMessage) (fencing.Message, error) {
 	m := fencing.Message{Type: fencing.MsgType(w.Type), From: w.From, To: w.To, Agent: w.Agent, Epoch: w.Epoch,
 		Re: fencing.MsgType(w.Re), Decision: fencing.Decision(w.Decision), Reason: fencing.Reason(w.Reason),
-		Highest: w.Highest, Missing: w.Missing, Index: w.Index, Data: w.Data, Nonce: w.Nonce, Detail: w.Detail}
+		Highest: w.Highest, Missing: w.Missing, Index: w.Index, Data: w.Data, Nonce: w.Nonce, Detail: w.Detail, Handover: w.Handover}
 	if len(m.Detail) > fencing.MaxDetail {
 		return m, fmt.Errorf("migrate message: detail of %d bytes, at most %d", len(m.Detail), fencing.MaxDetail)
+	}
+	if len(m.Handover) > fencing.MaxHandover {
+		return m, fmt.Errorf("migrate message: handover of %d bytes, at most %d", len(m.Handover), fencing.MaxHandover)
 	}
 	for _, f := range w.Files {
 		b, err := hex.DecodeString(f.Sum)

@@ -11,10 +11,10 @@ import (
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/journal"
 )
 
 // capNode is a node of the table test: a real fencing machine whose
@@ -196,17 +196,19 @@ func capsuleFiles(t *testing.T, dir string) []fencing.File {
 	return files
 }
 
-func newPeerID(t *testing.T) string {
+func newPeerID(t *testing.T) string { return newSigner(t).Machine() }
+
+func newSigner(t *testing.T) journal.Signer {
 	t.Helper()
 	priv, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := peer.IDFromPrivateKey(priv)
+	s, err := journal.NewKeySigner(priv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return id.String()
+	return s
 }
 
 // fault is one call a case fails.
@@ -277,9 +279,10 @@ func TestEveryCallFailingBeforeOrAfter(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			srcID, dstID := newPeerID(t), newPeerID(t)
+			creator, dstID := newSigner(t), newPeerID(t)
+			srcID := creator.Machine()
 			dir := filepath.Join(t.TempDir(), "agent")
-			c, err := capsule.New(dir, "helper", srcID)
+			c, err := capsule.New(dir, "helper", creator)
 			if err != nil {
 				t.Fatal(err)
 			}

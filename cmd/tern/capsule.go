@@ -51,7 +51,7 @@ func capsuleNewCmd(e *env) *cobra.Command {
 			}
 			agent := capsule.DefaultAgent(name)
 			agent.Tools = tool.Defaults() // with their approval defaults, for a person to change
-			c, err := capsule.NewWithAgent(args[0], agent, id.Machine())
+			c, err := capsule.NewWithAgent(args[0], agent, id)
 			if err != nil {
 				return err
 			}

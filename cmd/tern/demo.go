@@ -88,6 +88,9 @@ type demoRun struct {
 	dir   string
 	web   bool // keep the nodes running at the end, for their web pages
 	steps []demoStep
+	// laptop and desktop are the two machines' keys: the offline steps
+	// sign with them, and the live nodes run with them.
+	laptop, desktop *node.Identity
 }
 
 type demoStep struct {
@@ -157,29 +160,34 @@ func runDemo(ctx context.Context, e *env, dir string, kept, web bool) error {
 	if err != nil {
 		return err
 	}
+	run.laptop, run.desktop = laptop, desktop
 	fmt.Fprintln(e.stdout, "tern demo: an agent's state as plain files, on two machines of yours, with no network or key")
 	if kept {
 		fmt.Fprintf(e.stdout, "writing under %s, which stays\n", dir)
 	} else {
 		fmt.Fprintf(e.stdout, "writing under %s, removed at the end (--keep DIR to look at it)\n", dir)
 	}
-	fmt.Fprintf(e.stdout, "laptop  = %s\ndesktop = %s\n(the offline steps 1-9 sign as these; the live nodes from step 10 have homes and keys of their own)\n", laptop.Machine(), desktop.Machine())
+	fmt.Fprintf(e.stdout, "laptop  = %s\ndesktop = %s\n(the offline steps 1-9 sign as these; from step 10 they are the keys of two live nodes)\n", laptop.Machine(), desktop.Machine())
 
-	title("capsule", "The laptop creates a capsule")
-	c, err := capsule.New(path("agent"), "research-assistant", laptop.Machine())
+	title("capsule", "The laptop creates a capsule and makes the desktop a member")
+	c, err := capsule.New(path("agent"), "research-assistant", laptop)
 	if err != nil {
 		return err
 	}
 	c.Close()
-	say("agent id %s, folder %s", c.ID(), path("agent"))
-	why("the agent is a folder of plain files you own: tar, cat and jq open it")
-	result("agent " + c.ID()[:8])
-
-	title("journal", "It appends a conversation: a question, a tool call, its result and an answer")
 	d, err := e.openDir(ctx, path("agent"))
 	if err != nil {
 		return err
 	}
+	if _, err := d.AddMember(ctx, laptop, desktop.Machine()); err != nil {
+		return err
+	}
+	say("agent id %s, folder %s", c.ID(), path("agent"))
+	say("members: the laptop (it created the agent) and the desktop (added by the laptop, a signed member.added event)")
+	why("the agent is a folder of plain files you own, and only its members' machines write its history")
+	result("agent " + c.ID()[:8])
+
+	title("journal", "It appends a conversation: a question, a tool call, its result and an answer")
 	evs, err := d.Append(ctx, laptop, 0,
 		demoDraft("message", "s1", "t1", text("user", "How big is the notes folder?")),
 		demoDraft("tool_call", "s1", "t1", map[string]any{"call_id": "call_1", "name": "du", "arguments": map[string]string{"path": "notes"}}),
@@ -436,6 +444,9 @@ func demoLiveSync(ctx context.Context, run *demoRun, tarPath string) error {
 	title("pair and sync", "A laptop and a desktop node on this machine, paired, keep the capsule in sync live")
 	var nodes [2]*node.Node
 	for i, name := range []string{"laptop-home", "desktop-home"} {
+		if err := node.SaveIdentity(run.path(name), []*node.Identity{run.laptop, run.desktop}[i]); err != nil {
+			return err
+		}
 		n, err := startDemoNode(run.path(name))
 		if err != nil {
 			return err
@@ -503,7 +514,7 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 	title("approval", "The laptop node runs an agent: a turn calls a tool that needs approval, and pauses")
 	a := capsule.DefaultAgent("planner")
 	a.Tools = tool.Defaults()
-	c, err := capsule.NewWithAgent(run.path("live-agent"), a, laptop.Info().PeerID)
+	c, err := capsule.NewWithAgent(run.path("live-agent"), a, laptop.Identity())
 	if err != nil {
 		return err
 	}

@@ -42,11 +42,12 @@ func pairedDaemons(t *testing.T, quic ...bool) [2]*daemon {
 }
 
 // bigAgent makes a capsule folder whose workspace snapshot holds files
-// files of size random bytes each, and returns the folder and agent id.
-func bigAgent(t *testing.T, rng *rand.Rand, files, size int) (string, string) {
+// files of size random bytes each, and returns the folder, the agent id
+// and the home of the machine that created it.
+func bigAgent(t *testing.T, rng *rand.Rand, files, size int) (dir, agent, home string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "agent")
-	code, out, errs := ternQuiet(t.TempDir(), "capsule", "new", dir, "--name", "big")
+	dir, home = filepath.Join(t.TempDir(), "agent"), t.TempDir()
+	code, out, errs := ternQuiet(home, "capsule", "new", dir, "--name", "big")
 	if code != 0 {
 		t.Fatal(errs)
 	}
@@ -60,10 +61,10 @@ func bigAgent(t *testing.T, rng *rand.Rand, files, size int) (string, string) {
 			t.Fatal(err)
 		}
 	}
-	if code, _, errs := ternQuiet(t.TempDir(), "capsule", "snapshot", dir, ws); code != 0 {
+	if code, _, errs := ternQuiet(home, "capsule", "snapshot", dir, ws); code != 0 {
 		t.Fatal(errs)
 	}
-	return dir, strings.TrimSpace(out)
+	return dir, strings.TrimSpace(out), home
 }
 
 // holdsWhole reports whether d's node lists the agent as held and
@@ -115,7 +116,7 @@ func TestAFirstCopyResumesAfterKillNineOfEitherSide(t *testing.T) {
 	// when the killed node was back (the kill cut the copy short).
 	take := func(round int, kill *daemon, after time.Duration) (agent string, took time.Duration, cut bool) {
 		t.Helper()
-		dir, agent := bigAgent(t, rng, 4, 16<<20)
+		dir, agent, _ := bigAgent(t, rng, 4, 16<<20)
 		if code, _, errs := ternQuiet(sender.home, "capsule", "import", dir); code != 0 {
 			t.Fatalf("round %d: import: %s", round, errs)
 		}
@@ -196,7 +197,7 @@ func TestAnImportKilledAtRandomLeavesNothingOrAWholeCapsule(t *testing.T) {
 	d.start()
 	t.Cleanup(d.kill)
 
-	dir, _ := bigAgent(t, rng, 4, 16<<20)
+	dir, _, _ := bigAgent(t, rng, 4, 16<<20)
 	began := time.Now()
 	if code, _, errs := ternQuiet(d.home, "capsule", "import", dir); code != 0 {
 		t.Fatal(errs)
@@ -209,12 +210,12 @@ func TestAnImportKilledAtRandomLeavesNothingOrAWholeCapsule(t *testing.T) {
 	// import ended would prove little.
 	for round := 1; round <= 16 || cut == 0 && round <= 40; round++ {
 		merge := round%2 == 0 // into a capsule the node holds, with more events
-		dir, agent := bigAgent(t, rng, 4, 16<<20)
+		dir, agent, creator := bigAgent(t, rng, 4, 16<<20)
 		if merge {
 			if code, _, errs := ternQuiet(d.home, "capsule", "import", dir); code != 0 {
 				t.Fatal(errs)
 			}
-			app := ternProcess(t.TempDir(), draftLine(fmt.Sprint("round ", round)), "journal", "append", dir)
+			app := ternProcess(creator, draftLine(fmt.Sprint("round ", round)), "journal", "append", dir)
 			if out, err := app.CombinedOutput(); err != nil {
 				t.Fatalf("journal append: %v: %s", err, out)
 			}

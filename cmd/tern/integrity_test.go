@@ -60,6 +60,7 @@ func TestFourAppendProcessesOnOneFolderLoseNothing(t *testing.T) {
 				h := home
 				if homes > 1 {
 					h = t.TempDir()
+					mustTern(t, home, "", "member", "add", dir, strings.TrimSpace(mustTern(t, h, "", "id")))
 				}
 				wg.Go(func() {
 					for i := range 6 {
@@ -78,7 +79,13 @@ func TestFourAppendProcessesOnOneFolderLoseNothing(t *testing.T) {
 			if len(acked) != 24 {
 				t.Fatalf("%d events acknowledged, want 24", len(acked))
 			}
-			if v := mustTern(t, home, "", "capsule", "verify", dir); !strings.Contains(v, "24 events") {
+			// The 24 appended, the agent's creation and, with four homes,
+			// the other three's membership.
+			want := 25
+			if homes > 1 {
+				want += 4
+			}
+			if v := mustTern(t, home, "", "capsule", "verify", dir); !strings.Contains(v, fmt.Sprintf("%d events", want)) {
 				t.Fatalf("verify: %s", v)
 			}
 			log := mustTern(t, home, "", "journal", "log", dir, "--json")

@@ -148,7 +148,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(capsuleCmd(e), journalCmd(e), demoCmd(e), nodeCmd(e), peerCmd(e), statusCmd(e), syncCmd(e),
 		migrateCmd(e), holderCmd(e), simnetCmd(e), renderCmd(e), benchCmd(e), modelCmd(e), secretCmd(e),
 		sessionCmd(e), turnCmd(e), memoryCmd(e), mcpCmd(e), uiCmd(e), actionsCmd(e), answerCmd(e, "approve", true), answerCmd(e, "deny", false), respondCmd(e),
-		idCmd(e), versionCmd(e), environmentHelp())
+		idCmd(e), versionCmd(e), memberCmd(e), environmentHelp())
 	nameArgs(root)
 	completions(root)
 	addExamples(root)

@@ -150,7 +150,7 @@ func TestJournalLogJSONPrintsOneEventPerLine(t *testing.T) {
 	dir := newAgent(t, home)
 	out := mustTern(t, home, "", "journal", "log", dir, "--json")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 { // two messages and the snapshot
+	if len(lines) != 4 { // the agent's creation, two messages and the snapshot
 		t.Fatalf("%d lines:\n%s", len(lines), out)
 	}
 	var prev uint64
@@ -177,6 +177,11 @@ func TestJournalLogJSONPrintsOneEventPerLine(t *testing.T) {
 func TestTwoMachinesDivergeAndMergeToIdenticalExports(t *testing.T) {
 	laptop, desktop := t.TempDir(), t.TempDir()
 	dir := newAgent(t, laptop)
+	// The desktop writes its copy once the laptop made it a member.
+	desktopID := strings.TrimSpace(mustTern(t, desktop, "", "id"))
+	if out := mustTern(t, laptop, "", "member", "add", dir, desktopID); out != "added "+desktopID+"\n" {
+		t.Fatalf("member add: %q", out)
+	}
 	root := t.TempDir()
 	tarPath := filepath.Join(root, "a.tar")
 	mustTern(t, laptop, "", "capsule", "pack", dir, "-o", tarPath)
@@ -204,7 +209,9 @@ func TestTwoMachinesDivergeAndMergeToIdenticalExports(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &in); err != nil {
 		t.Fatal(err)
 	}
-	if in.Events != 7 || len(in.Vector) != 2 || len(in.Forks) != 0 {
+	// The creation, the desktop's membership, the snapshot, and each
+	// side's conversation twice over.
+	if in.Events != 9 || len(in.Vector) != 2 || len(in.Forks) != 0 {
 		t.Fatalf("inspect: %s", out)
 	}
 }

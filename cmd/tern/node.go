@@ -466,6 +466,9 @@ func statusCmd(e *env) *cobra.Command {
 				if c.Rejected > 0 {
 					fmt.Fprintf(w, "       REJECTED %d events from peers that failed their checks (see $TERN_HOME/quarantine/%s.jsonl)\n", c.Rejected, c.ID)
 				}
+				if c.Refused > 0 {
+					fmt.Fprintf(w, "       REFUSED %s signed by machines that are not the agent's members (never stored; the node's log names each key; tern member list %s)\n", plural(int(c.Refused), "event"), c.ID)
+				}
 			}
 			for _, t := range st.Transfers {
 				dir := "from"

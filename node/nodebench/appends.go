@@ -57,7 +57,7 @@ func Appends(ctx context.Context, opt Options) (res AppendsResult, err error) {
 	}
 	defer closeAll(&err, n)
 	c := filepath.Join(dir, "chat")
-	agent, err := newCapsule(c, "chat", n.Info().PeerID)
+	agent, err := newCapsule(c, "chat", n.Identity())
 	if err != nil {
 		return res, err
 	}

@@ -147,7 +147,7 @@ func nodesBlob(ctx context.Context, dir string, data []byte, sha256Hex string, r
 	}
 	defer closeAll(&err, a, b)
 	src := filepath.Join(dir, "capsule")
-	agent, err := newCapsule(src, "blob", a.Info().PeerID)
+	agent, err := newCapsule(src, "blob", a.Identity())
 	if err != nil {
 		return err
 	}
@@ -235,7 +235,7 @@ func firstCopy(ctx context.Context, dir string, data []byte, a, b *node.Node, re
 		return err
 	}
 	src := filepath.Join(dir, "first")
-	agent, err := newCapsule(src, "first", a.Info().PeerID)
+	agent, err := newCapsule(src, "first", a.Identity())
 	if err != nil {
 		return err
 	}

@@ -89,7 +89,7 @@ func catchUp(ctx context.Context, dir string, events int, res *CatchUpResult, op
 	defer func() { closeAll(&err, a, b) }()
 
 	src := filepath.Join(dir, "capsule")
-	agent, err := newCapsule(src, "catchup", a.Info().PeerID)
+	agent, err := newCapsule(src, "catchup", a.Identity())
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,17 @@ func catchUp(ctx context.Context, dir string, events int, res *CatchUpResult, op
 	if err != nil {
 		return err
 	}
-	if err := appendMessages(ctx, a, agent, events, false); err != nil {
+	// B is a member before the clock starts, as a paired machine that
+	// was given the agent is: the catch-up moves only A's events, the
+	// capsule's own (its creation, B's membership) among the count.
+	if _, err := a.AddMember(ctx, agent, idB.PeerID().String()); err != nil {
+		return err
+	}
+	first, err := a.Store().Events(agent, "")
+	if err != nil {
+		return err
+	}
+	if err := appendMessages(ctx, a, agent, max(events-len(first), 0), false); err != nil {
 		return err
 	}
 	evs, err := a.Store().Events(agent, "")

@@ -58,7 +58,7 @@ func Latency(ctx context.Context, size int64, opt Options) (res LatencyResult, e
 	}
 	defer closeAll(&err, a, b)
 	chat := filepath.Join(dir, "chat")
-	chatID, err := newCapsule(chat, "chat", a.Info().PeerID)
+	chatID, err := newCapsule(chat, "chat", a.Identity())
 	if err != nil {
 		return res, err
 	}
@@ -96,7 +96,7 @@ func Latency(ctx context.Context, size int64, opt Options) (res LatencyResult, e
 	}
 	data = nil
 	bulk := filepath.Join(dir, "bulk")
-	bulkID, err := newCapsule(bulk, "bulk", a.Info().PeerID)
+	bulkID, err := newCapsule(bulk, "bulk", a.Identity())
 	if err != nil {
 		return res, err
 	}

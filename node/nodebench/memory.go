@@ -257,7 +257,7 @@ func fillStore(ctx context.Context, home string, id *node.Identity, capsules int
 // folder dir, under a temporary name, then moves it to its agent id.
 func filledCapsule(ctx context.Context, dir, name string, id *node.Identity) ([]*journal.Event, error) {
 	tmp := filepath.Join(dir, name)
-	agent, err := newCapsule(tmp, "memory", id.PeerID().String())
+	agent, err := newCapsule(tmp, "memory", id)
 	if err != nil {
 		return nil, err
 	}

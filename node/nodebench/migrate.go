@@ -132,7 +132,7 @@ func Migrate(ctx context.Context, opt MigrateOptions) (res MigrateResult, err er
 // workspace of opt.Workspace bytes at ws, snapshotted, and returns its id.
 func agentWithWorkspace(ctx context.Context, n *node.Node, dir, ws string, opt MigrateOptions) (string, error) {
 	src := filepath.Join(dir, "agent")
-	id, err := newCapsule(src, "mover", n.Info().PeerID)
+	id, err := newCapsule(src, "mover", n.Identity())
 	if err != nil {
 		return "", err
 	}

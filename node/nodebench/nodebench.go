@@ -119,15 +119,27 @@ func connect(ctx context.Context, a, b *node.Node) error {
 	return nil
 }
 
-// newCapsule creates an empty capsule folder at dir held by holder and
+// newCapsule creates a new capsule folder at dir held by holder and
 // returns its agent id.
-func newCapsule(dir, name, holder string) (string, error) {
+func newCapsule(dir, name string, holder journal.Signer, members ...*node.Node) (string, error) {
 	c, err := capsule.New(dir, name, holder)
 	if err != nil {
 		return "", err
 	}
-	defer c.Close()
-	return c.ID(), nil
+	c.Close()
+	if len(members) == 0 {
+		return c.ID(), nil
+	}
+	d, err := capsule.OpenDir(context.Background(), dir, nil)
+	if err != nil {
+		return "", err
+	}
+	for _, m := range members {
+		if _, err = d.AddMember(context.Background(), holder, m.Identity().Machine()); err != nil {
+			break
+		}
+	}
+	return c.ID(), errors.Join(err, d.Close())
 }
 
 // snapshotInto snapshots the folder ws into the capsule folder dir (held

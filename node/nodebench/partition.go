@@ -78,7 +78,7 @@ func partition(ctx context.Context, dir string, count int, res *PartitionResult,
 		all = append(all, n)
 	}
 	src := filepath.Join(dir, "capsule")
-	agent, err := newCapsule(src, "partition", all[0].Info().PeerID)
+	agent, err := newCapsule(src, "partition", all[0].Identity(), all[1:]...)
 	if err != nil {
 		return err
 	}
@@ -87,6 +87,13 @@ func partition(ctx context.Context, dir string, count int, res *PartitionResult,
 			return err
 		}
 	}
+	// The capsule's own events (its creation, its members): every node
+	// holds them before the first append.
+	first, err := all[0].Store().Events(agent, "")
+	if err != nil {
+		return err
+	}
+	base := len(first)
 	for i, a := range all {
 		for _, b := range all[i+1:] {
 			if err := pair(a, b); err != nil {
@@ -112,7 +119,7 @@ func partition(ctx context.Context, dir string, count int, res *PartitionResult,
 		}
 	}
 	for _, side := range [][]*node.Node{left, right} {
-		if _, err := waitConverged(ctx, agent, len(side)*PartitionEvents, side); err != nil {
+		if _, err := waitConverged(ctx, agent, base+len(side)*PartitionEvents, side); err != nil {
 			return fmt.Errorf("a side of the partition: %w", err)
 		}
 	}
@@ -122,7 +129,7 @@ func partition(ctx context.Context, dir string, count int, res *PartitionResult,
 		if err != nil {
 			return err
 		}
-		if len(evs) == res.Events {
+		if len(evs) == base+res.Events {
 			return fmt.Errorf("node %s holds every event before the heal: the partition leaked", n.Info().PeerID)
 		}
 	}
@@ -143,7 +150,7 @@ func partition(ctx context.Context, dir string, count int, res *PartitionResult,
 	if err := connectAll(ctx, left, right); err != nil {
 		return err
 	}
-	if _, err := waitConverged(ctx, agent, res.Events, all); err != nil {
+	if _, err := waitConverged(ctx, agent, base+res.Events, all); err != nil {
 		return fmt.Errorf("after the heal: %w", err)
 	}
 	res.Seconds = time.Since(start).Seconds()

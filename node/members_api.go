@@ -1,0 +1,93 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+)
+
+// MembersReport is what GET /v1/capsules/{id}/members returns and tern
+// member list prints: the machines that write the agent's history.
+type MembersReport struct {
+	Agent string `json:"agent"`
+	// Open: the agent is from before members and no node has named its
+	// first members yet; every machine's events count until one does.
+	Open    bool             `json:"open"`
+	Members []journal.Member `json:"members"`
+}
+
+// MemberChange is the body of POST /v1/capsules/{id}/members and the
+// answer of it and of DELETE /v1/capsules/{id}/members/{peer}: the event
+// that changed the members, "" when nothing had to.
+type MemberChange struct {
+	Peer  string `json:"peer"`
+	Event string `json:"event,omitempty"`
+}
+
+// MembersReportOf reads a members report from a journal's members.
+func MembersReportOf(agent string, m journal.Members) MembersReport {
+	return MembersReport{Agent: agent, Open: m.Open(), Members: m.List()}
+}
+
+func (n *Node) handleMembers(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
+	m, err := n.store.Members(id)
+	if err != nil {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, MembersReportOf(id, m))
+}
+
+func (n *Node) handleAddMember(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
+	var req MemberChange
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
+		n.httpError(w, http.StatusBadRequest, fmt.Errorf("the body is not {\"peer\": PEER-ID}: %w", err))
+		return
+	}
+	e, err := n.AddMember(r.Context(), id, req.Peer)
+	n.memberChanged(w, req.Peer, e, err)
+}
+
+func (n *Node) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
+	id, ok := n.agentID(w, r)
+	if !ok {
+		return
+	}
+	p := r.PathValue("peer")
+	e, err := n.RemoveMember(r.Context(), id, p)
+	n.memberChanged(w, p, e, err)
+}
+
+// memberChanged answers a change of members: a peer that is not a peer ID
+// or a change the members forbid (a removed machine added again, the last
+// member removed, this node not a member) is the client's 400 or 409.
+func (n *Node) memberChanged(w http.ResponseWriter, p string, e *journal.Event, err error) {
+	if err != nil {
+		code := statusOf(err)
+		switch {
+		case errors.Is(err, capsule.ErrBadPeer):
+			code = http.StatusBadRequest
+		case errors.Is(err, capsule.ErrLastMember), errors.Is(err, capsule.ErrMembership):
+			code = http.StatusConflict
+		}
+		n.httpError(w, code, err)
+		return
+	}
+	out := MemberChange{Peer: p}
+	if e != nil {
+		out.Event = e.ID
+	}
+	writeJSON(w, out)
+}
