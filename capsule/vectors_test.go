@@ -65,6 +65,8 @@ const (
 	checkUnlistedFile    = "unlisted-file"
 	checkFork            = "fork"
 	checkBrokenChain     = "broken-chain"
+	checkNotMember       = "not-member"
+	checkNoCustody       = "no-custody"
 	checkInvalidContent  = "invalid-content"
 	checkMissingBlob     = "missing-blob"
 )
@@ -180,6 +182,7 @@ func buildVectors(t *testing.T) *vectorSet {
 	capsuleVectors(t, v, a, c)
 	healVectors(t, v, a, b, c)
 	activationVectors(t, v, a, b, third, c)
+	memberVectors(t, v, a, b, third, c)
 	exp, err := json.MarshalIndent(v.expected, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -1418,6 +1421,10 @@ func problemCheck(p capsule.Problem) string {
 		return checkFork
 	case errors.Is(err, journal.ErrBrokenChain):
 		return checkBrokenChain
+	case errors.Is(err, journal.ErrNotMember):
+		return checkNotMember
+	case errors.Is(err, journal.ErrNoCustody):
+		return checkNoCustody
 	}
 	// The file checks of capsule.Verify carry no sentinel errors; these
 	// are their messages.

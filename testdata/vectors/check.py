@@ -667,6 +667,184 @@ def stale_ids(chain, bounds):
     return out
 
 
+MEMBER_ADDED, MEMBER_REMOVED = "member.added", "member.removed"
+NONCE = re.compile(r"[0-9a-f]{32}")
+EVERY = float("inf")  # a member's events count at every seq
+
+
+def member_body(e):
+    """The body of a membership event, if it reads: an object whose "peer"
+    is a machine peer ID in its one spelling; "nonce", if present, 32
+    lowercase hex digits; "founder", if present, true; "seq", if present,
+    an integer (other members ignored). None for a body of another shape."""
+    b = e.body
+    if not isinstance(b, dict) or not isinstance(b.get("peer"), str):
+        return None
+    try:
+        machine_key(b["peer"])
+    except ValueError:
+        return None
+    if "nonce" in b and not (isinstance(b["nonce"], str) and NONCE.fullmatch(b["nonce"])):
+        return None
+    if "founder" in b and b["founder"] is not True:
+        return None
+    if "seq" in b and not (is_int(b["seq"]) and b["seq"] >= 0):
+        return None
+    return b
+
+
+def agent_id_of(machine, nonce):
+    """The agent id derived from a machine's peer ID and a nonce: the first
+    16 bytes of sha256("tern.agent/1\n" + machine + "\n" + nonce) as a
+    version 8 UUID."""
+    b = bytearray(hashlib.sha256(("tern.agent/1\n" + machine + "\n" + nonce).encode()).digest()[:16])
+    b[6] = b[6] & 0x0F | 0x80
+    b[8] = b[8] & 0x3F | 0x80
+    h = b.hex()
+    return "-".join((h[:8], h[8:12], h[12:16], h[16:20], h[20:]))
+
+
+def derived(agent):
+    return len(agent) == 36 and agent[14] == "8"
+
+
+def membership_events(events):
+    return sorted({e.id: e for e in events if e.type in (MEMBER_ADDED, MEMBER_REMOVED)}.values(), key=order_key)
+
+
+def fold_members(roots, ms):
+    """{machine: last seq of its that counts} after the membership events ms
+    (in total order), from the first members roots: an event counts when its
+    writer's events up to its seq count; an addition adds a machine that
+    never was a member; a removal of a member, unless it is the last, cuts
+    it at its "seq" (0 when left out) and voids its membership events above
+    the cut, the fold being made again without them when one had counted."""
+    voided = set()
+    while True:
+        cut, live, counted, again = {r: EVERY for r in roots}, len(roots), {}, False
+        for e in ms:
+            if e.id in voided or e.machine not in cut or e.seq > cut[e.machine]:
+                continue
+            b = member_body(e)
+            if b is None:
+                continue
+            p = b["peer"]
+            if e.type == MEMBER_ADDED and p not in cut:
+                cut[p] = EVERY
+                live += 1
+            elif e.type == MEMBER_REMOVED and cut.get(p) == EVERY and live > 1:
+                k = b.get("seq", 0)
+                cut[p] = k
+                live -= 1
+                for x in counted.get(p, []):
+                    if x.seq > k:
+                        voided.add(x.id)
+                        again = True
+                if again:
+                    break
+            counted.setdefault(e.machine, []).append(e)
+        if not again:
+            return cut
+
+
+def founded_at(ms, roots):
+    for e in ms:
+        b = member_body(e)
+        if b is not None and e.machine in roots and b.get("founder") and b["peer"] == e.machine:
+            return e.clock
+    return 0
+
+
+class Members:
+    """Who writes an agent's history: cut is {member: last seq of its that
+    counts} (None for an open journal, which names none and admits all),
+    since the clock from which activations need a handover."""
+
+    def __init__(self, cut, since=0):
+        self.cut, self.since = cut, since
+
+    def admits(self, e):
+        return self.cut is None or e.seq <= self.cut.get(e.machine, -1)
+
+
+def members_of(agent, events):
+    """The members as the journal names them for agent: the first member of
+    a derived id is the machine whose member.added naming itself carries
+    the nonce the id derives from; of another id, every machine whose
+    member.added names itself a founder (none: open)."""
+    ms = membership_events(events)
+    roots, founders = set(), False
+    for e in ms:
+        b = member_body(e)
+        if b is None or e.type != MEMBER_ADDED or b["peer"] != e.machine:
+            continue
+        if derived(agent):
+            if "nonce" in b and agent_id_of(e.machine, b["nonce"]) == agent:
+                roots.add(e.machine)
+        elif b.get("founder"):
+            roots.add(e.machine)
+            founders = True
+    if not derived(agent) and not founders:
+        return Members(None)
+    return Members(fold_members(roots, ms), 0 if derived(agent) else founded_at(ms, roots))
+
+
+def members_claimed(events):
+    """The members as a journal read without its agent id names them, for
+    the readable line: every machine that names itself with a nonce or as a
+    founder is a first member."""
+    ms = membership_events(events)
+    roots = set()
+    for e in ms:
+        b = member_body(e)
+        if b is not None and e.type == MEMBER_ADDED and b["peer"] == e.machine and ("nonce" in b or b.get("founder")):
+            roots.add(e.machine)
+    if not roots:
+        return Members(None)
+    return Members(fold_members(roots, ms))
+
+
+def handover_message(agent, s, e, p, n):
+    return ("tern.handover/1\n%s\n%s\n%d\n%s\n%d\n" % (agent, s, e, p, n)).encode()
+
+
+def has_custody(agent, e, m):
+    """Whether a holder.activated event e proves its writer was handed the
+    agent: in a journal that names members and from the clock they were
+    first named, it counts as an activation, and carries a handover whose
+    from is its from (peer, epoch), whose to is its writer at its epoch,
+    signed by from's peer, a member now or before its removal."""
+    if e.type != ACTIVATED or m.cut is None or e.clock < m.since:
+        return True
+    b = activation_bound(e)
+    h = e.body.get("handover") if isinstance(e.body, dict) else None
+    if b is None or not isinstance(h, dict):
+        return False
+    s, s_epoch = b[0], b[1]
+    frm, to, sig = h.get("from"), h.get("to"), h.get("sig")
+    if not isinstance(frm, dict) or not isinstance(to, dict) or not isinstance(sig, str):
+        return False
+    if frm.get("peer") != s or frm.get("epoch") != s_epoch or to.get("peer") != e.machine or to.get("epoch") != e.epoch:
+        return False
+    if not is_int(frm.get("epoch")) or not is_int(to.get("epoch")) or s not in m.cut:
+        return False
+    raw = canonical_b64_sig(sig)
+    return raw is not None and ed25519_verify(machine_key(s), handover_message(agent, s, s_epoch, e.machine, e.epoch), raw)
+
+
+def member_checks(agent, events):
+    """not-member when a machine that is not a member (or is cut) wrote an
+    event; no-custody when an activation lacks its handover."""
+    m = members_of(agent, events)
+    checks = set()
+    for e in events:
+        if not m.admits(e):
+            checks.add("not-member")
+        if not has_custody(agent, e, m):
+            checks.add("no-custody")
+    return checks
+
+
 class Journal:
     """What a reader reads of a set of events: the checks the chains fail,
     the readable events and the quarantined ones (both in total order), and
@@ -681,9 +859,12 @@ class Journal:
         for e in distinct:
             by_machine.setdefault(e.machine, []).append(e)
         bounds = epoch_bounds(distinct)
+        kept_to = members_claimed(distinct).cut or {}
         for machine, chain in sorted(by_machine.items()):
             stale = stale_ids(chain, bounds)
             out = set_aside(chain, stale) | stale
+            if kept_to.get(machine, EVERY) != EVERY:  # a removed member
+                out |= {e.id for e in chain if e.seq > kept_to[machine]}
             kept = [e for e in chain if e.id not in out]
             problems, cut = chain_problems(kept)
             self.checks |= problems
@@ -1044,6 +1225,7 @@ def verify_capsule(data):
                 r.events.append(e)
         r.journal = Journal(r.events)
         r.checks |= r.journal.checks
+        r.checks |= member_checks(m["id"], r.events)
         r.events = sorted({e.id: e for e in r.events}.values(), key=order_key)
     for name, valid in (("agent.json", valid_agent), ("environment/spec.json", valid_env),
                         ("memory/vector_index/index.json", lambda b: isinstance(loads_strict(b), dict))):
