@@ -139,6 +139,20 @@ func (c *Capsule) AcceptedAgent() (Agent, error) {
 	return ParseAgent(data)
 }
 
+// AcceptedEnvironment is AcceptedAgent for environment/spec.json: what
+// runs a shell call reads it, so that a hand edit (the secrets a call
+// gets, say) takes effect only once accepted.
+func (c *Capsule) AcceptedEnvironment() (EnvSpec, error) {
+	data, err := c.ReadFile(EnvironmentFile)
+	if err != nil {
+		return EnvSpec{}, err
+	}
+	if entryOf(data) != c.Manifest().Files[EnvironmentFile] {
+		return EnvSpec{}, fmt.Errorf("%s: %w: accept the edit (tern capsule accept) or undo it", EnvironmentFile, ErrUnaccepted)
+	}
+	return ParseEnvSpec(data)
+}
+
 // Environment returns the parsed environment spec.
 func (c *Capsule) Environment() (EnvSpec, error) {
 	data, err := c.ReadFile(EnvironmentFile)

@@ -103,6 +103,32 @@ func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, erro
 		drafts = append(drafts, journal.Draft{Type: FileUpdatedEventType, Body: body})
 		accepted = append(accepted, name)
 	}
+	// agent.json as it now stands, if it runs commands or sends keys
+	// (Reach), is accepted by s: that takes effect (see TrustedAgent). One
+	// accepted before s said so (before agent.accepted existed, or by
+	// another machine) is accepted again here, the way a person says yes
+	// to it.
+	agentData, ok := files[AgentFile]
+	if !ok {
+		var err error
+		if agentData, err = d.ReadFile(AgentFile); err != nil {
+			return nil, err
+		}
+	}
+	if a, err := ParseAgent(agentData); err == nil && !a.Reach().Empty() {
+		evs, err := d.Events()
+		if err != nil {
+			return nil, err
+		}
+		sum := AgentSum(agentData)
+		if !AcceptedBy(sum, evs, func(m string) bool { return m == s.Machine() }) {
+			body, _ := json.Marshal(AgentAcceptedBody{SHA256: sum})
+			drafts = append(drafts, journal.Draft{Type: AgentAcceptedType, Body: body})
+			if !ok {
+				accepted = append(accepted, AgentFile+" (as it is)")
+			}
+		}
+	}
 	if len(accepted) == 0 {
 		return nil, d.Seal()
 	}

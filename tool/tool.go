@@ -183,6 +183,21 @@ func Builtins() []Tool {
 	return []Tool{readFile(), listFiles(), writeFile(), shell(), httpRequest(), memorySearch(), memoryNote()}
 }
 
+// init tells capsule which approvals agent.json turns off (capsule.Reach):
+// those a built-in tool asks for by default.
+func init() {
+	capsule.DefaultApproval = func(t capsule.Tool) bool {
+		b, ok := Builtin(t.Name)
+		switch {
+		case !ok:
+			return t.Effect != Pure
+		case b.Classify != nil:
+			return true // some of its calls ask (http_request's that change something)
+		}
+		return b.Approval
+	}
+}
+
 // Builtin returns the built-in tool called name.
 func Builtin(name string) (Tool, bool) {
 	all := Builtins()
