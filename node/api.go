@@ -689,7 +689,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, journal.ErrFork), errors.Is(err, journal.ErrBrokenChain),
 		errors.Is(err, ErrChainElsewhere), errors.Is(err, ErrChainBusy), errors.Is(err, capsule.ErrLocked),
-		errors.Is(err, ErrFrozen), errors.Is(err, journal.ErrNotMember):
+		errors.Is(err, ErrFrozen), errors.Is(err, journal.ErrNotMember), errors.Is(err, capsule.ErrNotAccepted), errors.Is(err, ErrForeign):
 		return http.StatusConflict
 	case errors.Is(err, ErrStoreClosed), errors.Is(err, journal.ErrClosed), errors.Is(err, ErrDiskFull):
 		return http.StatusServiceUnavailable

@@ -333,8 +333,8 @@ func (hs *holders) first(h *holder) error {
 	}
 	self := hs.n.id.Machine()
 	rec := fencing.Joined(fencing.Holder{Peer: mh.Peer, Epoch: mh.Epoch})
-	if mh.Peer == self && mh.Epoch <= 1 {
-		rec = fencing.Created(self)
+	if mh.Peer == self && mh.Epoch <= 1 && !hs.n.foreign(h.agent) {
+		rec = fencing.Created(self) // a foreign copy is a copy, whatever its manifest says
 	}
 	if err := hs.reg.Save(h.agent, rec); err != nil {
 		return err
@@ -1206,6 +1206,9 @@ func (hs *holders) state(agent string) (protocol.HolderState, error) {
 		st.State, st.Note = "unknown", hs.relearningNote(h)
 	case rec.State == fencing.None:
 		st.State = "copy"
+		if hs.n.foreign(agent) {
+			st.Note = foreignError(agent).Error()
+		}
 	default:
 		st.State = rec.State.String()
 	}
@@ -1220,6 +1223,7 @@ func (hs *holders) state(agent string) (protocol.HolderState, error) {
 		}
 	case h.m.Tailing():
 		st.State, st.Note = "frozen", "frozen for the last events of a migration; nothing is proposed yet"
+	case st.Note != "":
 	case h.checking() != "":
 		st.Note = h.checking()
 	case rec.State == fencing.Retired && rec.Holder.Peer != "" && rec.Holder.Peer != hs.n.id.Machine():
@@ -1309,6 +1313,9 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 			st = "a copy"
 		}
 		h.mu.Unlock()
+		if st == "a copy" && hs.n.foreign(agent) {
+			return Outcome{}, fmt.Errorf("migrate: %w", foreignError(agent))
+		}
 		return Outcome{}, fmt.Errorf("migrate %s: this node does not run the agent (it is %s here; tern holder %s shows who does)", agent, st, agent)
 	}
 	if err := h.m.SetPeers(hs.peerIDs()); err != nil {
@@ -1601,6 +1608,15 @@ func (hs *holders) resolve(ctx context.Context, agent, action string) (string, e
 	h, err := hs.get(agent)
 	if err != nil {
 		return "", err
+	}
+	if action == "resume" {
+		if hs.n.foreign(agent) {
+			return "", fmt.Errorf("resolve: %w", foreignError(agent))
+		}
+		if m, err := hs.n.store.Members(agent); err == nil && !m.Has(hs.n.id.Machine()) {
+			return "", fmt.Errorf("resolve %s: this machine is not a member of the agent, so it cannot run it: %w (a member adds it: tern member add %s %s)",
+				agent, journal.ErrNotMember, agent, hs.n.id.Machine())
+		}
 	}
 	done := make(chan string, 1)
 	h.mu.Lock()

@@ -32,7 +32,7 @@ func (n *Node) MCPServers(ctx context.Context, agent string) ([]tool.MCPServerSt
 	var a capsule.Agent
 	err := n.store.With(agent, func(d *capsule.Dir) error {
 		var err error
-		a, err = d.AcceptedAgent()
+		a, err = d.RunnableAgent(agent, n.ours)
 		return err
 	})
 	if err != nil {

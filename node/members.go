@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 
@@ -20,6 +21,42 @@ func (s *Store) Members(agent string) (journal.Members, error) {
 	}
 	defer done()
 	return d.Members()
+}
+
+// ours reports whether machine is one of this person's: this node's own,
+// or a paired peer's. Their acceptance counts (capsule.TrustedAgent), and
+// a capsule none of them is a member of is foreign (capsule.Foreign).
+func (n *Node) ours(machine string) bool {
+	if machine == n.id.Machine() {
+		return true
+	}
+	p, err := peer.Decode(machine)
+	return err == nil && n.peers.Allowed(p)
+}
+
+// ErrForeign means the node's copy of an agent belongs to someone else:
+// none of its members is this machine or a paired peer (capsule.Foreign).
+// Such a copy never runs here.
+var ErrForeign = errors.New("a foreign copy: none of the agent's members is this machine or a paired peer")
+
+// foreign reports whether the node's copy of agent is foreign (see
+// ErrForeign).
+func (n *Node) foreign(agent string) bool {
+	f := false
+	n.store.With(agent, func(d *capsule.Dir) error {
+		evs, err := d.Events()
+		if err == nil {
+			f = capsule.Foreign(evs, agent, n.ours)
+		}
+		return err
+	})
+	return f
+}
+
+// foreignError is ErrForeign for a person: what the copy is and the ways
+// forward.
+func foreignError(agent string) error {
+	return fmt.Errorf("agent %s: %w, so it never runs here: pair this node with one of its machines and migrate it here from the one that runs it (add this machine as a member there first: tern member add), or make a new agent of its state: tern capsule adopt", agent, ErrForeign)
 }
 
 // tendMembers writes what this node owes the members of an agent it
@@ -56,6 +93,9 @@ func (n *Node) tendMembers(ctx context.Context, agent string, peers ...peer.ID) 
 	self := n.id.Machine()
 	if !m.Open() && (len(want) == 0 || !m.Has(self)) {
 		return // nothing to add, or a copy this node may not write
+	}
+	if m.Open() && n.foreign(agent) {
+		return // someone else's agent from before members: not this node's to name
 	}
 	err = n.store.sign(ctx, agent, self, false, func(d *capsule.Dir) error {
 		if m.Open() {

@@ -74,7 +74,7 @@ func (n *Node) SearchMemory(ctx context.Context, agent string, q memory.Query) (
 	if err != nil {
 		return nil, err
 	}
-	emb, err := provider.EmbedderFor(m.Agent, n.cfg.Secrets)
+	emb, err := n.embedderFor(agent, m)
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +95,19 @@ func (n *Node) SearchMemory(ctx context.Context, agent string, q memory.Query) (
 	return results, nil
 }
 
+// embedderFor returns the embedder of the agent's memory settings, with
+// its key from the node's secrets, unless it would send that key to a base
+// URL that no machine of the person's accepted (capsule.Reach).
+func (n *Node) embedderFor(agent string, m *capsule.Memory) (memory.Embedder, error) {
+	if s := m.Agent.Memory; s != nil && s.BaseURL != "" && s.KeySecret != "" {
+		err := n.store.With(agent, func(d *capsule.Dir) error { _, err := d.TrustedAgent(agent, n.ours); return err })
+		if err != nil {
+			return nil, err
+		}
+	}
+	return provider.EmbedderFor(m.Agent, n.cfg.Secrets)
+}
+
 // ReindexMemory rebuilds the agent's working_memory.md and index from its
 // journal, reusing nothing, and returns how many texts it indexed.
 func (n *Node) ReindexMemory(ctx context.Context, agent string) (int, error) {
@@ -102,7 +115,7 @@ func (n *Node) ReindexMemory(ctx context.Context, agent string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	emb, err := provider.EmbedderFor(m.Agent, n.cfg.Secrets)
+	emb, err := n.embedderFor(agent, m)
 	if err != nil {
 		return 0, err
 	}

@@ -16,7 +16,7 @@ func (n *Node) ModelSettings(agent string) (provider.Settings, error) {
 	var a capsule.Agent
 	err := n.store.With(agent, func(d *capsule.Dir) error {
 		var err error
-		a, err = d.Agent()
+		a, err = d.TrustedAgent(agent, n.ours)
 		return err
 	})
 	if err != nil {

@@ -360,7 +360,7 @@ func (rt *agentRuntime) authorizeMCP(ctx context.Context, agent, server, value s
 	var a capsule.Agent
 	if err := rt.n.store.With(agent, func(d *capsule.Dir) error {
 		var err error
-		a, err = d.AcceptedAgent()
+		a, err = d.RunnableAgent(agent, rt.n.ours)
 		return err
 	}); err != nil {
 		return err
@@ -452,7 +452,7 @@ type view struct {
 func (rt *agentRuntime) load(agent, sessionID, turnID string) (*view, error) {
 	v := &view{}
 	err := rt.n.store.With(agent, func(d *capsule.Dir) error {
-		a, err := d.AcceptedAgent()
+		a, err := d.RunnableAgent(agent, rt.n.ours)
 		if err != nil {
 			return err
 		}
@@ -889,7 +889,7 @@ func (rt *agentRuntime) runBuiltin(ctx context.Context, agent string, p callPoli
 	if p.builtin.Name == "shell" {
 		var spec capsule.EnvSpec
 		err := rt.n.store.With(agent, func(d *capsule.Dir) (err error) {
-			spec, err = d.Environment()
+			spec, err = d.AcceptedEnvironment()
 			return err
 		})
 		if err == nil {

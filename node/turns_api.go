@@ -95,7 +95,8 @@ func (n *Node) runsHere(w http.ResponseWriter, agent string) bool {
 	}
 	st, _ := n.holders.state(agent)
 	w.Header().Set("Content-Type", "application/json")
-	if self := n.host.ID().String(); st.Holder.Peer == self || st.State == "frozen" {
+	foreign := st.State == "copy" && n.foreign(agent)
+	if self := n.host.ID().String(); !foreign && (st.Holder.Peer == self || st.State == "frozen") {
 		// It is this node's to run, not yet or not now: a start-up check
 		// with the peers, or a migration under way.
 		why := "it checks with its paired peers before running the agent after a start (a few seconds)"
@@ -111,10 +112,12 @@ func (n *Node) runsHere(w http.ResponseWriter, agent string) bool {
 		return false
 	}
 	w.WriteHeader(http.StatusConflict)
-	json.NewEncoder(w).Encode(map[string]any{
-		"error": fmt.Sprintf("agent %s runs on %s, not on this node (it is %s here): send the request to that node", agent, orNone(n.holders.peerNames([]string{st.Holder.Peer})), st.State),
-		"peer":  st.Holder.Peer,
-	})
+	msg := fmt.Sprintf("agent %s runs on %s, not on this node (it is %s here): send the request to that node, or move the agent here (on that node: tern migrate %s --to %s); if that machine is gone for good: tern migrate resolve %s --resume --force here",
+		agent, orNone(n.holders.peerNames([]string{st.Holder.Peer})), st.State, agent, n.id.Machine(), agent)
+	if foreign {
+		msg = foreignError(agent).Error()
+	}
+	json.NewEncoder(w).Encode(map[string]any{"error": msg, "peer": st.Holder.Peer})
 	return false
 }
 
@@ -262,8 +265,11 @@ func (n *Node) handleNewTurn(w http.ResponseWriter, r *http.Request) {
 	if !n.runsHere(w, agent) {
 		return
 	}
-	if err := n.store.With(agent, func(d *capsule.Dir) error { _, err := d.AcceptedAgent(); return err }); err != nil {
-		n.httpError(w, http.StatusConflict, fmt.Errorf("agent %s: %w; through the node: tern capsule accept %s", agent, err, agent))
+	if err := n.store.With(agent, func(d *capsule.Dir) error { _, err := d.RunnableAgent(agent, n.ours); return err }); err != nil {
+		if !errors.Is(err, capsule.ErrNotAccepted) {
+			err = fmt.Errorf("agent %s: %w; through the node: tern capsule accept %s", agent, err, agent)
+		}
+		n.httpError(w, http.StatusConflict, err)
 		return
 	}
 	rt := n.turns
