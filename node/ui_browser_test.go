@@ -31,6 +31,12 @@ func chromium(t *testing.T) string {
 // migrate the agent and see the page follow it. A screenshot of each step
 // is saved under the test's temp folder.
 func TestTheWebPageInABrowser(t *testing.T) {
+	if raceEnabled {
+		// A real browser in real time: under the race detector's slowdown
+		// its steps' bounds say nothing about the page. CI runs it in the
+		// plain pass.
+		t.Skip("the browser test runs without the race detector")
+	}
 	path := chromium(t)
 	a, b := startNode(t, t.TempDir()), startNode(t, t.TempDir())
 	connectAll(t, a, b)
@@ -54,7 +60,7 @@ func TestTheWebPageInABrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("starting %s: %v", path, err)
 	}
-	ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel = context.WithTimeout(ctx, 4*time.Minute) // a bound on a hang, not a speed
 	defer cancel()
 	shot := func(name string) {
 		t.Helper()
@@ -76,7 +82,7 @@ func TestTheWebPageInABrowser(t *testing.T) {
 	// until waits for the page's JavaScript expression cond to hold.
 	until := func(what, cond string) {
 		t.Helper()
-		run(what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(30*time.Second)))
+		run(what, chromedp.Poll[chromedp.Void](cond, chromedp.WithPollingTimeout(90*time.Second)))
 	}
 
 	code := loginCode(t, a)
