@@ -30,7 +30,7 @@ func capsuleCmd(e *env) *cobra.Command {
 	}
 	c.AddCommand(capsuleNewCmd(e), capsuleInspectCmd(e), capsuleVerifyCmd(e), capsulePackCmd(e),
 		capsuleUnpackCmd(e), capsuleMergeCmd(e), capsuleHealCmd(e), capsuleSnapshotCmd(e), capsuleMaterializeCmd(e), capsuleAcceptCmd(e),
-		capsuleImportCmd(e), capsuleExportCmd(e), capsuleListCmd(e), capsuleShareCmd(e, true), capsuleShareCmd(e, false))
+		capsuleAdoptCmd(e), capsuleImportCmd(e), capsuleExportCmd(e), capsuleListCmd(e), capsuleShareCmd(e, true), capsuleShareCmd(e, false))
 	return c
 }
 

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
 	"github.com/tern-dev/tern/capsule"
@@ -214,4 +215,30 @@ func argNames(use string) []string {
 		names = append(names, strings.TrimSuffix(f, "..."))
 	}
 	return names
+}
+
+// ours reports, for the capsules a command reads here, which machines are
+// this person's: this machine and the paired peers of $TERN_HOME. Their
+// acceptance of an agent.json counts (capsule.TrustedAgent).
+func (e *env) ours() (func(machine string) bool, error) {
+	home, err := node.Home()
+	if err != nil {
+		return nil, err
+	}
+	id, err := node.LoadIdentity(home)
+	if err != nil {
+		return nil, err
+	}
+	peers, err := node.LoadPeers(home)
+	if err != nil {
+		return nil, err
+	}
+	self := id.Machine()
+	return func(m string) bool {
+		if m == self {
+			return true
+		}
+		p, err := peer.Decode(m)
+		return err == nil && peers.Allowed(p)
+	}, nil
 }

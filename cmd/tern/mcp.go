@@ -95,7 +95,11 @@ func (e *env) mcpOfFolder(ctx context.Context, dir string) ([]tool.MCPServerStat
 		return nil, err
 	}
 	defer c.Close()
-	a, err := c.Agent()
+	ours, err := e.ours()
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.TrustedAgent(dir, ours)
 	if err != nil {
 		return nil, err
 	}

@@ -305,13 +305,7 @@ func (e *env) searchFolder(ctx context.Context, dir string, q memory.Query) ([]m
 	if err != nil {
 		return nil, err
 	}
-	var store provider.Secrets
-	if m.Spec != memory.BuiltinSpec {
-		if store, err = openSecrets(e); err != nil {
-			return nil, err
-		}
-	}
-	emb, err := provider.EmbedderFor(m.Agent, store)
+	emb, err := e.folderEmbedder(dir, m)
 	if err != nil {
 		return nil, err
 	}
@@ -359,13 +353,7 @@ func memoryReindexCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var store provider.Secrets
-			if m.Spec != memory.BuiltinSpec {
-				if store, err = openSecrets(e); err != nil {
-					return err
-				}
-			}
-			emb, err := provider.EmbedderFor(m.Agent, store)
+			emb, err := e.folderEmbedder(t.dir, m)
 			if err != nil {
 				return err
 			}
@@ -384,6 +372,41 @@ func memoryReindexCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// folderEmbedder returns the embedder of a capsule folder's memory
+// settings, its key from this machine's secrets, unless it would send that
+// key to a base URL no machine of this person's accepted (capsule.Reach).
+func (e *env) folderEmbedder(dir string, m *capsule.Memory) (memory.Embedder, error) {
+	var store provider.Secrets
+	if m.Spec != memory.BuiltinSpec {
+		if s := m.Agent.Memory; s.BaseURL != "" && s.KeySecret != "" {
+			if err := e.trusted(dir); err != nil {
+				return nil, err
+			}
+		}
+		var err error
+		if store, err = openSecrets(e); err != nil {
+			return nil, err
+		}
+	}
+	return provider.EmbedderFor(m.Agent, store)
+}
+
+// trusted refuses a capsule folder whose agent.json would run commands or
+// send keys when no machine of this person's accepted it.
+func (e *env) trusted(dir string) error {
+	ours, err := e.ours()
+	if err != nil {
+		return err
+	}
+	c, err := capsule.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.TrustedAgent(dir, ours)
+	return err
 }
 
 func readMemory(dir string) (*capsule.Memory, error) {

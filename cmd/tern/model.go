@@ -62,7 +62,11 @@ func probe(ctx context.Context, e *env, arg string) (provider.Probe, error) {
 			return provider.Probe{}, err
 		}
 		defer c.Close()
-		agent, err := c.Agent()
+		ours, err := e.ours()
+		if err != nil {
+			return provider.Probe{}, err
+		}
+		agent, err := c.TrustedAgent(arg, ours)
 		if err != nil {
 			return provider.Probe{}, err
 		}
