@@ -129,33 +129,82 @@ func TestAnActivationWithoutTheHoldersHandoverIsRefused(t *testing.T) {
 	})
 }
 
-// A copy carrying a stranger's event is refused whole at import, naming
-// the key; the node's copy is as it was.
-func TestACopyWithAStrangersEventIsRefusedAtImport(t *testing.T) {
+// A tar carrying a forged event (issue 28's attack: a stranger's message,
+// a stranger's holder.activated, a member's activation no old holder
+// handed over) is refused whole at import, naming the key; the node's
+// copy is as it was and the agent runs on.
+func TestATarWithAForgedEventIsRefusedAtImport(t *testing.T) {
 	n := tcp.start(t, t.TempDir())
 	agent := heldBy(t, n, nil)
 	before, _ := n.store.Events(agent, "")
-	dir := filepath.Join(t.TempDir(), "copy")
-	if err := n.store.ExportFile(agent, dir+".tar"); err != nil {
-		t.Fatal(err)
-	}
-	if err := capsule.Unpack(dir+".tar", dir, capsule.Limits{}); err != nil {
-		t.Fatal(err)
-	}
 	stranger, forged := strangerEvents(t, agent, n.info.PeerID)
-	f, err := os.OpenFile(filepath.Join(dir, capsule.JournalFile), os.O_APPEND|os.O_WRONLY, 0)
+	// A member of the agent that never was handed it writes an activation
+	// without the old holder's handover.
+	member, err := NewIdentity()
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write(append(forged[0].Line(), '\n'))
-	f.Close()
-	_, _, err = n.Import(dir)
-	if !errors.Is(err, journal.ErrNotMember) || !strings.Contains(err.Error(), stranger.Machine()) {
-		t.Fatalf("import of a copy with a stranger's event: %v, want refused naming the key", err)
+	if _, err := n.AddMember(context.Background(), agent, member.Machine()); err != nil {
+		t.Fatal(err)
 	}
-	after, _ := n.store.Events(agent, "")
-	if len(after) != len(before) {
-		t.Fatalf("the node holds %d events, had %d", len(after), len(before))
+	before, _ = n.store.Events(agent, "")
+	body, _ := json.Marshal(journal.ActivatedBody{Holder: journal.Bound{Peer: member.Machine(), Epoch: 9}, From: journal.Bound{Peer: n.info.PeerID, Epoch: 1, Seq: 1}})
+	usurp, err := journal.NewEvent(member, journal.Stamp{Seq: 1, Clock: 500, Epoch: 9, Time: time.Now()}, journal.Draft{Type: journal.ActivatedType, Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		events []*journal.Event
+		want   error
+		key    string
+	}{
+		{"a stranger's message", forged[:1], journal.ErrNotMember, stranger.Machine()},
+		{"a stranger's holder.activated", forged, journal.ErrNotMember, stranger.Machine()},
+		{"a member's holder.activated without a handover", []*journal.Event{usurp}, journal.ErrNoCustody, member.Machine()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The node's own export, unpacked, the stranger's event added
+			// to its journal, packed again: a tar as an attacker hands it.
+			dir := filepath.Join(t.TempDir(), "copy")
+			if err := n.store.ExportFile(agent, dir+".tar"); err != nil {
+				t.Fatal(err)
+			}
+			if err := capsule.Unpack(dir+".tar", dir, capsule.Limits{}); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.OpenFile(filepath.Join(dir, capsule.JournalFile), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range tc.events {
+				f.Write(append(e.Line(), '\n'))
+			}
+			f.Close()
+			tar := filepath.Join(t.TempDir(), "forged.tar")
+			c, err := capsule.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _ := os.Create(tar)
+			err = capsule.Pack(c, out, capsule.PackOptions{})
+			c.Close()
+			out.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = n.Import(tar)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("import of the tar: %v, want %v naming %s", err, tc.want, tc.key)
+			}
+			after, _ := n.store.Events(agent, "")
+			if len(after) != len(before) {
+				t.Fatalf("the node holds %d events, had %d", len(after), len(before))
+			}
+			if !n.runs(agent) {
+				t.Fatal("the node no longer runs the agent")
+			}
+		})
 	}
 }
 
