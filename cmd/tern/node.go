@@ -49,6 +49,19 @@ func nodeCmd(e *env) *cobra.Command {
 			"SIGINT or SIGTERM stops it cleanly.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Every flag is checked before anything is touched: a bad one
+			// takes no port, key or file.
+			log := slog.New(newLineHandler(e.stderr, slog.LevelInfo, true))
+			switch logFormat {
+			case "text":
+			case "json":
+				log = slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			default:
+				return fmt.Errorf("--log-format %q: use text or json", logFormat)
+			}
+			if cmd.Flags().Changed("sync-interval") && flags.SyncInterval <= 0 {
+				return fmt.Errorf("--sync-interval %s: must be positive", flags.SyncInterval)
+			}
 			home, err := node.Home()
 			if err != nil {
 				return err
@@ -80,9 +93,6 @@ func nodeCmd(e *env) *cobra.Command {
 				cfg.Strict = flags.Strict
 			}
 			if set("sync-interval") {
-				if flags.SyncInterval <= 0 {
-					return fmt.Errorf("--sync-interval %s: must be positive", flags.SyncInterval)
-				}
 				cfg.SyncInterval = flags.SyncInterval
 			}
 			if newIdentity {
@@ -111,14 +121,6 @@ func nodeCmd(e *env) *cobra.Command {
 				return err
 			}
 			cfg.Secrets = store
-			log := slog.New(newLineHandler(e.stderr, slog.LevelInfo, true))
-			switch logFormat {
-			case "text":
-			case "json":
-				log = slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			default:
-				return fmt.Errorf("--log-format %q: use text or json", logFormat)
-			}
 			e.log = log
 			n, err := node.Start(home, cfg, log)
 			if err != nil {

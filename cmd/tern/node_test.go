@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -153,5 +155,24 @@ func TestARefusedTarIsNamedByItsPath(t *testing.T) {
 	}
 	if ids, _ := n.Store().List(); len(ids) > 0 {
 		t.Fatalf("the node holds %v after a refused import", ids)
+	}
+}
+
+// A bad flag of tern node is refused before anything is touched: no port
+// is probed (the default one is taken here, as when another node runs),
+// no key or file is written in the home.
+func TestABadFlagOfTernNodeTouchesNothing(t *testing.T) {
+	if l, err := net.Listen("tcp", fmt.Sprintf(":%d", DefaultPort)); err == nil {
+		defer l.Close()
+	}
+	home := t.TempDir()
+	for _, args := range [][]string{{"--log-format", "xml"}, {"--sync-interval", "-1s"}} {
+		code, out, errs := tern(t, home, "", append([]string{"node"}, args...)...)
+		if code != exitBadInput || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, args[0]) {
+			t.Fatalf("tern node %v: exit %d, stdout %q, stderr %q: want exit 2 and one line naming the flag", args, code, out, errs)
+		}
+	}
+	if entries, _ := os.ReadDir(home); len(entries) != 0 {
+		t.Fatalf("a refused tern node left %d entries in its home", len(entries))
 	}
 }
