@@ -541,7 +541,8 @@ func draft(sessionID, turnID, typ string, body any) journal.Draft {
 	return journal.Draft{Type: typ, Session: sessionID, Turn: turnID, Body: b}
 }
 
-// run is a runner's loop (see the top of this file).
+// run is a runner's loop (see the top of this file): it reloads the
+// turn, asks session.Next what to do, and does it.
 func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error {
 	ws, err := rt.workspace(r.agent)
 	if err != nil {
@@ -565,29 +566,31 @@ func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error 
 			return nil
 		}
 		rt.addMCPTools(ctx, r.agent, v, ws)
-		var actions []session.Action
-		changed, err := rt.runTools(ctx, r, v, ws, &actions)
+		d, err := rt.settle(ctx, r, v, ws)
 		if err != nil {
 			return err
 		}
-		actions = append(actions, mcpAuthActions(v)...)
-		if len(actions) > 0 {
+		switch d.Do {
+		case session.DoStop:
+			return nil
+		case session.DoAnswer, session.DoRun:
+			if len(d.Actions) == 0 {
+				continue // reload: a result may have been the model's cue
+			}
+			fallthrough // what Next found to ask before this call
+		case session.DoPause:
 			_, err := rt.appendTurn(ctx, r.agent, draft(r.session, r.turn, session.TurnEnded,
-				map[string]any{"status": session.Paused, "required_actions": actions}))
+				map[string]any{"status": session.Paused, "required_actions": d.Actions}))
 			return err
-		}
-		if changed {
-			continue // reload: a result may have been the model's cue
-		}
-		if modelAnswered(v.events) {
+		case session.DoComplete:
 			_, err := rt.appendTurn(ctx, r.agent, draft(r.session, r.turn, session.TurnEnded, map[string]any{"status": session.Completed}))
 			return err
-		}
-		if steps(v) >= maxSteps {
-			return rt.fail(ctx, r, fmt.Sprintf("the model took %d steps without finishing the turn", maxSteps))
-		}
-		if err := rt.step(ctx, r, v, lt); err != nil {
-			return err
+		case session.DoFail:
+			return rt.fail(ctx, r, d.Why)
+		case session.DoStep:
+			if err := rt.step(ctx, r, v, lt); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -596,25 +599,6 @@ func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error 
 func (rt *agentRuntime) fail(ctx context.Context, r *runner, why string) error {
 	_, err := rt.appendTurn(ctx, r.agent, draft(r.session, r.turn, session.TurnEnded, map[string]any{"status": session.Failed, "error": why}))
 	return err
-}
-
-// modelAnswered reports whether the session's last conversation event is
-// the model's message: the model answered without calling a tool.
-func modelAnswered(events []*journal.Event) bool {
-	for i := len(events) - 1; i >= 0; i-- {
-		e := events[i]
-		switch e.Type {
-		case "message":
-			var b struct {
-				Role string `json:"role"`
-			}
-			json.Unmarshal(e.Body, &b)
-			return b.Role == "assistant"
-		case "tool_call", "tool_result":
-			return false
-		}
-	}
-	return false
 }
 
 // turnEvents returns the turn's events in order: its sequence numbers are
@@ -693,112 +677,71 @@ func policyOf(a capsule.Agent, name string, args json.RawMessage, mcpTools map[s
 	return p
 }
 
-// operationID is the operation id of the call in event callEvent: the same
-// on every node and every retry, so it works as an idempotency key.
-func operationID(callEvent string) string { return "op_" + callEvent }
-
-// reconcile deals with the session's operations that have an intent and
-// no outcome (docs/SESSIONS.md, "Effects"). changed reports that it
-// appended something.
-func (rt *agentRuntime) reconcile(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed bool, err error) {
+// settle decides, under the agent's workspace lock, what the turn does
+// next (session.Next), and carries out what concerns its tools: the status
+// check of an unfinished operation, a result to write, a call to run. It
+// returns the decision. Nothing of an unfinished call may still run while
+// the runtime decides what became of it: a node killed during the call
+// left its record, and the group is ended (and gone) first.
+func (rt *agentRuntime) settle(ctx context.Context, r *runner, v *view, ws string) (session.Decision, error) {
+	unlock, err := rt.workspaces.lock(ctx, r.agent)
+	if err != nil {
+		return session.Decision{}, err
+	}
+	defer unlock()
 	for _, in := range v.sess.Unfinished() {
-		// Nothing of the call may still run while the runtime decides
-		// what became of it: a node killed during the call left its
-		// record, and the group is ended (and gone) first.
 		if err := rt.processes().End(ctx, in.OperationID); err != nil {
-			return false, fmt.Errorf("operation %s cannot be reconciled while its processes run: %w", in.OperationID, err)
-		}
-		call := v.sess.Call(in.CallID)
-		var args json.RawMessage
-		if call != nil {
-			args = call.Arguments
-		}
-		act := v.sess.ReconcileAction(in)
-		if ans, ok := v.sess.Answered(act.ID); ok {
-			happened := ans.Approve != nil && *ans.Approve
-			status, text := "not_committed", "A person said this call did not take effect; it was not run again. Call it again if it is still needed."
-			if happened {
-				status, text = "committed", "A person said this call took effect; its output was lost in an interruption."
-			}
-			_, err := rt.appendTurn(ctx, r.agent,
-				draft(r.session, r.turn, session.OperationOutcome, map[string]any{"operation_id": in.OperationID, "status": status, "by": "person"}),
-				toolResult(r.session, r.turn, in.CallID, text, !happened))
-			return true, err
-		}
-		p := policyOf(v.agent, in.Tool, args, v.mcp)
-		check := session.CheckUnknown
-		c := tool.Call{Workspace: ws, Arguments: args, OperationID: in.OperationID, Memory: &turnMemory{rt, r, 0}}
-		if p.isBuilt {
-			if ch, err := p.builtin.Check(ctx, c); err == nil {
-				check = ch
-			}
-		}
-		switch session.Reconcile(in, check) {
-		case session.Record:
-			_, err := rt.appendTurn(ctx, r.agent,
-				draft(r.session, r.turn, session.OperationOutcome, map[string]any{"operation_id": in.OperationID, "status": "committed", "by": "status check"}),
-				toolResult(r.session, r.turn, in.CallID, "The call took effect before an interruption (its status check says so); its output was not kept.", false))
-			return true, err
-		case session.Retry:
-			if !p.isBuilt {
-				*actions = append(*actions, act)
-				continue
-			}
-			err := rt.callTool(ctx, r, in.CallID, in.OperationID, p, c, true)
-			return true, err
-		default:
-			*actions = append(*actions, act)
+			return session.Decision{}, fmt.Errorf("operation %s cannot be reconciled while its processes run: %w", in.OperationID, err)
 		}
 	}
-	return false, nil
-}
-
-// settleCalls settles the session's tool calls without a result or an
-// intent, in order. It stops after the first call it runs or answers, so
-// the loop reloads before the next.
-func (rt *agentRuntime) settleCalls(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed bool, err error) {
-	for _, c := range v.sess.Open() {
-		p := policyOf(v.agent, c.Tool, c.Arguments, v.mcp)
-		approvalID := session.ActionID(session.KindApproval, c.Event)
-		outputID := session.ActionID(session.KindToolOutput, c.Event)
-		if ans, ok := v.sess.Answered(outputID); ok {
-			text, declined := string(ans.Output), ans.Approve != nil && !*ans.Approve
-			if declined {
-				text = "The client declined to run this call; it did not run."
+	policy := session.Policy{MaxSteps: maxSteps, Tool: func(name string, args json.RawMessage) session.ToolPolicy {
+		p := policyOf(v.agent, name, args, v.mcp)
+		tp := session.ToolPolicy{Offered: p.declared, Runs: p.isBuilt, Approval: p.approval}
+		if !tp.Offered {
+			tp.Missing = noTool(v, name)
+		}
+		return tp
+	}}
+	sv := session.View{Session: v.sess, Turn: v.turn, Events: v.events, Steps: steps(v), Checks: map[string]session.Check{}, Waiting: mcpAuthActions(v)}
+	for {
+		d := session.Next(sv, policy)
+		switch d.Do {
+		case session.DoCheck:
+			sv.Checks[d.OperationID] = rt.check(ctx, r, v, ws, d)
+			continue
+		case session.DoAnswer:
+			var drafts []journal.Draft
+			if d.Outcome != nil {
+				drafts = append(drafts, draft(r.session, r.turn, session.OperationOutcome, d.Outcome))
 			}
-			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID, text, declined))
-			return true, err
+			drafts = append(drafts, toolResult(r.session, r.turn, d.CallID, d.Text, d.IsError))
+			_, err := rt.appendTurn(ctx, r.agent, drafts...)
+			return d, err
+		case session.DoRun:
+			p := policyOf(v.agent, d.Tool, d.Arguments, v.mcp)
+			c := tool.Call{Workspace: ws, Arguments: d.Arguments, Approved: d.Approved}
+			if d.Retry {
+				c = tool.Call{Workspace: ws, Arguments: d.Arguments, OperationID: d.OperationID, Memory: &turnMemory{rt, r, 0}}
+			}
+			return d, rt.callTool(ctx, r, d.CallID, d.OperationID, p, c, d.Retry)
 		}
-		ans, answered := v.sess.Answered(approvalID)
-		switch {
-		case answered && (ans.Approve == nil || !*ans.Approve):
-			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID, "A person denied this call; it did not run.", true))
-			return true, err
-		case answered:
-			call := tool.Call{Workspace: ws, Arguments: c.Arguments, Approved: true}
-			return true, rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
-		case c.Turn != r.turn:
-			// A call of an earlier turn that ended before it ran.
-			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID,
-				"This call never ran: its turn ended before it did. Call it again if it is still needed.", true))
-			return true, err
-		case !p.declared:
-			_, err := rt.appendTurn(ctx, r.agent, toolResult(r.session, r.turn, c.CallID, noTool(v, c.Tool), true))
-			return true, err
-		case !p.isBuilt:
-			*actions = append(*actions, action(session.KindToolOutput, c))
-		case p.approval:
-			*actions = append(*actions, action(session.KindApproval, c))
-		default:
-			call := tool.Call{Workspace: ws, Arguments: c.Arguments}
-			return true, rt.callTool(ctx, r, c.CallID, operationID(c.Event), p, call, false)
-		}
+		return d, nil
 	}
-	return false, nil
 }
 
-func action(kind session.Kind, c session.Call) session.Action {
-	return session.Action{ID: session.ActionID(kind, c.Event), Kind: kind, Tool: c.Tool, CallID: c.CallID, Arguments: c.Arguments, Message: c.Event}
+// check runs the status check of the unfinished operation d names: what
+// its tool says became of it, or CheckUnknown when it has no check or the
+// check cannot tell.
+func (rt *agentRuntime) check(ctx context.Context, r *runner, v *view, ws string, d session.Decision) session.Check {
+	p := policyOf(v.agent, d.Tool, d.Arguments, v.mcp)
+	if !p.isBuilt {
+		return session.CheckUnknown
+	}
+	c := tool.Call{Workspace: ws, Arguments: d.Arguments, OperationID: d.OperationID, Memory: &turnMemory{rt, r, 0}}
+	if ch, err := p.builtin.Check(ctx, c); err == nil {
+		return ch
+	}
+	return session.CheckUnknown
 }
 
 // noTool says why there is no tool name to call: an MCP server that cannot
@@ -1087,24 +1030,6 @@ func (rt *agentRuntime) workspace(agent string) (string, error) {
 	}
 	err := rt.n.store.With(agent, func(d *capsule.Dir) error { return d.Materialize(ws) })
 	return ws, err
-}
-
-// runTools reconciles the turn's operations without outcome, or else
-// settles its open calls (see reconcile and settleCalls), and snapshots
-// the workspace when a tool with an effect ran, all holding the agent's
-// working folder, so that a snapshot by hand never comes between a tool
-// and the snapshot of what it did.
-func (rt *agentRuntime) runTools(ctx context.Context, r *runner, v *view, ws string, actions *[]session.Action) (changed bool, err error) {
-	unlock, err := rt.workspaces.lock(ctx, r.agent)
-	if err != nil {
-		return false, err
-	}
-	defer unlock()
-	changed, err = rt.reconcile(ctx, r, v, ws, actions)
-	if err == nil && !changed {
-		changed, err = rt.settleCalls(ctx, r, v, ws, actions)
-	}
-	return changed, err
 }
 
 // snapshotHeld records the workspace in the capsule after a tool call

@@ -46,13 +46,13 @@ const (
 	CheckNotCommitted              // the effect did not happen
 )
 
-// Decision is what to do about an unfinished operation.
-type Decision int
+// Verdict is what to do about an unfinished operation.
+type Verdict int
 
-// The decisions of Reconcile.
+// The verdicts of Reconcile.
 const (
 	// Record: write its outcome from the check; do not call again.
-	Record Decision = iota + 1
+	Record Verdict = iota + 1
 	// Retry: call again with the same operation id (its idempotency key).
 	Retry
 	// Ask: pause the turn with a reconcile action for a person.
@@ -64,7 +64,7 @@ const (
 // (it happened zero times, so once more is at most once); unknown → retry
 // an idempotent effect (the same key makes a second call a no-op), and
 // ask a person about an at-most-once one: it is never retried blind.
-func Reconcile(in Intent, check Check) Decision {
+func Reconcile(in Intent, check Check) Verdict {
 	switch {
 	case check == CheckCommitted:
 		return Record

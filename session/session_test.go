@@ -202,7 +202,7 @@ func TestAnAtMostOnceEffectIsNeverRetriedBlind(t *testing.T) {
 	for _, c := range []struct {
 		effect string
 		check  Check
-		want   Decision
+		want   Verdict
 	}{
 		{"at-most-once", CheckCommitted, Record},
 		{"at-most-once", CheckNotCommitted, Retry},
