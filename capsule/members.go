@@ -60,7 +60,7 @@ func (d *Dir) AddMember(ctx context.Context, by journal.Signer, peer string) (*j
 		return nil, nil
 	}
 	if slices.ContainsFunc(m.List(), func(x journal.Member) bool { return x.Peer == peer && x.Removed }) {
-		return nil, fmt.Errorf("add member: machine %s was removed from agent %s, and a removed machine is never added again: give it a new identity (tern node --new-identity) to join: %w", peer, d.ID(), ErrMembership)
+		return nil, fmt.Errorf("add member: machine %s was removed from agent %s, and a removed machine is never added again (%w): the machine can join only as a new machine, with a new key", peer, d.ID(), ErrMembership)
 	}
 	evs, err := d.appendMember(ctx, by, journal.MemberAddedType, journal.MemberBody{Peer: peer})
 	if err != nil {

@@ -102,13 +102,21 @@ var ErrNotAccepted = errors.New("not accepted by a machine of yours")
 // NotAcceptedError is ErrNotAccepted for a person: which capsule, what its
 // agent.json would do, and how to accept it.
 type NotAcceptedError struct {
-	Capsule string // the folder or the agent id, as the person named it
+	Capsule string // the folder, tar or agent id, as the person named it
 	Reach   Reach
+	Foreign bool // none of the capsule's members is ours (see Foreign)
+	Tar     bool // the capsule is a tar, which accept does not write
 }
 
 func (e *NotAcceptedError) Error() string {
-	return fmt.Sprintf("agent.json of %s would %s, and neither this machine nor a paired peer accepted it: read it, and if you trust it, run tern capsule accept %s (a capsule none of your machines is a member of: tern capsule adopt)",
-		e.Capsule, e.Reach, e.Capsule)
+	what := fmt.Sprintf("agent.json of %s would %s, and neither this machine nor a paired peer accepted it", e.Capsule, e.Reach)
+	switch {
+	case e.Foreign:
+		return what + fmt.Sprintf(": it is someone else's capsule (none of its members is this machine or a paired peer), so no machine of yours can accept it; read it, and if you trust it, tern capsule adopt %s makes a new agent of its state", e.Capsule)
+	case e.Tar:
+		return what + fmt.Sprintf(": read it, and if you trust it, unpack the tar (tern capsule unpack %s DIR) and run tern capsule accept DIR", e.Capsule)
+	}
+	return what + fmt.Sprintf(": read it, and if you trust it, run tern capsule accept %s", e.Capsule)
 }
 
 func (e *NotAcceptedError) Unwrap() error { return ErrNotAccepted }
@@ -152,7 +160,8 @@ func (c *Capsule) TrustedAgent(name string, ours func(machine string) bool) (Age
 	if err != nil {
 		return Agent{}, err
 	}
-	return trusted(data, name, ours, c.Journal)
+	_, tar := c.src.(*tarSource)
+	return trusted(data, c.ID(), name, tar, ours, c.Journal)
 }
 
 // RunnableAgent is AcceptedAgent, then TrustedAgent's rule, with the
@@ -165,10 +174,10 @@ func (d *Dir) RunnableAgent(name string, ours func(machine string) bool) (Agent,
 	if err != nil {
 		return Agent{}, err
 	}
-	return trusted(data, name, ours, d.Events)
+	return trusted(data, d.ID(), name, false, ours, d.Events)
 }
 
-func trusted(data []byte, name string, ours func(string) bool, events func() ([]*journal.Event, error)) (Agent, error) {
+func trusted(data []byte, agent, name string, tar bool, ours func(string) bool, events func() ([]*journal.Event, error)) (Agent, error) {
 	a, err := ParseAgent(data)
 	if err != nil {
 		return Agent{}, err
@@ -182,7 +191,7 @@ func trusted(data []byte, name string, ours func(string) bool, events func() ([]
 		return Agent{}, err
 	}
 	if !AcceptedBy(AgentSum(data), evs, ours) {
-		return Agent{}, &NotAcceptedError{Capsule: name, Reach: r}
+		return Agent{}, &NotAcceptedError{Capsule: name, Reach: r, Foreign: Foreign(evs, agent, ours), Tar: tar}
 	}
 	return a, nil
 }

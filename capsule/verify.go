@@ -356,6 +356,21 @@ func checkUnlisted(c *Capsule, r *Report) {
 	sortProblems(r.Problems)
 }
 
+// afterCut counts the distinct events of a removed member m written after
+// its cut; 0 for a member.
+func afterCut(events []*journal.Event, m journal.Member) int {
+	if !m.Removed {
+		return 0
+	}
+	seen := map[string]bool{}
+	for _, e := range events {
+		if e.Machine == m.Peer && e.Seq > m.Seq {
+			seen[e.ID] = true
+		}
+	}
+	return len(seen)
+}
+
 // checkJournal parses every line of the journal and checks its chains; it
 // returns the readable view.
 func checkJournal(c *Capsule, r *Report) []*journal.Event {
@@ -391,8 +406,14 @@ func checkJournal(c *Capsule, r *Report) []*journal.Event {
 	for _, err := range problems {
 		r.problem(JournalFile, err)
 	}
-	if journal.MembersOf(c.ID(), events).Open() {
+	members := journal.MembersOf(c.ID(), events)
+	if members.Open() {
 		r.notef("%s: no members named (a capsule from before members): every machine's events count until a node that holds it names them", JournalFile)
+	}
+	for _, m := range members.List() {
+		if n := afterCut(events, m); n > 0 {
+			r.notef("%s: %d events of machine %s written after its removal from the members (it had not heard of it yet): kept, and set aside", JournalFile, n, m.Peer)
+		}
 	}
 	view, quarantined := journal.Readable(events)
 	r.Events = len(view) + len(quarantined) // each event once, a repeated line too

@@ -67,7 +67,7 @@ func (e *NotMemberError) Error() string {
 	if e.Removed {
 		return fmt.Sprintf("machine %s was removed from the members of agent %s: it writes the agent's history no more", e.Machine, e.Agent)
 	}
-	return fmt.Sprintf("machine %s is not a member of agent %s: only the agent's members write its history; a member adds it (tern member add)", e.Machine, e.Agent)
+	return fmt.Sprintf("machine %s is not a member of agent %s: only the agent's members write its history; on a machine that is one, tern member add %s %s makes it one", e.Machine, e.Agent, e.Agent, e.Machine)
 }
 
 // Unwrap returns ErrNotMember.

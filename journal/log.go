@@ -72,10 +72,10 @@ type Log struct {
 	memberEvs   []*Event
 	members     Members
 	pendMembers []*Event
-	refused     atomic.Uint64
-	clock       uint64    // highest durable clock
-	size        int64     // bytes of durable complete lines
-	sum         hash.Hash // sha256 of the first size bytes, fed as groups land
+	refused     map[string]bool // the ids of the events Add refused, each once (at most maxRefused)
+	clock       uint64          // highest durable clock
+	size        int64           // bytes of durable complete lines
+	sum         hash.Hash       // sha256 of the first size bytes, fed as groups land
 
 	// What queued, not yet durable events build on.
 	pendHeads map[string]Head
@@ -376,7 +376,7 @@ func (l *Log) admit(events []*Event) (in, out []*Event) {
 		return events, nil // Custody passes every event of an open journal too
 	}
 	for _, e := range events {
-		if members.Admits(e) && !usurper[e.ID] && Custody(l.agent, e, members) == nil {
+		if members.Knows(e) && !usurper[e.ID] && Custody(l.agent, e, members) == nil {
 			in = append(in, e)
 		} else {
 			out = append(out, e)
@@ -385,15 +385,28 @@ func (l *Log) admit(events []*Event) (in, out []*Event) {
 	return in, out
 }
 
-// logRefused logs and counts events Add left out (see admit), once per
-// machine. l.mu held.
+// maxRefused bounds the refused events a Log remembers: a peer that
+// offers the same refused events at every round counts them once, and a
+// flood of distinct ones costs no more than this.
+const maxRefused = 1 << 16
+
+// logRefused counts the events Add left out (see admit), each once, and
+// logs those not refused before, once per machine. l.mu held.
 func (l *Log) logRefused(out []*Event) {
 	if len(out) == 0 {
 		return
 	}
-	l.refused.Add(uint64(len(out)))
+	if l.refused == nil {
+		l.refused = map[string]bool{}
+	}
 	by := map[string][]*Event{}
 	for _, e := range out {
+		if l.refused[e.ID] {
+			continue
+		}
+		if len(l.refused) < maxRefused {
+			l.refused[e.ID] = true
+		}
 		by[e.Machine] = append(by[e.Machine], e)
 	}
 	for m, es := range by {
@@ -409,9 +422,14 @@ func (l *Log) Members() Members {
 	return l.members
 }
 
-// Refused returns how many events Add has left out because their writer
-// is not a member of the agent.
-func (l *Log) Refused() uint64 { return l.refused.Load() }
+// Refused returns how many distinct events Add has left out because their
+// writer never was a member of the agent, or an activation lacked its
+// handover.
+func (l *Log) Refused() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return uint64(len(l.refused))
+}
 
 // chainHead returns a machine's chain as a vector entry (its readable head
 // and its events aside), or the chain's first problem if it cannot be

@@ -70,6 +70,19 @@ func (m Members) Admits(e *Event) bool {
 	return ok && e.Seq <= c
 }
 
+// Knows reports whether e's writer is or was a member: a journal stores
+// its events, though those a removal cut off are set aside wherever they
+// are read (see Readable), so that copies which stored them before they
+// heard of the removal still converge with those that did not. An open
+// Members knows every machine.
+func (m Members) Knows(e *Event) bool {
+	if m.open {
+		return true
+	}
+	_, ok := m.cut[e.Machine]
+	return ok
+}
+
 // Has reports whether machine is a member now (added, not removed). In an
 // open Members every machine is.
 func (m Members) Has(machine string) bool {
@@ -342,29 +355,27 @@ func validNonce(s string) bool {
 }
 
 // StrangerError says that a journal holds events written by a machine that
-// is not a member of the agent (or after its removal): they are not part
-// of the agent's history. It wraps ErrNotMember.
+// never was a member of the agent: they are not part of its history. It
+// wraps ErrNotMember.
 type StrangerError struct {
 	Agent   string
 	Machine string
 	Events  int    // how many
 	First   string // the id of the first, in total order
-	Removed bool   // the machine was a member, and these follow its removal
 }
 
 func (e *StrangerError) Error() string {
-	if e.Removed {
-		return fmt.Sprintf("machine %s: %d events written after it was removed from the members of agent %s (the first %s): they are not the agent's", e.Machine, e.Events, e.Agent, e.First)
-	}
-	return fmt.Sprintf("machine %s: %d events signed by a machine that is not a member of agent %s (the first %s): only its members write its history", e.Machine, e.Events, e.Agent, e.First)
+	return fmt.Sprintf("machine %s: %s signed by a machine that is not a member of agent %s (the first %s): only its members write its history",
+		e.Machine, plural(e.Events, "event"), e.Agent, e.First)
 }
 
 // Unwrap returns ErrNotMember.
 func (e *StrangerError) Unwrap() error { return ErrNotMember }
 
-// Strangers returns, for each machine with events that MembersOf(agent)
-// does not admit, one *StrangerError, sorted by machine; nil when every
-// writer is a member.
+// Strangers returns, for each machine with events that never was a member
+// of agent (MembersOf), one *StrangerError, sorted by machine; nil when
+// every writer is or was a member. (A removed member's events after its
+// cut are set aside, not a stranger's: see Members.Knows.)
 func Strangers(agent string, events []*Event) []error {
 	m := MembersOf(agent, events)
 	if m.open {
@@ -372,14 +383,63 @@ func Strangers(agent string, events []*Event) []error {
 	}
 	by := map[string][]*Event{}
 	for _, e := range events {
-		if !m.Admits(e) {
+		if !m.Knows(e) {
 			by[e.Machine] = append(by[e.Machine], e)
 		}
 	}
 	var out []error
 	for _, k := range slices.Sorted(maps.Keys(by)) {
 		es := Merge(by[k], nil)
-		out = append(out, &StrangerError{Agent: agent, Machine: k, Events: len(es), First: es[0].ID, Removed: m.removed(k)})
+		out = append(out, &StrangerError{Agent: agent, Machine: k, Events: len(es), First: es[0].ID})
+	}
+	return out
+}
+
+// plural is "1 event" or "n events".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// AsideStranger marks, in QuarantinedOf, an event whose writer never was
+// a member of the agent: a journal that takes events never stores one, so
+// one is found only in a file written some other way.
+const AsideStranger = "not_member"
+
+// ReadableOf is Readable for the journal of agent: the events of machines
+// that never were its members (see Strangers) are quarantined too, never
+// read.
+func ReadableOf(agent string, events []*Event) (view, quarantined []*Event) {
+	view, quarantined = Readable(events)
+	m := MembersOf(agent, events)
+	if m.open {
+		return view, quarantined
+	}
+	kept := view[:0:0]
+	for _, e := range view {
+		if m.Knows(e) {
+			kept = append(kept, e)
+		} else {
+			quarantined = append(quarantined, e)
+		}
+	}
+	return kept, quarantined
+}
+
+// QuarantinedOf is Quarantined for the journal of agent: a stranger's
+// events are marked AsideStranger.
+func QuarantinedOf(agent string, events []*Event) map[string]string {
+	out := Quarantined(events)
+	m := MembersOf(agent, events)
+	if m.open {
+		return out
+	}
+	for _, e := range events {
+		if !m.Knows(e) {
+			out[e.ID] = AsideStranger
+		}
 	}
 	return out
 }

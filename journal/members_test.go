@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -94,6 +95,10 @@ func TestAStrangersEventsAreNeverStoredByAdd(t *testing.T) {
 	if len(added) != 0 || len(l.Events()) != 1 || l.Refused() != 2 {
 		t.Fatalf("added %d, holds %d, refused %d: want 0, 1, 2", len(added), len(l.Events()), l.Refused())
 	}
+	// A peer offers them again at its next round: they count once.
+	if _, err := l.Add(ctx, forged...); err != nil || l.Refused() != 2 {
+		t.Fatalf("offered again: refused %d (%v), want still 2", l.Refused(), err)
+	}
 	again, err := OpenLog(l.path, LogOptions{Agent: id})
 	if err != nil {
 		t.Fatal(err)
@@ -117,11 +122,17 @@ func TestARemovedMachinesLaterEventsDoNotCount(t *testing.T) {
 	if _, err := l.Append(ctx, b, 0, draft("message", `{"role":"user","content":[{"type":"text","text":"after"}]}`)); !errors.Is(err, ErrNotMember) {
 		t.Fatalf("a removed machine's append: %v", err)
 	}
-	// An event b wrote after its cut elsewhere, arriving later, is refused.
+	// An event b wrote after its cut elsewhere, before it heard of the
+	// removal, arriving later, is kept (so the copies that stored it
+	// converge with this one) and never read.
 	w := &writer{s: b, head: Head{Seq: kept[0].Seq, ID: kept[0].ID}}
 	late := w.next(t, 9, "message", `{"role":"user","content":[{"type":"text","text":"late"}]}`)
-	if added, _ := l.Add(ctx, late); len(added) != 0 {
-		t.Fatal("a removed machine's event above its cut was stored")
+	if added, _ := l.Add(ctx, late); len(added) != 1 || l.Refused() != 0 {
+		t.Fatal("a removed machine's event above its cut was refused")
+	}
+	if view, aside := Readable(l.Events()); slices.ContainsFunc(view, func(e *Event) bool { return e.ID == late.ID }) ||
+		!slices.ContainsFunc(aside, func(e *Event) bool { return e.ID == late.ID }) {
+		t.Fatal("a removed machine's event above its cut is read")
 	}
 	m := MembersOf(id, l.Events())
 	if m.Has(b.Machine()) || !m.Admits(kept[0]) || m.Admits(late) {

@@ -763,9 +763,6 @@ class Members:
     def __init__(self, cut, since=0):
         self.cut, self.since = cut, since
 
-    def admits(self, e):
-        return self.cut is None or e.seq <= self.cut.get(e.machine, -1)
-
 
 def members_of(agent, events):
     """The members as the journal names them for agent: the first member of
@@ -833,12 +830,13 @@ def has_custody(agent, e, m):
 
 
 def member_checks(agent, events):
-    """not-member when a machine that is not a member (or is cut) wrote an
-    event; no-custody when an activation lacks its handover."""
+    """not-member when a machine that never was a member wrote an event (a
+    removed member's events after its cut are set aside, not refused);
+    no-custody when an activation lacks its handover."""
     m = members_of(agent, events)
     checks = set()
     for e in events:
-        if not m.admits(e):
+        if m.cut is not None and e.machine not in m.cut:
             checks.add("not-member")
         if not has_custody(agent, e, m):
             checks.add("no-custody")
