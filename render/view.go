@@ -111,9 +111,9 @@ const Interrupted = "interrupted; the outcome is unknown; inspect state before r
 var interruptedToken = []byte(`"` + Interrupted + `"`)
 
 // Event types that are part of tern but not of the conversation a model
-// sees (docs/FORMAT.md defines workspace. and file.; docs/DESIGN.md plans
-// the others); they are skipped without a note. Any other type render does not know gets one.
-var quietPrefixes = []string{"session.", "turn.", "action.", "operation.", "memory.", "workspace.", "file."}
+// sees (docs/FORMAT.md and docs/SESSIONS.md define them); they are skipped
+// without a note. Any other type render does not know gets one.
+var quietPrefixes = []string{"session.", "turn.", "action.", "operation.", "memory.", "workspace.", "file.", "member.", "agent.", "holder.", "chain."}
 
 func isQuiet(typ string) bool {
 	for _, p := range quietPrefixes {

@@ -107,3 +107,19 @@ func TestTheSummarySaysWhatWasLeftOut(t *testing.T) {
 		}
 	}
 }
+
+// The events tern writes about members, acceptance, holders and heals are
+// no part of a conversation: render skips them without a note; a type it
+// does not know still gets one.
+func TestTernsOwnEventsAreSkippedWithoutANote(t *testing.T) {
+	evs := events(t, ev{"member.added", `{"peer":"p"}`}, ev{"agent.accepted", `{"sha256":"00"}`},
+		ev{"holder.activated", `{}`}, ev{"chain.healed", `{"replaced":[]}`}, user("hi"))
+	r, err := Render(Request{Events: evs, Agent: weatherAgent, Target: Target{Provider: Anthropic, Model: "m"}})
+	if err != nil || len(r.Notes) != 0 {
+		t.Fatalf("notes %q (%v), want none", r.Notes, err)
+	}
+	r, _ = Render(Request{Events: events(t, ev{"mystery", `{}`}, user("hi")), Agent: weatherAgent, Target: Target{Provider: Anthropic, Model: "m"}})
+	if len(r.Notes) != 1 || !strings.Contains(r.Notes[0], "mystery") {
+		t.Fatalf("an unknown type: notes %q", r.Notes)
+	}
+}
