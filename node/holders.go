@@ -1614,7 +1614,7 @@ func (hs *holders) resolve(ctx context.Context, agent, action string) (string, e
 			return "", fmt.Errorf("resolve: %w", foreignError(agent))
 		}
 		if m, err := hs.n.store.Members(agent); err == nil && !m.Has(hs.n.id.Machine()) {
-			return "", fmt.Errorf("resolve %s: this machine is not a member of the agent, so it cannot run it: %w (a member adds it: tern member add %s %s)",
+			return "", fmt.Errorf("resolve %s: this machine is not a member of the agent (%w), so it cannot run it; unless it was removed, on a machine that is one: tern member add %s %s",
 				agent, journal.ErrNotMember, agent, hs.n.id.Machine())
 		}
 	}

@@ -56,25 +56,19 @@ func (n *Node) foreign(agent string) bool {
 // foreignError is ErrForeign for a person: what the copy is and the ways
 // forward.
 func foreignError(agent string) error {
-	return fmt.Errorf("agent %s: %w, so it never runs here: pair this node with one of its machines and migrate it here from the one that runs it (add this machine as a member there first: tern member add), or make a new agent of its state: tern capsule adopt", agent, ErrForeign)
+	return fmt.Errorf("agent %s: %w, so it never runs here: pair this node with one of its machines and migrate it here from the one that runs it (add this machine as a member there first: tern member add), or make a new agent of its state: tern capsule adopt %s", agent, ErrForeign, agent)
 }
 
 // tendMembers writes what this node owes the members of an agent it
 // holds. Of a capsule from before members, it names the first members
 // (capsule.Dir.NameFirstMembers): itself, every machine whose events it
-// holds, and every paired peer it shares the agent with. Then, being a
-// member, it adds each of peers (every paired peer it shares the agent
-// with, when none is given) that is not a member yet: paired peers are the
-// person's own machines, and this is when one is first given the agent. A
-// machine once removed is never added again.
+// holds, and each of peers. Then, being a member, it adds each of peers
+// that is not a member yet and is a paired peer the agent is shared with:
+// the callers pass the peers they give the agent to (a copy served, an
+// exchange with a peer that holds it, a move), and paired peers are the
+// person's own machines. Pairing alone makes no member. A machine once
+// removed is never added again.
 func (n *Node) tendMembers(ctx context.Context, agent string, peers ...peer.ID) {
-	if len(peers) == 0 {
-		for _, p := range n.peers.List() {
-			if id, err := peer.Decode(p.ID); err == nil {
-				peers = append(peers, id)
-			}
-		}
-	}
 	peers = slices.DeleteFunc(peers, func(p peer.ID) bool {
 		return p == n.host.ID() || n.knownMember(agent, p) || !n.peers.Allowed(p) || !n.store.shares.Shared(agent, p.String())
 	})

@@ -581,13 +581,6 @@ func (n *Node) Pair(p Peer) error {
 		return err
 	}
 	n.holders.repeer()
-	n.spawn(func() {
-		if ids, err := n.store.List(); err == nil {
-			for _, id := range ids {
-				n.tendMembers(n.ctx, id)
-			}
-		}
-	})
 	n.spawn(n.dialPeers)
 	return nil
 }

@@ -153,7 +153,9 @@ func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 		if r > wantsOnly && n.sameAsPeer(p, id, theirs[id]) {
 			n.stats.alike.Inc() // the list's one round trip showed it: no exchange
 		} else if r == everything || r == changedOnly && !n.peerHoldsAll(p, id) && !n.responds(p, id) {
-			n.tendMembers(ctx, id, p)
+			if _, held := theirs[id]; held {
+				n.tendMembers(ctx, id, p) // it holds the agent: it was given it
+			}
 			st, err := n.exchange(ctx, p, id)
 			if err != nil {
 				n.log.Debug("sync", "peer", p, "agent", id, "err", err)

@@ -112,8 +112,12 @@ func (n *Node) runsHere(w http.ResponseWriter, agent string) bool {
 		return false
 	}
 	w.WriteHeader(http.StatusConflict)
+	here := st.State
+	if here == "copy" {
+		here = "a copy"
+	}
 	msg := fmt.Sprintf("agent %s runs on %s, not on this node (it is %s here): send the request to that node, or move the agent here (on that node: tern migrate %s --to %s); if that machine is gone for good: tern migrate resolve %s --resume --force here",
-		agent, orNone(n.holders.peerNames([]string{st.Holder.Peer})), st.State, agent, n.id.Machine(), agent)
+		agent, orNone(n.holders.peerNames([]string{st.Holder.Peer})), here, agent, n.id.Machine(), agent)
 	if foreign {
 		msg = foreignError(agent).Error()
 	}
