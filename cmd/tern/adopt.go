@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
@@ -24,8 +25,8 @@ func capsuleAdoptCmd(e *env) *cobra.Command {
 		yes  bool
 	)
 	c := &cobra.Command{
-		Use:     "adopt FILE.tar|DIR [--name NAME] [--yes]",
-		Example: "  tern capsule adopt shared-agent.tar --name helper",
+		Use:     "adopt FILE.tar|DIR|AGENT-ID [--name NAME] [--yes]",
+		Example: "  tern capsule adopt shared-agent.tar --name helper\n  tern capsule adopt $FOREIGN_COPY --yes",
 		Short:   "Make a new agent of a capsule's state, this machine its only member; the running node holds it",
 		Long: `Make a new agent of a capsule's state: its agent.json, environment, workspace
 and notes, under a new id whose only member is this machine; the running node
@@ -40,7 +41,7 @@ secret names) and asks; --yes adopts without asking.`,
 			if err != nil {
 				return err
 			}
-			src, err := capsule.Open(args[0])
+			src, err := capsule.Open(capsulePath(args[0])) // a folder, a tar, or a copy the node holds
 			if err != nil {
 				return err
 			}
@@ -89,7 +90,7 @@ secret names) and asks; --yes adopts without asking.`,
 				return err
 			}
 			fmt.Fprintln(e.stdout, res.ID)
-			e.done("adopted %s as a new agent %s (%s): this node holds it; its members: this machine", args[0], plan.agent.Name, res.ID)
+			e.done("adopted %s as a new agent %s (%s): this node runs it; its only member is this machine, until a paired machine takes a copy", args[0], plan.agent.Name, res.ID)
 			return nil
 		},
 	}
@@ -234,7 +235,7 @@ func (p *adoption) build(ctx context.Context, src *capsule.Capsule, dir, tmp str
 // confirm asks a yes-or-no question on stderr and reads the answer from
 // stdin, which must be a terminal: a script passes --yes instead.
 func (e *env) confirm(question string) (bool, error) {
-	if f, ok := e.stdin.(*os.File); !ok || !isTerminal(f) {
+	if f, ok := e.stdin.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) { // /dev/null is a character device, not a terminal
 		return false, &exitError{code: exitBadInput, err: errors.New("stdin is not a terminal, so nobody can answer: read what is above and pass --yes to go ahead")}
 	}
 	fmt.Fprint(e.stderr, question)

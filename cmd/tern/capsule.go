@@ -183,7 +183,7 @@ func inspect(c *capsule.Capsule) (*inspection, error) {
 		}
 	}
 	sort.Strings(in.Sessions)
-	_, q := journal.Readable(events)
+	_, q := journal.ReadableOf(c.ID(), events)
 	in.Quarantined = len(q)
 	if in.Forks == nil {
 		in.Forks = []journal.Fork{}

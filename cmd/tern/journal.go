@@ -131,7 +131,7 @@ func journalLogCmd(e *env) *cobra.Command {
 				return err
 			}
 			journal.Sort(events)
-			aside := journal.Quarantined(events)
+			aside := journal.QuarantinedOf(c.ID(), events)
 			w := bufio.NewWriter(e.stdout)
 			defer w.Flush()
 			for _, ev := range events {
@@ -148,6 +148,10 @@ func journalLogCmd(e *env) *cobra.Command {
 					mark = " SET ASIDE (healed)"
 				case journal.AsideStaleEpoch:
 					mark = " SET ASIDE (written under an ended epoch)"
+				case journal.AsideRemoved:
+					mark = " SET ASIDE (written after its machine's removal from the members)"
+				case journal.AsideStranger:
+					mark = " NOT READ (its machine is not a member of the agent)"
 				case journal.AsideFork:
 					mark = " QUARANTINED (fork)"
 				default:
@@ -163,8 +167,8 @@ func journalLogCmd(e *env) *cobra.Command {
 }
 
 // markedLine is an event's stored line, with "quarantined" added as its last
-// field when the journal keeps it aside (why: healed, stale_epoch, fork or
-// broken_chain), so a script can select(.quarantined) or drop them. A line
+// field when the journal keeps it aside (why: removed, not_member, healed,
+// stale_epoch, fork or broken_chain), so a script can select(.quarantined) or drop them. A line
 // without the field is byte for byte the stored one; del(.quarantined) gives
 // it back for a marked one.
 func markedLine(ev *journal.Event, why string) []byte {

@@ -89,7 +89,11 @@ func printMembers(e *env, rep node.MembersReport) error {
 	}
 	for _, m := range rep.Members {
 		if m.Removed {
-			fmt.Fprintf(e.stdout, "%s  removed (its events up to seq %d count)\n", m.Peer, m.Seq)
+			if m.Seq == 0 {
+				fmt.Fprintf(e.stdout, "%s  removed (none of its events count)\n", m.Peer)
+			} else {
+				fmt.Fprintf(e.stdout, "%s  removed (its events up to seq %d count)\n", m.Peer, m.Seq)
+			}
 		} else {
 			fmt.Fprintf(e.stdout, "%s\n", m.Peer)
 		}
@@ -181,6 +185,9 @@ func peerByName(home, name string) (string, error) {
 		if p.Name == name && name != "" {
 			return p.ID, nil
 		}
+	}
+	if _, err := node.ParsePeerID(name); err != nil {
+		return "", &exitError{code: exitBadInput, err: fmt.Errorf("%q is neither a peer ID nor the name of a paired peer (tern peer list shows them; tern id prints a machine's peer ID)", name)}
 	}
 	return name, nil
 }

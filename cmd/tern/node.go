@@ -212,7 +212,7 @@ func peerCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			e.done("paired %s%s, %s", added.ID, nameSuffix(added.Name), plural(len(added.Addrs), "address"))
+			e.done("paired %s%s, %s; a paired machine counts as yours: it becomes a member of each agent it takes a copy of, and what it accepts in an agent.json runs here too", added.ID, nameSuffix(added.Name), plural(len(added.Addrs), "address"))
 			return nil
 		},
 	}
@@ -455,7 +455,7 @@ func statusCmd(e *env) *cobra.Command {
 					fmt.Fprintf(w, "       incomplete: wants %s\n", plural(c.Wants, "blob"))
 				}
 				if c.Quarantined > 0 && len(c.Forks) == 0 {
-					fmt.Fprintf(w, "       %s set aside (written under an ended epoch, or replaced by a heal; tern journal log marks them)\n", plural(c.Quarantined, "event"))
+					fmt.Fprintf(w, "       %s set aside (written under an ended epoch, replaced by a heal, or written after their machine's removal from the members; tern journal log marks them)\n", plural(c.Quarantined, "event"))
 				}
 				for _, f := range c.Forks {
 					fmt.Fprintf(w, "       FORK machine %s seq %d; %d events quarantined\n", f.Machine, f.Seq, c.Quarantined)

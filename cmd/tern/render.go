@@ -59,7 +59,7 @@ func renderCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			view, quarantined := journal.Readable(all)
+			view, quarantined := journal.ReadableOf(cp.ID(), all)
 			switch {
 			case len(quarantined) > 0 && len(journal.Check(all)) > 0:
 				e.log.Warn("render: quarantined events left out (a fork or a break; see tern capsule inspect)", "events", len(quarantined))

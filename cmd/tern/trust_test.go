@@ -38,8 +38,8 @@ func editAgentJSON(t *testing.T, home, dir string, edit func(a map[string]any)) 
 // As issue 28 drives it: a folder made and accepted on another person's
 // machine, whose agent.json names an MCP command and sends a key to its
 // own base URL, runs nothing and sends nothing here: tern mcp list and
-// tern model test refuse it (exit 2), saying what it would run and send
-// and how to accept it. The machine that accepted it runs both, so the
+// tern model test refuse it (exit 2), saying what it would run and send,
+// that it is someone else's, and that adopt makes it ours. The machine that accepted it runs both, so the
 // same commands do reach the command and the server.
 func TestAFolderAcceptedOnlyElsewhereRunsNothingAndSendsNothing(t *testing.T) {
 	var requests atomic.Int32
@@ -62,7 +62,7 @@ func TestAFolderAcceptedOnlyElsewhereRunsNothingAndSendsNothing(t *testing.T) {
 	})
 
 	code, _, errs := tern(t, mine, "", "mcp", "list", dir)
-	if code != exitBadInput || !strings.Contains(errs, "evil: sh -c echo ran") || !strings.Contains(errs, "tern capsule accept") {
+	if code != exitBadInput || !strings.Contains(errs, "evil: sh -c echo ran") || !strings.Contains(errs, "someone else's capsule") || !strings.Contains(errs, "tern capsule adopt "+dir) {
 		t.Fatalf("mcp list of a folder accepted elsewhere: exit %d: %s", code, errs)
 	}
 	code, _, errs = tern(t, mine, "", "model", "test", dir)
@@ -126,11 +126,22 @@ func TestAdoptMakesAForeignCapsuleANewAgentOfOurs(t *testing.T) {
 	if code != exitBadInput || out != "" || !strings.Contains(errs, "fs: npx -y @modelcontextprotocol/server-filesystem .") || !strings.Contains(errs, "--yes") {
 		t.Fatalf("adopt with nobody to answer: exit %d: %q %s", code, out, errs)
 	}
+	// Nor when stdin is /dev/null (a character device, but no terminal),
+	// as under cron.
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	var nullOut, nullErr strings.Builder
+	if code := run([]string{"capsule", "adopt", tar}, devNull, &nullOut, &nullErr); code != exitBadInput || !strings.Contains(nullErr.String(), "--yes") {
+		t.Fatalf("adopt with stdin from /dev/null: exit %d: %s", code, nullErr.String())
+	}
 	if after := mustTern(t, mine, "", "capsule", "list"); after != before {
 		t.Fatalf("a refused adopt changed the node's capsules:\n%s\n%s", before, after)
 	}
 
-	code, out, errs = tern(t, mine, "", "capsule", "adopt", tar, "--yes", "--name", "mine")
+	code, out, errs = tern(t, mine, "", "capsule", "adopt", info.ID, "--yes", "--name", "mine") // the node's foreign copy
 	if code != 0 {
 		t.Fatalf("adopt --yes: exit %d: %s", code, errs)
 	}
