@@ -262,3 +262,25 @@ func TestAMigrationTargetMustBeAMember(t *testing.T) {
 		t.Fatal("a stopped running the agent")
 	}
 }
+
+// Pairing alone makes no member: a machine paired at an address where
+// nothing answers never took the agent, and is none of its members (a
+// typo in tern peer add must not cost that key the agent for good).
+func TestPairingAloneMakesNoMember(t *testing.T) {
+	n := tcp.start(t, t.TempDir())
+	agent := heldBy(t, n, nil)
+	ghost, err := NewIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Pair(Peer{ID: ghost.Machine(), Name: "ghost", Addrs: []string{"/ip4/127.0.0.1/tcp/9/p2p/" + ghost.Machine()}}); err != nil {
+		t.Fatal(err)
+	}
+	// The node restarts its view of the capsules as an import does.
+	if _, _, err := n.imported(agent, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := n.store.Members(agent); m.Has(ghost.Machine()) {
+		t.Fatal("a paired machine that never took the agent is a member")
+	}
+}
