@@ -13,6 +13,8 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
+
+	"github.com/tern-dev/tern/internal/atomicfile"
 )
 
 // ErrHashMismatch means bytes did not hash to the name they were stored or
@@ -73,7 +75,7 @@ func BlobCID(hexSum string) string {
 // written again.
 func putBlob(dir string, r io.Reader) (FileEntry, error) {
 	blobs := filepath.Join(dir, filepath.FromSlash(BlobDir))
-	f, err := os.CreateTemp(blobs, tempPrefix+"*")
+	f, err := os.CreateTemp(blobs, atomicfile.TempPrefix+"*")
 	if err != nil {
 		return FileEntry{}, err
 	}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
@@ -162,7 +163,7 @@ func writeNewCapsule(dir string, m *Manifest, files map[string][]byte, addBlobs 
 	}
 	m.Files = map[string]FileEntry{}
 	for name, data := range files {
-		if err := WriteFileAtomic(filepath.Join(staging, filepath.FromSlash(name)), data, 0o644); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(staging, filepath.FromSlash(name)), data, 0o644); err != nil {
 			return err
 		}
 		m.Files[name] = entryOf(data)
@@ -175,7 +176,7 @@ func writeNewCapsule(dir string, m *Manifest, files map[string][]byte, addBlobs 
 		for name, e := range blobs {
 			m.Files[name] = e
 		}
-		if err := syncDir(filepath.Join(staging, filepath.FromSlash(BlobDir))); err != nil {
+		if err := atomicfile.SyncDir(filepath.Join(staging, filepath.FromSlash(BlobDir))); err != nil {
 			return err
 		}
 	}
@@ -183,7 +184,7 @@ func writeNewCapsule(dir string, m *Manifest, files map[string][]byte, addBlobs 
 	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(filepath.Join(staging, ManifestFile), data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(staging, ManifestFile), data, 0o644); err != nil {
 		return err
 	}
 	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -193,7 +194,7 @@ func writeNewCapsule(dir string, m *Manifest, files map[string][]byte, addBlobs 
 	if err := os.Rename(staging, dir); err != nil {
 		return fmt.Errorf("move the new capsule into place: %w", err)
 	}
-	return syncDir(parent)
+	return atomicfile.SyncDir(parent)
 }
 
 // ErrLocked means another writer holds the capsule folder: another
@@ -266,7 +267,7 @@ func (d *Dir) recover() error {
 	var blobs []string // blobs the manifest does not list
 	for _, name := range names {
 		switch {
-		case isTempName(name):
+		case atomicfile.IsTemp(name):
 			d.log.Warn("removing a temporary file left by an interrupted write", "capsule", d.dir, "file", name)
 			if err := os.Remove(d.path(name)); err != nil {
 				return err
@@ -283,7 +284,7 @@ func (d *Dir) recover() error {
 				if err := os.Rename(d.path(name), d.path(target)); err != nil {
 					return err
 				}
-				if err := syncDir(filepath.Dir(d.path(target))); err != nil {
+				if err := atomicfile.SyncDir(filepath.Dir(d.path(target))); err != nil {
 					return err
 				}
 				continue
@@ -657,7 +658,7 @@ func (d *Dir) SnapshotWith(ctx context.Context, s journal.Signer, epoch uint64, 
 		return SnapshotEventBody{}, nil, err
 	}
 	blobs[BlobPath(e.SHA256)] = e
-	if err := syncDir(d.path(BlobDir)); err != nil {
+	if err := atomicfile.SyncDir(d.path(BlobDir)); err != nil {
 		return SnapshotEventBody{}, nil, err
 	}
 	body := SnapshotEventBody{Snapshot: BlobCID(e.SHA256)}
@@ -711,7 +712,7 @@ func (d *Dir) update(files map[string][]byte, blobs map[string]FileEntry, h *Hol
 		m.Files[k] = v
 	}
 	for name, data := range files {
-		if err := WriteFileAtomic(d.path(name)+nextSuffix, data, 0o644); err != nil {
+		if err := atomicfile.WriteFile(d.path(name)+nextSuffix, data, 0o644); err != nil {
 			return err
 		}
 		m.Files[name] = entryOf(data)
@@ -728,7 +729,7 @@ func (d *Dir) update(files map[string][]byte, blobs map[string]FileEntry, h *Hol
 	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(d.path(ManifestFile), data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(d.path(ManifestFile), data, 0o644); err != nil {
 		return err
 	}
 	d.manifest.Store(&m)
@@ -736,7 +737,7 @@ func (d *Dir) update(files map[string][]byte, blobs map[string]FileEntry, h *Hol
 		if err := os.Rename(d.path(name)+nextSuffix, d.path(name)); err != nil {
 			return err
 		}
-		if err := syncDir(filepath.Dir(d.path(name))); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(d.path(name))); err != nil {
 			return err
 		}
 	}

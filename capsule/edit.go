@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
 )
@@ -132,7 +133,7 @@ func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, erro
 	if len(accepted) == 0 {
 		return nil, d.Seal()
 	}
-	if err := syncDir(d.path(BlobDir)); err != nil {
+	if err := atomicfile.SyncDir(d.path(BlobDir)); err != nil {
 		return nil, err
 	}
 	jl, err := d.journalLog()

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
 )
@@ -263,8 +264,8 @@ func PackFile(c *Capsule, out string, opt PackOptions) error {
 	if err != nil {
 		return err
 	}
-	removeLeftovers(abs)
-	return WriteAtomic(abs, 0o644, func(w io.Writer) error {
+	atomicfile.RemoveLeftovers(abs)
+	return atomicfile.Write(abs, 0o644, func(w io.Writer) error {
 		bw := newBufferedWriter(w)
 		if err := Pack(c, bw, opt); err != nil {
 			return err

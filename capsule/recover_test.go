@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tern-dev/tern/internal/atomicfile"
 )
 
 // crashAfterCommit performs the first half of an update of agent.json:
@@ -16,7 +18,7 @@ import (
 func crashAfterCommit(t *testing.T, dir string, agent []byte) {
 	t.Helper()
 	c := mustOpen(t, dir)
-	if err := WriteFileAtomic(filepath.Join(dir, filepath.FromSlash(AgentFile))+nextSuffix, agent, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, filepath.FromSlash(AgentFile))+nextSuffix, agent, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	m := *c.Manifest()
@@ -29,7 +31,7 @@ func crashAfterCommit(t *testing.T, dir string, agent []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, ManifestFile), data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, ManifestFile), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -74,7 +76,7 @@ func TestACrashBeforeTheCommitPointLeavesTheOldCapsule(t *testing.T) {
 	dir := fullCapsule(t, newSigner(t))
 	next := filepath.Join(dir, filepath.FromSlash(NotesFile)) + nextSuffix
 	os.WriteFile(next, []byte("never committed"), 0o644)
-	os.WriteFile(filepath.Join(dir, "memory", tempPrefix+"123"), []byte("half a file"), 0o644)
+	os.WriteFile(filepath.Join(dir, "memory", atomicfile.TempPrefix+"123"), []byte("half a file"), 0o644)
 	blob := bytes.Repeat([]byte("b"), 10)
 	sum := entryOf(blob).SHA256
 	os.WriteFile(filepath.Join(dir, filepath.FromSlash(BlobPath(sum))), blob, 0o644)
@@ -92,7 +94,7 @@ func TestACrashBeforeTheCommitPointLeavesTheOldCapsule(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Close()
-	for _, p := range []string{next, filepath.Join(dir, "memory", tempPrefix+"123")} {
+	for _, p := range []string{next, filepath.Join(dir, "memory", atomicfile.TempPrefix+"123")} {
 		if _, err := os.Stat(p); err == nil {
 			t.Errorf("%s survived recovery", p)
 		}

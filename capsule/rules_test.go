@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
 )
 
@@ -253,7 +254,7 @@ func writeManifest(t *testing.T, dir string, m *Manifest) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, ManifestFile), data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, ManifestFile), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -291,11 +292,11 @@ func TestTheNextRunForAnOutputRemovesWhatKilledRunsLeftBesideIt(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dead := filepath.Join(root, "."+filepath.Base(tc.output)+tempPrefix+"killed")
+			dead := filepath.Join(root, "."+filepath.Base(tc.output)+atomicfile.TempPrefix+"killed")
 			if err := os.MkdirAll(filepath.Join(dead, "memory"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			live := filepath.Join(root, "."+filepath.Base(tc.output)+tempPrefix+"live")
+			live := filepath.Join(root, "."+filepath.Base(tc.output)+atomicfile.TempPrefix+"live")
 			if err := os.Mkdir(live, 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -304,7 +305,7 @@ func TestTheNextRunForAnOutputRemovesWhatKilledRunsLeftBesideIt(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer lock.Unlock()
-			other := filepath.Join(root, ".other"+tempPrefix+"x")
+			other := filepath.Join(root, ".other"+atomicfile.TempPrefix+"x")
 			os.WriteFile(other, nil, 0o644)
 			if err := tc.run(tc.output); err != nil {
 				t.Fatal(err)

@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tern-dev/tern/internal/atomicfile"
 )
 
 // Snapshot is artifacts/snapshot.json: the workspace as a map from relative
@@ -370,7 +372,7 @@ func (c *Capsule) Materialize(out string) error {
 	if err := os.Rename(staging, out); err != nil {
 		return fmt.Errorf("materialize: %w", err)
 	}
-	return syncDir(filepath.Dir(out))
+	return atomicfile.SyncDir(filepath.Dir(out))
 }
 
 func (c *Capsule) copyBlob(e SnapshotEntry, dst string) error {
@@ -456,7 +458,7 @@ func (c *Capsule) UpdateWorkspace(dir string, have *Snapshot) (*Snapshot, error)
 		if prev, ok := have.Entries[p]; ok && prev == e {
 			continue
 		}
-		tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+tempPrefix+"update")
+		tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+atomicfile.TempPrefix+"update")
 		os.Remove(tmp)
 		if err := c.copyBlob(e, tmp); err != nil {
 			os.Remove(tmp)
@@ -474,5 +476,5 @@ func (c *Capsule) UpdateWorkspace(dir string, have *Snapshot) (*Snapshot, error)
 			}
 		}
 	}
-	return snap, syncDir(dir)
+	return snap, atomicfile.SyncDir(dir)
 }

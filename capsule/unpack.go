@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/journal"
 )
 
@@ -136,7 +137,7 @@ func unpackInto(dir, from string, extract func(staging string) (map[string]FileE
 		return fmt.Errorf("%s: %w: no %s", unpackOf(from), ErrNotCapsule, ManifestFile)
 	}
 	for _, d := range append([]string{"."}, dirs...) {
-		if err := syncDir(filepath.Join(staging, filepath.FromSlash(d))); err != nil {
+		if err := atomicfile.SyncDir(filepath.Join(staging, filepath.FromSlash(d))); err != nil {
 			return err
 		}
 	}
@@ -162,7 +163,7 @@ func unpackInto(dir, from string, extract func(staging string) (map[string]FileE
 	if err := os.Rename(staging, dir); err != nil {
 		return fmt.Errorf("unpack: %w", err)
 	}
-	return syncDir(parent)
+	return atomicfile.SyncDir(parent)
 }
 
 // unpackOf is how an unpack's errors begin: "unpack FILE", or "unpack"

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
 )
@@ -336,7 +337,7 @@ func checkUnlisted(c *Capsule, r *Report) {
 		}
 		if isDir {
 			switch {
-			case isTempName(name):
+			case atomicfile.IsTemp(name):
 				r.notef("%s: a write in progress, or the leftover of an interrupted one; removed by the next write", name)
 				continue
 			case strings.HasSuffix(name, nextSuffix):

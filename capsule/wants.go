@@ -12,6 +12,7 @@ import (
 	"sort"
 	"unicode/utf8"
 
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
 )
@@ -216,7 +217,7 @@ func (d *Dir) adopt(e FileEntry, path string) error {
 	if err := os.Rename(path, final); err != nil {
 		return err
 	}
-	if err := syncDir(filepath.Dir(final)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(final)); err != nil {
 		return err
 	}
 	files, err := d.derivedUpdates(map[string]FileEntry{BlobPath(sha256Hex): e})
@@ -383,7 +384,7 @@ func (d *Dir) PutBlob(data []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := syncDir(d.path(BlobDir)); err != nil {
+	if err := atomicfile.SyncDir(d.path(BlobDir)); err != nil {
 		return "", err
 	}
 	if d.BlobSize(e.SHA256) != e.Size {

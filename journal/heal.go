@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/tern-dev/tern/internal/atomicfile"
 )
 
 // HealType is the type of the event with which a machine resolves forks
@@ -410,7 +412,7 @@ func ExtendFile(path string, events []*Event) (err error) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("extend journal %s: %w", path, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return fmt.Errorf("extend journal %s: fsync folder: %w", path, err)
 	}
 	return nil

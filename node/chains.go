@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/journal"
 )
@@ -224,7 +225,7 @@ func (c *ChainClaim) Release(d *capsule.Dir) error {
 	if err != nil {
 		return err
 	}
-	return capsule.WriteFileAtomic(c.path, append(data, '\n'), 0o600)
+	return atomicfile.WriteFile(c.path, append(data, '\n'), 0o600)
 }
 
 // readChainRecord reads a record; ok is false when there is none.

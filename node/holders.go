@@ -22,6 +22,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/render"
@@ -598,7 +599,7 @@ func (hs *holders) stage(staging string, c fencing.Chunk) {
 		hs.n.log.Warn("staging", "err", err)
 		return
 	}
-	if err := capsule.WriteFileAtomic(filepath.Join(dir, hex.EncodeToString(c.File.Sum[:])), c.Data, 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, hex.EncodeToString(c.File.Sum[:])), c.Data, 0o600); err != nil {
 		hs.n.log.Warn("staging", "err", err)
 	}
 }
@@ -790,7 +791,7 @@ func (hs *holders) keepHandover(agent string, msg fencing.Message) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return capsule.WriteFileAtomic(path, msg.Handover, 0o600)
+	return atomicfile.WriteFile(path, msg.Handover, 0o600)
 }
 
 // keptHandover reads the handover kept for agent's activation at epoch.

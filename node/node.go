@@ -28,6 +28,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
@@ -659,5 +660,5 @@ func (n *Node) serveAPI() error {
 	if err != nil {
 		return err
 	}
-	return capsule.WriteFileAtomic(filepath.Join(n.home, InfoFile), append(data, '\n'), 0o600)
+	return atomicfile.WriteFile(filepath.Join(n.home, InfoFile), append(data, '\n'), 0o600)
 }

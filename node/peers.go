@@ -14,7 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/atomicfile"
 )
 
 // PeersFile is the allowlist of paired peers inside $TERN_HOME.
@@ -216,5 +216,5 @@ func (p *Peers) save(m map[peer.ID]Peer) error {
 	if err := os.MkdirAll(filepath.Dir(p.path), 0o700); err != nil {
 		return err
 	}
-	return capsule.WriteFileAtomic(p.path, append(data, '\n'), 0o600)
+	return atomicfile.WriteFile(p.path, append(data, '\n'), 0o600)
 }

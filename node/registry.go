@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/atomicfile"
 )
 
 // RegistryFile is the node's holder registry inside $TERN_HOME
@@ -97,7 +97,7 @@ func (g *fileRegistry) Save(agent string, rec fencing.Record) error {
 	if err != nil {
 		return fmt.Errorf("save %s: %w", agent, err)
 	}
-	if err := capsule.WriteFileAtomic(g.path, data, 0o600); err != nil {
+	if err := atomicfile.WriteFile(g.path, data, 0o600); err != nil {
 		if full := diskFull(g.path, err); full != err {
 			return full
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/atomicfile"
 )
 
 // SharesFile narrows which paired peers get which capsules, inside
@@ -97,7 +98,7 @@ func (s *Shares) Set(agent, p string, on bool) error {
 	if err != nil {
 		return err
 	}
-	if err := capsule.WriteFileAtomic(s.path, append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteFile(s.path, append(data, '\n'), 0o600); err != nil {
 		return err
 	}
 	s.off = next

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 )
@@ -890,7 +891,7 @@ func (s *Store) ImportFrom(r io.Reader) (string, bool, error) {
 		if err := os.Rename(staged, final); err != nil {
 			return "", false, err
 		}
-		return id, false, capsule.SyncDir(s.dir)
+		return id, false, atomicfile.SyncDir(s.dir)
 	}
 	// Merge with the held copy, then swap folders.
 	s.mu.Lock()
@@ -919,7 +920,7 @@ func (s *Store) ImportFrom(r io.Reader) (string, bool, error) {
 		os.Rename(aside, final) // put the held copy back
 		return "", false, err
 	}
-	return id, true, capsule.SyncDir(s.dir)
+	return id, true, atomicfile.SyncDir(s.dir)
 }
 
 // tidyImports removes what killed imports left in the store's folder,
@@ -944,7 +945,7 @@ func (s *Store) tidyImports() {
 			os.RemoveAll(dir)
 		}
 	}
-	capsule.SyncDir(s.dir)
+	atomicfile.SyncDir(s.dir)
 }
 
 // keepsAside reports whether an import's folder holds the only copy of a

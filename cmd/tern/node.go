@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/internal/secrets"
 	"github.com/tern-dev/tern/node"
@@ -594,7 +595,7 @@ func capsuleExportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = capsule.WriteAtomic(abs, 0o644, func(w io.Writer) error {
+			err = atomicfile.Write(abs, 0o644, func(w io.Writer) error {
 				_, err := io.Copy(w, resp.Body)
 				return err
 			})

@@ -40,7 +40,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/atomicfile"
 )
 
 // Group is a process group a node started: its id and, on Linux, its
@@ -87,7 +87,7 @@ func (d Dir) Keep(name string, g Group) error {
 		return err
 	}
 	b, _ := json.Marshal(g)
-	if err := capsule.WriteFileAtomic(path, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("procgroup: record process group %d in %s: %w", g.PGID, path, err)
 	}
 	return nil
@@ -101,7 +101,7 @@ func (d Dir) make() error {
 	if err := os.MkdirAll(string(d), 0o700); err != nil {
 		return fmt.Errorf("procgroup: create %s: %w", d, err)
 	}
-	return capsule.SyncDir(filepath.Dir(string(d)))
+	return atomicfile.SyncDir(filepath.Dir(string(d)))
 }
 
 // Drop removes the record of name: its group is gone.

@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
 )
 
@@ -40,21 +40,8 @@ func lockDir(dir string) (func(), error) {
 // writeFile replaces path with data, mode 0600, atomically: a temporary
 // file, fsync, rename, fsync of the folder.
 func writeFile(path string, data []byte) error {
-	if err := capsule.WriteFileAtomic(path, data, 0o600); err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o600); err != nil {
 		return fmt.Errorf("could not write %s: %w", path, err)
-	}
-	return nil
-}
-
-// syncDir fsyncs dir, so that a removal in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil
 }

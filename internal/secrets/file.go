@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/tern-dev/tern/internal/atomicfile"
 )
 
 const (
@@ -140,7 +142,7 @@ func (b *files) remove(name string) error {
 		os.Remove(b.path(checkName))
 		b.password = ""
 	}
-	return syncDir(b.dir)
+	return atomicfile.SyncDir(b.dir)
 }
 
 // isNew says whether the folder holds no secret and no check file.
