@@ -31,6 +31,11 @@ type FileUpdatedBody struct {
 	CID  string `json:"cid"`
 }
 
+// ErrNotEditable means a file that only tern writes differs from the
+// manifest when edits are accepted: damage, or an edit of a file that may
+// not be edited by hand.
+var ErrNotEditable = errors.New("not a file a person may edit")
+
 // ErrInvalidEdit means a hand-edited file does not parse or breaks a rule
 // of its format; the error names the file and what is wrong.
 var ErrInvalidEdit = errors.New("invalid edit")
@@ -67,7 +72,7 @@ func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, erro
 			continue
 		}
 		if !isEditable(name) {
-			return nil, fmt.Errorf("%s: %w: it does not match the manifest, and only %v may be edited by hand; run tern capsule verify %s", name, ErrHashMismatch, Editable, d.dir)
+			return nil, fmt.Errorf("%s: %w: it does not match the manifest, and only %v may be edited by hand (%w); run tern capsule verify %s", name, ErrHashMismatch, Editable, ErrNotEditable, d.dir)
 		}
 		data, err := os.ReadFile(d.path(name))
 		if err != nil {

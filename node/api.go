@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -387,27 +386,10 @@ func (n *Node) handleImport(w http.ResponseWriter, r *http.Request) {
 		n.httpError(w, http.StatusBadRequest, fmt.Errorf("reading the uploaded tar: %w", body.err))
 		return
 	case err != nil:
-		n.httpError(w, importStatus(err), fmt.Errorf("the uploaded tar: %w", err))
+		n.httpError(w, statusOr(err, http.StatusBadRequest), fmt.Errorf("the uploaded tar: %w", err))
 		return
 	}
 	writeJSON(w, map[string]any{"id": id, "merged": merged})
-}
-
-// importStatus is the status of a failed import of an upload: the
-// upload's fault (400) unless the node's own disk failed (an error that
-// carries an errno: 500), it differs from the held copy in a file tern
-// cannot merge (409) or the store is closing (503).
-func importStatus(err error) int {
-	var errno syscall.Errno
-	switch {
-	case errors.Is(err, ErrStoreClosed):
-		return http.StatusServiceUnavailable
-	case errors.Is(err, capsule.ErrDiverged):
-		return http.StatusConflict
-	case errors.As(err, &errno):
-		return http.StatusInternalServerError
-	}
-	return http.StatusBadRequest
 }
 
 // readErrors is a reader that keeps its reader's error (io.EOF aside):
@@ -496,14 +478,7 @@ func (n *Node) handleAccept(w http.ResponseWriter, r *http.Request) {
 	}
 	names, err := n.Accept(r.Context(), id)
 	if err != nil {
-		code := statusOf(err)
-		switch {
-		case errors.Is(err, capsule.ErrInvalidEdit):
-			code = http.StatusBadRequest
-		case errors.Is(err, capsule.ErrHashMismatch):
-			code = http.StatusConflict
-		}
-		n.httpError(w, code, err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	if names == nil {
@@ -539,11 +514,7 @@ func (n *Node) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	body, left, err := n.Snapshot(r.Context(), id, req.Workspace, capsule.SnapshotOptions{Exclude: req.Exclude})
 	if err != nil {
-		code := statusOf(err)
-		if errors.Is(err, capsule.ErrBadWorkspace) {
-			code = http.StatusBadRequest
-		}
-		n.httpError(w, code, err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	if left == nil {
@@ -676,23 +647,4 @@ func (n *Node) agentID(w http.ResponseWriter, r *http.Request) (string, bool) {
 		return "", false
 	}
 	return id, true
-}
-
-// statusOf is the status of an error of the node's own capsules (see
-// routes): what the client got wrong is 4xx; anything else is the node's
-// failure, a damaged capsule included.
-func statusOf(err error) int {
-	switch {
-	case errors.Is(err, ErrUnknownAgent):
-		return http.StatusNotFound
-	case errors.Is(err, journal.ErrInvalidDraft):
-		return http.StatusBadRequest
-	case errors.Is(err, journal.ErrFork), errors.Is(err, journal.ErrBrokenChain),
-		errors.Is(err, ErrChainElsewhere), errors.Is(err, ErrChainBusy), errors.Is(err, capsule.ErrLocked),
-		errors.Is(err, ErrFrozen), errors.Is(err, journal.ErrNotMember), errors.Is(err, capsule.ErrNotAccepted), errors.Is(err, ErrForeign):
-		return http.StatusConflict
-	case errors.Is(err, ErrStoreClosed), errors.Is(err, journal.ErrClosed), errors.Is(err, ErrDiskFull):
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
 }

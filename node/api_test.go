@@ -17,6 +17,8 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/session"
 )
 
 // apiError reads an error answer of the API, failing unless it is JSON
@@ -311,6 +313,7 @@ func TestTheAPIsStatusesSayWhoseFaultAnErrorIs(t *testing.T) {
 }
 
 func TestStatusesOfErrorsTellTheClientsFaultFromTheNodes(t *testing.T) {
+	importStatus := func(err error) int { return statusOr(err, http.StatusBadRequest) } // as the import handler answers
 	disk := &fs.PathError{Op: "write", Path: "/somewhere", Err: syscall.ENOSPC}
 	wrap := func(err error) error { return fmt.Errorf("agent x: %w", err) }
 	for _, tc := range []struct {
@@ -328,6 +331,10 @@ func TestStatusesOfErrorsTellTheClientsFaultFromTheNodes(t *testing.T) {
 		{"a full disk", statusOf, wrap(disk), http.StatusInternalServerError},
 		{"a damaged capsule the node holds", statusOf, wrap(capsule.ErrHashMismatch), http.StatusInternalServerError},
 		{"anything else", statusOf, errors.New("?"), http.StatusInternalServerError},
+		{"an accept of an edit of a file only tern writes", statusOf, wrap(capsule.ErrNotEditable), http.StatusConflict},
+		{"a model API that failed", statusOf, wrap(&provider.Error{Kind: provider.ErrUnavailable}), http.StatusBadGateway},
+		{"a session the node does not hold", statusOf, wrap(session.ErrNoSession), http.StatusNotFound},
+		{"an answer to a turn that waits for others", statusOf, wrap(session.ErrPartialAnswers), http.StatusUnprocessableEntity},
 		{"an import of an unsafe tar", importStatus, wrap(capsule.ErrUnsafeTar), http.StatusBadRequest},
 		{"an import of what is not a capsule", importStatus, wrap(capsule.ErrNotCapsule), http.StatusBadRequest},
 		{"an import that fails a check", importStatus, errors.New(`unpack the uploaded tar: entry "agent.json": altered`), http.StatusBadRequest},

@@ -156,6 +156,10 @@ func TestGossipStoresOnlyEventsThatCheckAndComeFromTheirWriter(t *testing.T) {
 	home := startQuietNode(t)
 	agent := sharedCapsule(t, home)
 	r := newRogue(t, home, agent, func(string) {})
+	// A member of the agent: its own events count, once they check.
+	if _, err := home.AddMember(t.Context(), agent, r.signer.Machine()); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "the rogue is in the topic", func() bool { return r.knows(home, agent) })
 	count := func(result string) float64 { return testutil.ToFloat64(home.stats.gossip.WithLabelValues(result)) }
 	before := eventCount(t, home, agent)

@@ -2,11 +2,9 @@ package node
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
-	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 )
 
@@ -75,14 +73,7 @@ func (n *Node) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
 // member removed, this node not a member) is the client's 400 or 409.
 func (n *Node) memberChanged(w http.ResponseWriter, p string, e *journal.Event, err error) {
 	if err != nil {
-		code := statusOf(err)
-		switch {
-		case errors.Is(err, capsule.ErrBadPeer):
-			code = http.StatusBadRequest
-		case errors.Is(err, capsule.ErrLastMember), errors.Is(err, capsule.ErrMembership):
-			code = http.StatusConflict
-		}
-		n.httpError(w, code, err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	out := MemberChange{Peer: p}

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -134,7 +133,7 @@ func (n *Node) handleReindex(w http.ResponseWriter, r *http.Request) {
 	}
 	count, err := n.ReindexMemory(r.Context(), agent)
 	if err != nil {
-		n.httpError(w, memoryStatus(err), err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	writeJSON(w, map[string]int{"texts": count})
@@ -145,21 +144,6 @@ type noteRequest struct {
 	Text   string   `json:"text"`
 	Tags   []string `json:"tags"`
 	Revise string   `json:"revise"` // a note id: revise it instead of adding one
-}
-
-// memoryStatus maps memory errors to HTTP statuses.
-func memoryStatus(err error) int {
-	switch {
-	case errors.Is(err, memory.ErrNoNote):
-		return http.StatusNotFound
-	case errors.Is(err, journal.ErrInvalidDraft):
-		return http.StatusBadRequest
-	}
-	var perr *provider.Error
-	if errors.As(err, &perr) {
-		return http.StatusBadGateway
-	}
-	return statusOf(err)
 }
 
 func (n *Node) handleNotes(w http.ResponseWriter, r *http.Request) {
@@ -189,7 +173,7 @@ func (n *Node) handleNote(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := n.Note(r.Context(), agent, req.Text, req.Tags, req.Revise)
 	if err != nil {
-		n.httpError(w, memoryStatus(err), err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	w.Header().Set("Location", "/v1/agents/"+agent+"/memory/"+id)
@@ -205,7 +189,7 @@ func (n *Node) handleForget(w http.ResponseWriter, r *http.Request) {
 	}
 	note := r.PathValue("note")
 	if err := n.Forget(r.Context(), agent, note); err != nil {
-		n.httpError(w, memoryStatus(err), err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	writeJSON(w, map[string]string{"note": note, "status": "removed"})
@@ -224,7 +208,7 @@ func (n *Node) handleSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	results, err := n.SearchMemory(r.Context(), agent, q)
 	if err != nil {
-		n.httpError(w, memoryStatus(err), err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	if results == nil {

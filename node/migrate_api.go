@@ -103,11 +103,7 @@ func (n *Node) handleMigrate(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	out, err := n.Migrate(ctx, id, target)
 	if err != nil {
-		code := statusOf(err)
-		if code == http.StatusInternalServerError {
-			code = http.StatusConflict // the agent's state here refuses it
-		}
-		n.httpError(w, code, err)
+		n.httpError(w, statusOr(err, http.StatusConflict), err) // the agent's state here refuses it
 		return
 	}
 	writeJSON(w, out)
@@ -150,11 +146,7 @@ func (n *Node) handleResolve(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	msg, err := n.Resolve(ctx, id, req.Action)
 	if err != nil {
-		code := statusOf(err)
-		if code == http.StatusInternalServerError {
-			code = http.StatusConflict
-		}
-		n.httpError(w, code, err)
+		n.httpError(w, statusOr(err, http.StatusConflict), err)
 		return
 	}
 	st, err := n.holders.state(id)

@@ -504,6 +504,13 @@ func TestAStaleWakeUpIsFencedOff(t *testing.T) {
 		a, b := tr.startAt(t, homeA), tr.startAt(t, homeB)
 		connectAll(t, a, b)
 		agent := heldBy(t, a, nil)
+		// b holds a copy before the backup (a made it a member as it gave
+		// it one): a restored home that lacks what the real one wrote
+		// later is the case under test, not a member added meanwhile.
+		eventually(t, "b holds a copy, a member", func() bool {
+			m, err := a.store.Members(agent)
+			return err == nil && m.Has(b.id.Machine()) && b.store.Holds(agent)
+		})
 		say(t, a, agent, "before the backup")
 		a.Close()
 		backup := copyHome(t, homeA)

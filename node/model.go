@@ -37,11 +37,7 @@ func (n *Node) handleModelTest(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	s, err := n.ModelSettings(id)
 	if err != nil {
-		code := statusOf(err)
-		if code == http.StatusInternalServerError {
-			code = http.StatusUnprocessableEntity // agent.json or its secret
-		}
-		n.httpError(w, code, err)
+		n.httpError(w, statusOr(err, http.StatusUnprocessableEntity), err) // agent.json or its secret
 		return
 	}
 	p, err := provider.RunProbe(ctx, s, provider.Options{})

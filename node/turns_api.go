@@ -290,8 +290,8 @@ func (n *Node) handleNewTurn(w http.ResponseWriter, r *http.Request) {
 	plan := session.Request{Turn: turnID, Text: req.Text, Responses: req.Responses, CancelActive: req.CancelActive, Model: req.Model}
 	drafts, err := st.Plan(sessionID, plan)
 	if err != nil {
-		code := planStatus(err)
-		body := map[string]any{"error": err.Error()}
+		code := statusOf(err)
+		body := map[string]any{"error": n.homeRelative(err.Error())}
 		if errors.Is(err, session.ErrTurnRunning) {
 			body["active_turn"] = st.Session(sessionID).Active().ID
 		}
@@ -301,11 +301,7 @@ func (n *Node) handleNewTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := rt.begin(r.Context(), agent, sessionID, turnID, st, drafts, req.Responses); err != nil {
-		code := statusOf(err)
-		if errors.Is(err, errAuthorizing) {
-			code = http.StatusUnprocessableEntity
-		}
-		n.httpError(w, code, err)
+		n.httpError(w, statusOf(err), err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -334,21 +330,6 @@ func (rt *agentRuntime) begin(ctx context.Context, agent, sessionID, turnID stri
 	}
 	rt.start(agent, sessionID, turnID)
 	return nil
-}
-
-// planStatus is the HTTP status of a refused turn request.
-func planStatus(err error) int {
-	switch {
-	case errors.Is(err, session.ErrNoSession):
-		return http.StatusNotFound
-	case errors.Is(err, session.ErrTurnRunning), errors.Is(err, session.ErrTurnExists), errors.Is(err, session.ErrStaleAnswer):
-		return http.StatusConflict
-	case errors.Is(err, session.ErrEmptyRequest), errors.Is(err, session.ErrDuplicateAnswer):
-		return http.StatusBadRequest
-	case errors.Is(err, session.ErrUnknownAction), errors.Is(err, session.ErrPartialAnswers), errors.Is(err, session.ErrMismatchedAnswer):
-		return http.StatusUnprocessableEntity
-	}
-	return http.StatusInternalServerError
 }
 
 // turnInfo is the API's view of turn t of the agent.

@@ -1,0 +1,83 @@
+package node
+
+import (
+	"errors"
+	"net/http"
+	"syscall"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/memory"
+	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/session"
+)
+
+// errorStatuses is the one table from an error to the HTTP status the API
+// answers it with: the first row whose error the chain wraps wins.
+var errorStatuses = []struct {
+	err  error
+	code int
+}{
+	// Not found: nothing of that name here.
+	{ErrUnknownAgent, http.StatusNotFound},
+	{session.ErrNoSession, http.StatusNotFound},
+	{memory.ErrNoNote, http.StatusNotFound},
+	// The request itself is wrong.
+	{journal.ErrInvalidDraft, http.StatusBadRequest},
+	{capsule.ErrInvalidEdit, http.StatusBadRequest},
+	{capsule.ErrBadWorkspace, http.StatusBadRequest},
+	{capsule.ErrBadPeer, http.StatusBadRequest},
+	{session.ErrEmptyRequest, http.StatusBadRequest},
+	{session.ErrDuplicateAnswer, http.StatusBadRequest},
+	// Well formed, but its answers do not match what the turn asks.
+	{session.ErrUnknownAction, http.StatusUnprocessableEntity},
+	{session.ErrPartialAnswers, http.StatusUnprocessableEntity},
+	{session.ErrMismatchedAnswer, http.StatusUnprocessableEntity},
+	{errAuthorizing, http.StatusUnprocessableEntity},
+	// The agent's state here refuses it now.
+	{journal.ErrFork, http.StatusConflict},
+	{journal.ErrBrokenChain, http.StatusConflict},
+	{ErrChainElsewhere, http.StatusConflict},
+	{ErrChainBusy, http.StatusConflict},
+	{capsule.ErrLocked, http.StatusConflict},
+	{ErrFrozen, http.StatusConflict},
+	{journal.ErrNotMember, http.StatusConflict},
+	{capsule.ErrNotAccepted, http.StatusConflict},
+	{ErrForeign, http.StatusConflict},
+	{capsule.ErrNotEditable, http.StatusConflict},
+	{capsule.ErrLastMember, http.StatusConflict},
+	{capsule.ErrMembership, http.StatusConflict},
+	{capsule.ErrDiverged, http.StatusConflict},
+	{session.ErrTurnRunning, http.StatusConflict},
+	{session.ErrTurnExists, http.StatusConflict},
+	{session.ErrStaleAnswer, http.StatusConflict},
+	// The node cannot now; it may later.
+	{ErrStoreClosed, http.StatusServiceUnavailable},
+	{journal.ErrClosed, http.StatusServiceUnavailable},
+	{ErrDiskFull, http.StatusServiceUnavailable},
+}
+
+// statusOf is the HTTP status of err: its row in errorStatuses; 502 for a
+// model or embedding API that failed; 500 for the node's own failure (an
+// error of the system, or any other).
+func statusOf(err error) int { return statusOr(err, http.StatusInternalServerError) }
+
+// statusOr is statusOf with another answer than 500 for an error of no
+// row that is not the system's: what the handler's request most likely
+// did wrong (an upload that is no capsule: 400).
+func statusOr(err error, otherwise int) int {
+	for _, row := range errorStatuses {
+		if errors.Is(err, row.err) {
+			return row.code
+		}
+	}
+	var perr *provider.Error
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &perr):
+		return http.StatusBadGateway
+	case errors.As(err, &errno):
+		return http.StatusInternalServerError
+	}
+	return otherwise
+}
