@@ -458,7 +458,7 @@ func statusCmd(e *env) *cobra.Command {
 					fmt.Fprintf(w, "       %s set aside (written under an ended epoch, replaced by a heal, or written after their machine's removal from the members; tern journal log marks them)\n", plural(c.Quarantined, "event"))
 				}
 				for _, f := range c.Forks {
-					fmt.Fprintf(w, "       FORK machine %s seq %d; %d events quarantined\n", f.Machine, f.Seq, c.Quarantined)
+					fmt.Fprintf(w, "       FORK machine %s seq %d; %s quarantined\n", f.Machine, f.Seq, plural(c.Quarantined, "event"))
 					if f.Machine == st.PeerID {
 						fmt.Fprintf(w, "       this node's own chain: the node heals it by itself once it holds every event of it (or now: tern capsule heal %s)\n", c.ID)
 					} else {
@@ -466,7 +466,7 @@ func statusCmd(e *env) *cobra.Command {
 					}
 				}
 				if c.Rejected > 0 {
-					fmt.Fprintf(w, "       REJECTED %d events from peers that failed their checks (see $TERN_HOME/quarantine/%s.jsonl)\n", c.Rejected, c.ID)
+					fmt.Fprintf(w, "       REJECTED %s from peers that failed their checks (see $TERN_HOME/quarantine/%s.jsonl)\n", plural(int(c.Rejected), "event"), c.ID)
 				}
 				if c.Refused > 0 {
 					fmt.Fprintf(w, "       REFUSED %s signed by machines that are not the agent's members (never stored; the node's log names each key; tern member list %s)\n", plural(int(c.Refused), "event"), c.ID)
