@@ -192,8 +192,10 @@ func peerCmd(e *env) *cobra.Command {
 				return fmt.Errorf("peer add: %s is this machine's own peer ID; pair the other machine's (run tern id there)", id)
 			}
 			var added node.Peer
+			var oldName string
 			err = e.editPeers(cmd.Context(), func(p *node.Peers) error {
 				added = node.Peer{ID: id, Name: name, Addrs: append(addrs, args[1:]...)}
+				oldName = ""
 				for _, known := range p.List() {
 					if known.ID != id {
 						continue
@@ -201,6 +203,7 @@ func peerCmd(e *env) *cobra.Command {
 					if added.Name == "" {
 						added.Name = known.Name
 					}
+					oldName = known.Name
 					for _, a := range known.Addrs {
 						if !slices.Contains(added.Addrs, a) {
 							added.Addrs = append(added.Addrs, a)
@@ -211,6 +214,9 @@ func peerCmd(e *env) *cobra.Command {
 			})
 			if err != nil {
 				return err
+			}
+			if oldName != "" && oldName != added.Name {
+				e.done("renamed %s → %s (%s); commands name it %s from now on", oldName, added.Name, added.ID, added.Name)
 			}
 			e.done("paired %s%s, %s; a paired machine counts as yours: it becomes a member of each agent it takes a copy of, and what it accepts in an agent.json runs here too", added.ID, nameSuffix(added.Name), plural(len(added.Addrs), "address"))
 			return nil

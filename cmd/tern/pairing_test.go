@@ -214,3 +214,23 @@ func TestAnActionAnsweredTwiceInOneCommandIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A new --name for a paired peer renames it, and says so: the old name no
+// longer names it.
+func TestPeerAddWithANewNameSaysItRenames(t *testing.T) {
+	home, other := t.TempDir(), t.TempDir()
+	theirs := strings.TrimSpace(mustTern(t, other, "", "id"))
+	if _, _, errs := tern(t, home, "", "peer", "add", theirs, "--name", "desktop"); strings.Contains(errs, "renamed") {
+		t.Fatalf("a first pairing said %q", errs)
+	}
+	if _, _, errs := tern(t, home, "", "peer", "add", theirs, "--name", "desktop"); strings.Contains(errs, "renamed") {
+		t.Fatalf("the same name again said %q", errs)
+	}
+	_, _, errs := tern(t, home, "", "peer", "add", theirs, "--name", "tower")
+	if !strings.Contains(errs, "renamed desktop → tower") {
+		t.Fatalf("peer add with a new name: %q, want it to say renamed desktop → tower", errs)
+	}
+	if code, _, _ := tern(t, home, "", "peer", "remove", "desktop"); code != exitBadInput {
+		t.Fatalf("the old name still names the peer: exit %d", code)
+	}
+}
