@@ -442,7 +442,13 @@ func statusCmd(e *env) *cobra.Command {
 			}
 			for _, p := range st.Peers {
 				state := "connected"
-				if !p.Connected {
+				switch {
+				case p.Connected:
+				case p.DisconnectedAt != nil && strings.HasPrefix(p.Why, "the connection ended"):
+					state = "not connected since " + p.DisconnectedAt.Local().Format(time.DateTime) + "; redialed every sync interval"
+				case p.DisconnectedAt != nil:
+					state = "not connected since " + p.DisconnectedAt.Local().Format(time.DateTime) + ": " + p.Why
+				default:
 					state = "not connected: " + p.Why
 				}
 				fmt.Fprintf(w, "paired %s%s (%s)\n", p.ID, nameSuffix(p.Name), state)
@@ -708,6 +714,7 @@ func syncCmd(e *env) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("sync wait: --peer: %w", err)
 			}
+			who := peerLabel(peerID)
 			cl, err := e.client()
 			if err != nil {
 				return err
@@ -724,7 +731,11 @@ func syncCmd(e *env) *cobra.Command {
 				switch {
 				case err == nil && st.InSync:
 					bar.done()
-					fmt.Fprintf(e.stdout, "in sync: events of %s, %s\n", plural(len(st.Ours), "machine"), plural(st.Blobs, "blob"))
+					if len(st.Ours) == 0 && st.Blobs == 0 {
+						fmt.Fprintf(e.stdout, "in sync with %s: nothing to copy yet\n", who)
+						return nil
+					}
+					fmt.Fprintf(e.stdout, "in sync with %s: events of %s, %s\n", who, plural(len(st.Ours), "machine"), plural(st.Blobs, "blob"))
 					return nil
 				case err == nil:
 					last = st
@@ -735,10 +746,13 @@ func syncCmd(e *env) *cobra.Command {
 				select {
 				case <-ctx.Done():
 					bar.done()
-					if !last.Events {
-						return checkFailed("sync wait: after %s, %s still lacks events of %s", timeout, peerID, args[0])
+					if !e.peerConnected(cmd.Context(), cl, peerID) {
+						return checkFailed("sync wait: after %s, %s is not connected; start its node or check tern status", timeout, who)
 					}
-					return checkFailed("sync wait: after %s, %s holds every event but lacks %d of the %d blobs", timeout, peerID, last.PeerLacks, last.Blobs)
+					if !last.Events {
+						return checkFailed("sync wait: after %s, %s still lacks events of %s", timeout, who, args[0])
+					}
+					return checkFailed("sync wait: after %s, %s holds every event but lacks %d of the %s", timeout, who, last.PeerLacks, plural(last.Blobs, "blob"))
 				case <-time.After(200 * time.Millisecond):
 				}
 			}
@@ -748,6 +762,39 @@ func syncCmd(e *env) *cobra.Command {
 	wait.Flags().DurationVar(&timeout, "timeout", time.Minute, "give up after this long (exit 1)")
 	c.AddCommand(wait)
 	return c
+}
+
+// peerLabel is how a command names the peer id to a person: its paired
+// name, or the id when it has none.
+func peerLabel(id string) string {
+	if home, err := node.Home(); err == nil {
+		if ps, err := node.LoadPeers(home); err == nil {
+			for _, p := range ps.List() {
+				if p.ID == id && p.Name != "" {
+					return p.Name
+				}
+			}
+		}
+	}
+	return id
+}
+
+// peerConnected reports whether the running node says it is connected to
+// the peer id; true when it cannot tell (the caller then says what it
+// knows instead).
+func (e *env) peerConnected(ctx context.Context, cl *node.Client, id string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var st node.Status
+	if err := cl.Do(ctx, http.MethodGet, "/v1/status", nil, &st); err != nil {
+		return true
+	}
+	for _, p := range st.Peers {
+		if p.ID == id {
+			return p.Connected
+		}
+	}
+	return true
 }
 
 // capsuleShareCmd is capsule share (on) or capsule unshare (off): every
