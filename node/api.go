@@ -256,6 +256,10 @@ type PeerStatus struct {
 	// address to dial, or the last dial's error (the other side refusing
 	// this machine reads as a handshake that failed).
 	Why string `json:"why,omitempty"`
+	// DisconnectedAt is when the last connection with a paired peer that
+	// is not connected now ended; absent if it was not connected since
+	// this node started.
+	DisconnectedAt *time.Time `json:"disconnected_at,omitempty"`
 }
 
 // CapsuleStatus is one held capsule's journal summary.
@@ -294,7 +298,7 @@ func (n *Node) whyNotConnected(id peer.ID, p Peer) string {
 	case dialErr != "":
 		return "the last dial failed: " + dialErr + " (if it runs, has it paired this machine? tern peer add on it)"
 	case !seen.IsZero():
-		return "last connected at " + seen.Format(time.DateTime) + "; redialed every sync interval"
+		return "the connection ended at " + seen.Format(time.DateTime) + "; redialed every sync interval"
 	case len(p.Addrs) == 0 && n.cfg.NoMDNS:
 		return "never seen: no address to dial and LAN discovery is off; give one: tern peer add " + p.ID + " /ip4/…/tcp/4001"
 	case len(p.Addrs) == 0:
@@ -312,6 +316,11 @@ func (n *Node) Status() (Status, error) {
 		ps := PeerStatus{Peer: p, Connected: n.host.Network().Connectedness(id) == network.Connected}
 		if !ps.Connected {
 			ps.Why = n.whyNotConnected(id, p)
+			n.mu.Lock()
+			if seen, ok := n.seen[id]; ok {
+				ps.DisconnectedAt = &seen
+			}
+			n.mu.Unlock()
 		}
 		st.Peers = append(st.Peers, ps)
 	}

@@ -128,7 +128,7 @@ type Node struct {
 	responding map[syncKey]int
 	fetchLocks map[string]*fetchLock // by sha256 or capsule, while a fetch holds or awaits it
 	dialErrs   map[peer.ID]string    // the last failed dial of a paired peer, until it connects
-	seen       map[peer.ID]time.Time // when each paired peer was last connected
+	seen       map[peer.ID]time.Time // when each paired peer connected last, or when that connection ended
 	conns      map[peer.ID]int       // open connections to each peer, for the connect and disconnect log lines
 	healing    map[string]bool       // agents whose own chain healSoon is checking
 	// dialed is closed once the node's first dials of its paired peers
@@ -260,6 +260,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 			last := n.conns[p] <= 0
 			if last {
 				delete(n.conns, p)
+				n.seen[p] = time.Now() // the time its last connection ended
 			}
 			n.mu.Unlock()
 			if last && cfg.sim == nil {

@@ -120,14 +120,14 @@ func capsuleInspectCmd(e *env) *cobra.Command {
 			if in.Signer != "" {
 				fmt.Fprintf(w, "signed by %s (checked)\n", in.Signer)
 			}
-			fmt.Fprintf(w, "files     %d (%d blobs, %d bytes)\n", in.Files, in.Blobs, in.Bytes)
-			fmt.Fprintf(w, "workspace %d entries\n", in.Workspace)
+			fmt.Fprintf(w, "files     %d (%s, %s)\n", in.Files, plural(in.Blobs, "blob"), plural(int(in.Bytes), "byte"))
+			fmt.Fprintf(w, "workspace %s\n", plural(in.Workspace, "entry"))
 			fmt.Fprintf(w, "journal   %s in %s from %s\n", plural(in.Events, "event"), plural(len(in.Sessions), "session"), plural(len(in.Vector), "machine"))
 			for _, m := range sortedKeys(in.Vector) {
 				fmt.Fprintf(w, "          %s seq %d\n", m, in.Vector[m].Seq)
 			}
 			for _, f := range in.Forks {
-				fmt.Fprintf(w, "FORK      machine %s seq %d: %d different events; %d events quarantined\n", f.Machine, f.Seq, len(f.IDs), in.Quarantined)
+				fmt.Fprintf(w, "FORK      machine %s seq %d: %d different events; %s quarantined\n", f.Machine, f.Seq, len(f.IDs), plural(in.Quarantined, "event"))
 			}
 			return nil
 		},
@@ -242,7 +242,7 @@ func capsuleVerifyCmd(e *env) *cobra.Command {
 			if rep.Signer != "" {
 				signed = "signed by " + rep.Signer
 			}
-			fmt.Fprintf(e.stdout, "ok: agent %s, %d files, %d bytes, %d events, %s\n", rep.ID, rep.Files, rep.Bytes, rep.Events, signed)
+			fmt.Fprintf(e.stdout, "ok: agent %s, %s, %s, %s, %s\n", rep.ID, plural(rep.Files, "file"), plural(int(rep.Bytes), "byte"), plural(rep.Events, "event"), signed)
 			return nil
 		},
 	}
@@ -365,7 +365,7 @@ func capsuleMergeCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "merged %d events into %s\n", res.Events, out)
+			fmt.Fprintf(e.stdout, "merged %s into %s\n", plural(res.Events, "event"), out)
 			return e.reportForks(out, res.Forks)
 		},
 	}
@@ -441,7 +441,7 @@ func (e *env) snapshotThroughNode(ctx context.Context, agent, workspace string, 
 
 // printSnapshot says what a snapshot stored and, on stderr, what it left out.
 func (e *env) printSnapshot(body capsule.SnapshotEventBody, left []string, how string) {
-	fmt.Fprintf(e.stdout, "snapshot %s: %s, %d bytes%s\n", body.Snapshot, plural(body.Files, "file"), body.Bytes, how)
+	fmt.Fprintf(e.stdout, "snapshot %s: %s, %s%s\n", body.Snapshot, plural(body.Files, "file"), plural(int(body.Bytes), "byte"), how)
 	if len(left) > 0 {
 		shown := left[:min(len(left), 5)]
 		more := ""
@@ -659,10 +659,13 @@ func (e *env) reportForks(path string, forks []journal.Fork) error {
 	return checkFailed("%s holds %s: it does not verify, and the forked chains take no appends until healed", path, plural(len(forks), "unresolved fork"))
 }
 
-// plural is "1 thing" or "n things".
+// plural is "1 thing" or "n things" (an "entry", "n entries").
 func plural(n int, thing string) string {
 	if n == 1 {
 		return "1 " + thing
+	}
+	if len(thing) > 1 && strings.HasSuffix(thing, "y") && !strings.ContainsAny(thing[len(thing)-2:len(thing)-1], "aeiou") {
+		return fmt.Sprintf("%d %sies", n, thing[:len(thing)-1]) // entries
 	}
 	for _, end := range []string{"s", "sh", "ch", "x"} {
 		if strings.HasSuffix(thing, end) {

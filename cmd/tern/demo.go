@@ -555,6 +555,7 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 		return fmt.Errorf("demo: the turn did not pause for approval: %+v", t)
 	}
 	act := t.RequiredActions[0]
+	say("a second agent, planner (agent id %s), made on the laptop node with the built-in tools; the first one (steps 1-10) has none", agent)
 	say("the model called %s %s; write_file needs approval, so the turn paused: %s", act.Tool, act.Arguments, act.ID)
 	why("nothing with an effect runs before a person says yes")
 	result("paused for approval")

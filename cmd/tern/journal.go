@@ -228,7 +228,7 @@ func summary(ev *journal.Event) string {
 	case journal.HealType:
 		var h journal.HealBody
 		_ = json.Unmarshal(ev.Body, &h)
-		s = fmt.Sprintf("healed a fork: %d events set aside, their content signed again", len(h.Replaced))
+		s = fmt.Sprintf("healed a fork: %s set aside, their content signed again", plural(len(h.Replaced), "event"))
 	default:
 		s = string(ev.Body)
 	}

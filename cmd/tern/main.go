@@ -138,6 +138,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		SilenceErrors: true,
 		Args:          groupArgs,
 		RunE:          showHelp,
+		// Every command's agent arguments take a prefix or a name.
+		PersistentPreRunE: resolveAgentArgs,
 	}
 	root.PersistentFlags().BoolVarP(&e.quiet, "quiet", "q", false, "print no line saying what a command did (data and errors still print)")
 	root.SetIn(stdin)

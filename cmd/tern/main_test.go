@@ -265,7 +265,7 @@ func TestTheDemoRuns(t *testing.T) {
 	out := mustTern(t, t.TempDir(), "", "demo")
 	for _, want := range []string{"the step appended whole: reasoning, tool_call, tool_call, turn.usage", "verify caught it", "byte-identical",
 		`the notes written apart both survive: "Maya prefers tabs to spaces." + "The reply to Ana is due Friday."`,
-		"so the turn paused: act_approval_", `then completed: "Done: write_file returned created plan.md`, "each once, the turn never restarted",
+		"a second agent, planner (agent id ", "so the turn paused: act_approval_", `then completed: "Done: write_file returned created plan.md`, "each once, the turn never restarted",
 		"the desktop holds all", "the agent was frozen for", "the laptop node refuses to run it now (409",
 		`on the desktop with the workspace it brought: "Done: read_file returned 1. sync 2. move 3. continue`,
 		"the offline model's 2 reasoning events are left out", "its peer knows epoch 2: refused (409",

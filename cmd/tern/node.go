@@ -193,8 +193,10 @@ func peerCmd(e *env) *cobra.Command {
 				return fmt.Errorf("peer add: %s is this machine's own peer ID; pair the other machine's (run tern id there)", id)
 			}
 			var added node.Peer
+			var oldName string
 			err = e.editPeers(cmd.Context(), func(p *node.Peers) error {
 				added = node.Peer{ID: id, Name: name, Addrs: append(addrs, args[1:]...)}
+				oldName = ""
 				for _, known := range p.List() {
 					if known.ID != id {
 						continue
@@ -202,6 +204,7 @@ func peerCmd(e *env) *cobra.Command {
 					if added.Name == "" {
 						added.Name = known.Name
 					}
+					oldName = known.Name
 					for _, a := range known.Addrs {
 						if !slices.Contains(added.Addrs, a) {
 							added.Addrs = append(added.Addrs, a)
@@ -212,6 +215,9 @@ func peerCmd(e *env) *cobra.Command {
 			})
 			if err != nil {
 				return err
+			}
+			if oldName != "" && oldName != added.Name {
+				e.done("renamed %s → %s (%s); commands name it %s from now on", oldName, added.Name, added.ID, added.Name)
 			}
 			e.done("paired %s%s, %s; a paired machine counts as yours: it becomes a member of each agent it takes a copy of, and what it accepts in an agent.json runs here too", added.ID, nameSuffix(added.Name), plural(len(added.Addrs), "address"))
 			return nil
@@ -437,7 +443,13 @@ func statusCmd(e *env) *cobra.Command {
 			}
 			for _, p := range st.Peers {
 				state := "connected"
-				if !p.Connected {
+				switch {
+				case p.Connected:
+				case p.DisconnectedAt != nil && strings.HasPrefix(p.Why, "the connection ended"):
+					state = "not connected since " + p.DisconnectedAt.Local().Format(time.DateTime) + "; redialed every sync interval"
+				case p.DisconnectedAt != nil:
+					state = "not connected since " + p.DisconnectedAt.Local().Format(time.DateTime) + ": " + p.Why
+				default:
 					state = "not connected: " + p.Why
 				}
 				fmt.Fprintf(w, "paired %s%s (%s)\n", p.ID, nameSuffix(p.Name), state)
@@ -459,7 +471,7 @@ func statusCmd(e *env) *cobra.Command {
 					fmt.Fprintf(w, "       %s set aside (written under an ended epoch, replaced by a heal, or written after their machine's removal from the members; tern journal log marks them)\n", plural(c.Quarantined, "event"))
 				}
 				for _, f := range c.Forks {
-					fmt.Fprintf(w, "       FORK machine %s seq %d; %d events quarantined\n", f.Machine, f.Seq, c.Quarantined)
+					fmt.Fprintf(w, "       FORK machine %s seq %d; %s quarantined\n", f.Machine, f.Seq, plural(c.Quarantined, "event"))
 					if f.Machine == st.PeerID {
 						fmt.Fprintf(w, "       this node's own chain: the node heals it by itself once it holds every event of it (or now: tern capsule heal %s)\n", c.ID)
 					} else {
@@ -467,7 +479,7 @@ func statusCmd(e *env) *cobra.Command {
 					}
 				}
 				if c.Rejected > 0 {
-					fmt.Fprintf(w, "       REJECTED %d events from peers that failed their checks (see $TERN_HOME/quarantine/%s.jsonl)\n", c.Rejected, c.ID)
+					fmt.Fprintf(w, "       REJECTED %s from peers that failed their checks (see $TERN_HOME/quarantine/%s.jsonl)\n", plural(int(c.Rejected), "event"), c.ID)
 				}
 				if c.Refused > 0 {
 					fmt.Fprintf(w, "       REFUSED %s signed by machines that are not the agent's members (never stored; the node's log names each key; tern member list %s)\n", plural(int(c.Refused), "event"), c.ID)
@@ -703,6 +715,7 @@ func syncCmd(e *env) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("sync wait: --peer: %w", err)
 			}
+			who := peerLabel(peerID)
 			cl, err := e.client()
 			if err != nil {
 				return err
@@ -719,7 +732,11 @@ func syncCmd(e *env) *cobra.Command {
 				switch {
 				case err == nil && st.InSync:
 					bar.done()
-					fmt.Fprintf(e.stdout, "in sync: events of %s, %s\n", plural(len(st.Ours), "machine"), plural(st.Blobs, "blob"))
+					if len(st.Ours) == 0 && st.Blobs == 0 {
+						fmt.Fprintf(e.stdout, "in sync with %s: nothing to copy yet\n", who)
+						return nil
+					}
+					fmt.Fprintf(e.stdout, "in sync with %s: events of %s, %s\n", who, plural(len(st.Ours), "machine"), plural(st.Blobs, "blob"))
 					return nil
 				case err == nil:
 					last = st
@@ -730,10 +747,13 @@ func syncCmd(e *env) *cobra.Command {
 				select {
 				case <-ctx.Done():
 					bar.done()
-					if !last.Events {
-						return checkFailed("sync wait: after %s, %s still lacks events of %s", timeout, peerID, args[0])
+					if !e.peerConnected(cmd.Context(), cl, peerID) {
+						return checkFailed("sync wait: after %s, %s is not connected; start its node or check tern status", timeout, who)
 					}
-					return checkFailed("sync wait: after %s, %s holds every event but lacks %d of the %d blobs", timeout, peerID, last.PeerLacks, last.Blobs)
+					if !last.Events {
+						return checkFailed("sync wait: after %s, %s still lacks events of %s", timeout, who, args[0])
+					}
+					return checkFailed("sync wait: after %s, %s holds every event but lacks %d of the %s", timeout, who, last.PeerLacks, plural(last.Blobs, "blob"))
 				case <-time.After(200 * time.Millisecond):
 				}
 			}
@@ -743,6 +763,39 @@ func syncCmd(e *env) *cobra.Command {
 	wait.Flags().DurationVar(&timeout, "timeout", time.Minute, "give up after this long (exit 1)")
 	c.AddCommand(wait)
 	return c
+}
+
+// peerLabel is how a command names the peer id to a person: its paired
+// name, or the id when it has none.
+func peerLabel(id string) string {
+	if home, err := node.Home(); err == nil {
+		if ps, err := node.LoadPeers(home); err == nil {
+			for _, p := range ps.List() {
+				if p.ID == id && p.Name != "" {
+					return p.Name
+				}
+			}
+		}
+	}
+	return id
+}
+
+// peerConnected reports whether the running node says it is connected to
+// the peer id; true when it cannot tell (the caller then says what it
+// knows instead).
+func (e *env) peerConnected(ctx context.Context, cl *node.Client, id string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	var st node.Status
+	if err := cl.Do(ctx, http.MethodGet, "/v1/status", nil, &st); err != nil {
+		return true
+	}
+	for _, p := range st.Peers {
+		if p.ID == id {
+			return p.Connected
+		}
+	}
+	return true
 }
 
 // capsuleShareCmd is capsule share (on) or capsule unshare (off): every

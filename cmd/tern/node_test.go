@@ -176,3 +176,48 @@ func TestABadFlagOfTernNodeTouchesNothing(t *testing.T) {
 		t.Fatalf("a refused tern node left %d entries in its home", len(entries))
 	}
 }
+
+// sync wait names the peer by its paired name, says "nothing to copy yet"
+// rather than counting "events of 0 machines", and says when the peer is
+// not connected; status says since when: the time the connection ended.
+func TestSyncWaitAndStatusNameThePeerAndWhenItWentAway(t *testing.T) {
+	homeA, homeB := t.TempDir(), t.TempDir()
+	a, b := runNode(t, homeA), runNode(t, homeB)
+	ia, ib := a.Info(), b.Info()
+	mustTern(t, homeA, "", "peer", "add", ib.PeerID, ib.Addrs[0], "--name", "desktop")
+	mustTern(t, homeB, "", "peer", "add", ia.PeerID, ia.Addrs[0], "--name", "laptop")
+	dir := filepath.Join(t.TempDir(), "agent")
+	id := strings.TrimSpace(mustTern(t, homeA, "", "capsule", "new", dir, "--name", "helper"))
+	mustTern(t, homeA, "", "capsule", "import", dir)
+	out := mustTern(t, homeA, "", "sync", "wait", id, "--peer", "desktop", "--timeout", "20s")
+	if !strings.HasPrefix(out, "in sync with desktop: ") || strings.Contains(out, "0 machines") {
+		t.Fatalf("sync wait after an import: %q", out)
+	}
+
+	ended := time.Now()
+	b.Close()
+	var st node.Status
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := json.Unmarshal([]byte(mustTern(t, homeA, "", "status", "--json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Peers) == 1 && !st.Peers[0].Connected {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the laptop still counts the stopped desktop connected")
+		}
+	}
+	if at := st.Peers[0].DisconnectedAt; at == nil || at.Before(ended) {
+		t.Fatalf("status: disconnected at %v, want the time the connection ended (after %v)", at, ended)
+	}
+	if s := mustTern(t, homeA, "", "status"); !strings.Contains(s, "(desktop) (not connected since "+st.Peers[0].DisconnectedAt.Local().Format(time.DateTime)) {
+		t.Fatalf("status:\n%s", s)
+	}
+
+	mustTern(t, homeA, conversation, "journal", "append", id)
+	code, _, errs := tern(t, homeA, "", "sync", "wait", id, "--peer", "desktop", "--timeout", "300ms")
+	if code != exitCheck || !strings.Contains(errs, "desktop is not connected") || strings.Contains(errs, ib.PeerID) {
+		t.Fatalf("sync wait with the desktop down: exit %d, %q", code, errs)
+	}
+}

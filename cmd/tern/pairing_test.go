@@ -2,13 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/filelock"
+	"github.com/tern-dev/tern/node"
 )
 
 func TestIDAndVersion(t *testing.T) {
@@ -212,5 +218,73 @@ func TestAnActionAnsweredTwiceInOneCommandIsRefused(t *testing.T) {
 		if code, _, errs := tern(t, t.TempDir(), "", args...); code != 2 || !strings.Contains(errs, "is answered twice") {
 			t.Errorf("%v: exit %d %q", args, code, errs)
 		}
+	}
+}
+
+// A new --name for a paired peer renames it, and says so: the old name no
+// longer names it.
+func TestPeerAddWithANewNameSaysItRenames(t *testing.T) {
+	home, other := t.TempDir(), t.TempDir()
+	theirs := strings.TrimSpace(mustTern(t, other, "", "id"))
+	if _, _, errs := tern(t, home, "", "peer", "add", theirs, "--name", "desktop"); strings.Contains(errs, "renamed") {
+		t.Fatalf("a first pairing said %q", errs)
+	}
+	if _, _, errs := tern(t, home, "", "peer", "add", theirs, "--name", "desktop"); strings.Contains(errs, "renamed") {
+		t.Fatalf("the same name again said %q", errs)
+	}
+	_, _, errs := tern(t, home, "", "peer", "add", theirs, "--name", "tower")
+	if !strings.Contains(errs, "renamed desktop → tower") {
+		t.Fatalf("peer add with a new name: %q, want it to say renamed desktop → tower", errs)
+	}
+	if code, _, _ := tern(t, home, "", "peer", "remove", "desktop"); code != exitBadInput {
+		t.Fatalf("the old name still names the peer: exit %d", code)
+	}
+}
+
+// tern id run while the node of its home starts (it holds the home's lock
+// but has not written node.json since, or only a crashed node's is there)
+// waits for it, says so, and prints the addresses it writes.
+func TestIDWaitsForANodeThatIsStarting(t *testing.T) {
+	for _, stale := range []bool{false, true} {
+		t.Run(fmt.Sprintf("a stopped node's node.json left behind: %v", stale), func(t *testing.T) {
+			home := t.TempDir()
+			id := strings.TrimSpace(mustTern(t, home, "", "id"))
+			infoPath := filepath.Join(home, node.InfoFile)
+			write := func(port int) {
+				data, _ := json.Marshal(node.Info{API: "127.0.0.1:1", PeerID: id, Addrs: []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}})
+				if err := capsule.WriteFileAtomic(infoPath, data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if stale {
+				write(4999)
+				old := time.Now().Add(-time.Hour)
+				os.Chtimes(infoPath, old, old)
+			}
+			lock, err := filelock.TryLock(filepath.Join(home, node.LockFile)) // the starting node's
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lock.Unlock()
+			stderr := &lockedBuffer{}
+			var stdout strings.Builder
+			done := make(chan int, 1)
+			t.Setenv("TERN_HOME", home)
+			go func() { done <- run([]string{"id"}, strings.NewReader(""), &stdout, stderr) }()
+			for !strings.Contains(stderr.String(), "waiting for the node of this TERN_HOME") {
+				select {
+				case code := <-done:
+					t.Fatalf("tern id did not wait: exit %d, %q %q", code, stdout.String(), stderr.String())
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			write(4002)
+			if code := <-done; code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr.String())
+			}
+			if want := id + "\n/ip4/127.0.0.1/tcp/4002/p2p/" + id + "\n"; stdout.String() != want {
+				t.Fatalf("tern id printed %q, want %q", stdout.String(), want)
+			}
+		})
 	}
 }

@@ -77,7 +77,7 @@ func sessionCmd(e *env) *cobra.Command {
 // checkAgentArg refuses what is not an agent id, with exit 2.
 func checkAgentArg(s string) error {
 	if !capsule.ValidAgentID(s) {
-		return fmt.Errorf("%q is not an agent id (tern capsule list shows the agents the node holds)", s)
+		return fmt.Errorf("%q is not an agent id, a prefix of one (%d characters at least) or an agent's name (tern capsule list shows the agents the node holds)", s, minAgentPrefix)
 	}
 	return nil
 }
