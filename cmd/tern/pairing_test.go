@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/node"
 )
@@ -252,7 +252,7 @@ func TestIDWaitsForANodeThatIsStarting(t *testing.T) {
 			infoPath := filepath.Join(home, node.InfoFile)
 			write := func(port int) {
 				data, _ := json.Marshal(node.Info{API: "127.0.0.1:1", PeerID: id, Addrs: []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}})
-				if err := capsule.WriteFileAtomic(infoPath, data, 0o600); err != nil {
+				if err := atomicfile.WriteFile(infoPath, data, 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
