@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/protocol"
@@ -37,6 +39,26 @@ type PeerHolder struct {
 	Error string `json:"error,omitempty"`
 }
 
+// ErrNotConnected means a paired peer cannot be reached now.
+var ErrNotConnected = errors.New("not connected")
+
+// reach connects to the paired peer p, unless it is connected already,
+// within a few seconds. Its error names the peer and says what to do; the
+// dial's own words go to the log, at debug level.
+func (n *Node) reach(ctx context.Context, p peer.ID) error {
+	if n.host.Network().Connectedness(p) == network.Connected {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := n.host.Connect(ctx, peer.AddrInfo{ID: p})
+	if err == nil {
+		return nil
+	}
+	n.log.Debug("a paired peer could not be reached", "peer", n.peerName(p), "err", err)
+	return fmt.Errorf("%s is %w; start its node, or check tern status", n.peerName(p), ErrNotConnected)
+}
+
 // Migrate moves the agent to target (see holders.migrate).
 func (n *Node) Migrate(ctx context.Context, agent string, target peer.ID) (Outcome, error) {
 	return n.holders.migrate(ctx, agent, target)
@@ -60,7 +82,11 @@ func (n *Node) Holder(ctx context.Context, agent string) (HolderReport, error) {
 			cancel()
 			ph.State, ph.Epoch = ps.State, ps.Epoch
 		}
-		if err != nil {
+		switch {
+		case err != nil && id != "" && n.host.Network().Connectedness(id) != network.Connected:
+			n.log.Debug("holder: a peer did not answer", "peer", n.peerName(id), "err", err)
+			ph.Error = "not connected; start its node, or check tern status"
+		case err != nil:
 			ph.Error = n.homeRelative(err.Error())
 		}
 		rep.Peers = append(rep.Peers, ph)
@@ -101,6 +127,12 @@ func (n *Node) handleMigrate(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
+	if n.peers.Allowed(target) {
+		if err := n.reach(ctx, target); err != nil {
+			n.httpError(w, statusOf(err), fmt.Errorf("migrate %s: %w", id, err))
+			return
+		}
+	}
 	out, err := n.Migrate(ctx, id, target)
 	if err != nil {
 		n.httpError(w, statusOr(err, http.StatusConflict), err) // the agent's state here refuses it

@@ -55,6 +55,7 @@ var errorStatuses = []struct {
 	{ErrStoreClosed, http.StatusServiceUnavailable},
 	{journal.ErrClosed, http.StatusServiceUnavailable},
 	{ErrDiskFull, http.StatusServiceUnavailable},
+	{ErrNotConnected, http.StatusServiceUnavailable},
 }
 
 // statusOf is the HTTP status of err: its row in errorStatuses; 502 for a

@@ -221,3 +221,26 @@ func TestSyncWaitAndStatusNameThePeerAndWhenItWentAway(t *testing.T) {
 		t.Fatalf("sync wait with the desktop down: exit %d, %q", code, errs)
 	}
 }
+
+// A move to a paired peer whose node is down says so, by the peer's name,
+// and exits 3 (a failure that trying again may fix); tern holder says the
+// same of that peer, without libp2p's dial dump.
+func TestAMoveToAStoppedPeerSaysItIsNotConnected(t *testing.T) {
+	homeA, homeB := t.TempDir(), t.TempDir()
+	a, b := runNode(t, homeA), runNode(t, homeB)
+	ia, ib := a.Info(), b.Info()
+	mustTern(t, homeA, "", "peer", "add", ib.PeerID, ib.Addrs[0], "--name", "desktop")
+	mustTern(t, homeB, "", "peer", "add", ia.PeerID, ia.Addrs[0], "--name", "laptop")
+	id := strings.TrimSpace(mustTern(t, homeA, "", "capsule", "import", newAgent(t, homeA)))
+	mustTern(t, homeA, "", "sync", "wait", id, "--peer", "desktop", "--timeout", "20s")
+	b.Close()
+
+	code, _, errs := tern(t, homeA, "", "migrate", id, "--to", "desktop")
+	if code != exitFailed || !strings.Contains(errs, "desktop") || !strings.Contains(errs, "not connected") || strings.Contains(errs, "dial") {
+		t.Fatalf("migrate to a stopped peer: exit %d: %s", code, errs)
+	}
+	out := mustTern(t, homeA, "", "holder", id)
+	if !strings.Contains(out, "not connected") || strings.Contains(out, "dial") {
+		t.Fatalf("holder with a stopped peer:\n%s", out)
+	}
+}
