@@ -36,6 +36,7 @@ type TurnInfo struct {
 	Agent           string           `json:"agent"`
 	Status          session.Status   `json:"status"`
 	Continues       string           `json:"continues,omitempty"`
+	ContinuedBy     string           `json:"continued_by,omitempty"` // the turn that answered this paused one
 	Error           string           `json:"error,omitempty"`
 	CancelledBy     string           `json:"cancelled_by,omitempty"`
 	RequiredActions []session.Action `json:"required_actions"`
@@ -334,7 +335,7 @@ func (rt *agentRuntime) begin(ctx context.Context, agent, sessionID, turnID stri
 
 // turnInfo is the API's view of turn t of the agent.
 func (n *Node) turnInfo(agent string, t *session.Turn) TurnInfo {
-	ti := TurnInfo{ID: t.ID, Session: t.Session, Agent: agent, Status: t.Status, Continues: t.Continues, Error: t.Error,
+	ti := TurnInfo{ID: t.ID, Session: t.Session, Agent: agent, Status: t.Status, Continues: t.Continues, ContinuedBy: t.ContinuedBy, Error: t.Error,
 		CancelledBy: t.CancelledBy, RequiredActions: t.Actions, Events: len(t.Events)}
 	if ti.RequiredActions == nil {
 		ti.RequiredActions = []session.Action{}

@@ -329,6 +329,9 @@ func TestAPausedTurnIsContinuedOnlyByTheCompleteMatchingAnswers(t *testing.T) {
 	if ti := getTurn(t, n, sessionID, next["id"].(string)); ti.Status != "completed" || ti.Continues != turnID {
 		t.Fatalf("the continuing turn: %+v", ti)
 	}
+	if ti := getTurn(t, n, sessionID, turnID); ti.Status != "paused" || ti.ContinuedBy != next["id"] {
+		t.Fatalf("the paused turn does not name what continued it: %+v", ti)
+	}
 	ws := filepath.Join(n.home, WorkspacesDir, agent)
 	for name, want := range map[string]bool{"a.txt": true, "b.txt": false, "c.txt": true} {
 		_, err := os.Stat(filepath.Join(ws, name))

@@ -109,6 +109,7 @@ func TestTheWebPageInABrowser(t *testing.T) {
 	shot("3-stream-cut")
 	until("the turn's end after the stream resumed", `[...document.querySelectorAll("#transcript .item.assistant")].some(e => e.textContent.includes("Done: shell returned slept"))`)
 	until("the page's list of turns", `[...document.querySelectorAll("#turns li")].every(li => li.dataset.status !== "running")`)
+	until("the paused turn says what continued it", `[...document.querySelectorAll("#turns li")].some(li => li.dataset.status === "paused" && li.textContent.includes("answered, continued by turn_"))`)
 	shot("4-resumed")
 
 	shown, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#transcript [data-event]")].map(e => e.dataset.event)`))

@@ -91,9 +91,12 @@ type Turn struct {
 	ID        string
 	Session   string
 	Status    Status
-	Continues string   // the paused turn whose actions this one answered, if any
-	Error     string   // why it failed
-	Actions   []Action // a paused turn's required actions
+	Continues string // the paused turn whose actions this one answered, if any
+	// ContinuedBy is the turn that answered this paused turn's actions,
+	// if one did.
+	ContinuedBy string
+	Error       string   // why it failed
+	Actions     []Action // a paused turn's required actions
 	// Events are the journal ids of the turn's events in order: an event's
 	// position (from 1) is its sequence number within the turn.
 	Events []string
@@ -272,6 +275,9 @@ func (st *State) Apply(e *journal.Event) {
 			a.Status, a.CancelledBy = Cancelled, e.Turn
 		}
 		s.Turns = append(s.Turns, &Turn{ID: e.Turn, Session: e.Session, Status: Running, Continues: b.Continues, Model: b.Model, Events: []string{e.ID}})
+		if p := s.Turn(b.Continues); p != nil && p.ContinuedBy == "" {
+			p.ContinuedBy = e.Turn
+		}
 		return
 	}
 	if e.Type == SessionCreated {

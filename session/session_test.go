@@ -153,6 +153,9 @@ func TestAPausedTurnIsContinuedOnlyByTheCompleteMatchingSetOfAnswers(t *testing.
 	if t2.Continues != "t1" || len(s.Pending()) != 0 || s.Active() != t2 {
 		t.Fatalf("t2 %+v, pending %v", t2, s.Pending())
 	}
+	if t1 := s.Turn("t1"); t1.Status != Paused || t1.ContinuedBy != "t2" {
+		t.Fatalf("t1 %+v: want paused, continued by t2", t1)
+	}
 	var answered []string
 	for _, e := range l.events {
 		if e.Type == ActionAnswered {

@@ -204,7 +204,8 @@ async function showSession() {
     banner(e.message);
     return;
   }
-  $("turns").replaceChildren(...turns.map((t) => el("li", { "data-turn": t.id, "data-status": t.status }, `${t.id}: ${t.status}`)));
+  $("turns").replaceChildren(...turns.map((t) => el("li", { "data-turn": t.id, "data-status": t.status },
+    t.status === "paused" && t.continued_by ? `${t.id}: answered, continued by ${t.continued_by}` : `${t.id}: ${t.status}`)));
   const last = turns[turns.length - 1];
   followInOrder(turns.map((t) => t.id));
   showActions(last);
