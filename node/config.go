@@ -12,6 +12,8 @@ import (
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/tern-dev/tern/internal/atomicfile"
 )
 
 // ConfigFile holds a node's settings inside $TERN_HOME; flags of `tern
@@ -99,4 +101,33 @@ func LoadConfig(home string) (Config, error) {
 		cfg.SyncInterval = d
 	}
 	return cfg, nil
+}
+
+// KeepListen writes listen into home's config file as its "listen", unless
+// the file names one already, keeping every other key as it is: a node
+// that chose a free port at its first start listens there again at the
+// next, so that its paired peers' addresses for it stay right. It reports
+// whether it wrote.
+func KeepListen(home string, listen []string) (bool, error) {
+	path := filepath.Join(home, ConfigFile)
+	keys := map[string]json.RawMessage{}
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return false, err
+	default:
+		if err := json.Unmarshal(data, &keys); err != nil {
+			return false, damagedHomeFile(path, err, "fix it (tern node --help lists its keys), or remove it to run with the defaults")
+		}
+	}
+	if _, ok := keys["listen"]; ok {
+		return false, nil
+	}
+	keys["listen"], _ = json.Marshal(listen)
+	out, err := json.MarshalIndent(keys, "", "  ")
+	if err != nil {
+		return false, err
+	}
+	return true, atomicfile.WriteFile(path, append(out, '\n'), 0o600)
 }

@@ -43,7 +43,8 @@ func nodeCmd(e *env) *cobra.Command {
 			"holds with them, and a loopback API (its address and token in $TERN_HOME/node.json).\n" +
 			"Settings come from $TERN_HOME/config.json when it exists; flags override them. Its keys:\n" +
 			"listen, api, mdns, nat, relay_service, sync_interval (\"30s\"), metrics_public, strict.\n" +
-			"Without --listen or \"listen\" it listens on port 4001 (TCP and QUIC), or the next free one.\n" +
+			"Without --listen or \"listen\" it listens on port 4001 (TCP and QUIC), or the next free one,\n" +
+			"and writes that into config.json's \"listen\", so that it listens there at every start.\n" +
 			"/metrics on the API address serves Prometheus; like the rest of the API it needs the\n" +
 			"token of node.json, which changes at every start, unless --metrics-public (or\n" +
 			"\"metrics_public\": true) lets any program on this machine read it without one.\n" +
@@ -106,7 +107,8 @@ func nodeCmd(e *env) *cobra.Command {
 				}
 				fmt.Fprintf(e.stderr, "new identity: this machine is now %s; paired machines must pair this peer ID\n", id.Machine())
 			}
-			if len(cfg.Listen) == 0 {
+			chosePort := len(cfg.Listen) == 0
+			if chosePort {
 				port, release := freeNodePort(DefaultPort)
 				defer release()
 				if port == 0 {
@@ -126,6 +128,15 @@ func nodeCmd(e *env) *cobra.Command {
 			n, err := node.Start(home, cfg, log)
 			if err != nil {
 				return err
+			}
+			if chosePort {
+				// The same port at the next start: paired peers keep
+				// dialing the right one.
+				if wrote, err := node.KeepListen(home, cfg.Listen); err != nil {
+					log.Warn("could not keep the listen addresses in config.json; the next start may choose another port", "err", err)
+				} else if wrote {
+					log.Info("kept the listen addresses in config.json: the node listens there at every start (edit \"listen\" to change it)", "listen", cfg.Listen)
+				}
 			}
 			info := n.Info()
 			fmt.Fprintf(e.stdout, "peer %s\napi  %s\n", info.PeerID, info.API)

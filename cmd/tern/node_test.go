@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -242,5 +243,60 @@ func TestAMoveToAStoppedPeerSaysItIsNotConnected(t *testing.T) {
 	out := mustTern(t, homeA, "", "holder", id)
 	if !strings.Contains(out, "not connected") || strings.Contains(out, "dial") {
 		t.Fatalf("holder with a stopped peer:\n%s", out)
+	}
+}
+
+// A node that chose its port keeps it: the first start writes it into
+// config.json, and the next start listens there again even when the
+// default port is free (item 6 of issue 31: two tour nodes restarted in
+// the other order swapped ports, and their peers dialed the wrong one).
+func TestANodeKeepsThePortItChose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	home := t.TempDir()
+	port := func() string {
+		t.Helper()
+		cmd := ternProcess(home, "", "node", "--no-mdns")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+		var info node.Info
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if code, out, _ := ternQuiet(home, "id"); code == 0 && len(strings.Fields(out)) > 1 {
+				data, err := os.ReadFile(filepath.Join(home, node.InfoFile))
+				if err == nil && json.Unmarshal(data, &info) == nil {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the node did not come up")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		for _, a := range info.Addrs {
+			if _, p, ok := strings.Cut(a, "/tcp/"); ok {
+				p, _, _ = strings.Cut(p, "/")
+				return p
+			}
+		}
+		t.Fatalf("no TCP address in %v", info.Addrs)
+		return ""
+	}
+	// The default port is taken at the first start (as by the other tour
+	// node) and free at the next: a node that chose again would take it.
+	held, err := net.Listen("tcp", fmt.Sprintf(":%d", DefaultPort))
+	first := port()
+	if err == nil {
+		held.Close()
+	}
+	cfg, err := node.LoadConfig(home)
+	if err != nil || len(cfg.Listen) != 2 || !strings.Contains(cfg.Listen[0], "/tcp/"+first) {
+		t.Fatalf("config.json after the first start: %+v %v", cfg.Listen, err)
+	}
+	if again := port(); again != first {
+		t.Fatalf("the node listens on %s after a restart, on %s before", again, first)
 	}
 }
