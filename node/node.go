@@ -19,6 +19,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/libp2p/go-libp2p"
+	evbus "github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -270,6 +271,11 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	})
 	for _, p := range h.Network().Peers() { // connected before the notifications began
 		n.connected(p)
+	}
+	if cfg.sim == nil {
+		if sub, err := h.EventBus().Subscribe(new(evbus.EvtPeerIdentificationCompleted)); err == nil {
+			n.spawn(func() { n.followAddrs(sub) })
+		}
 	}
 	if !cfg.NoMDNS {
 		n.mdns = mdns.NewMdnsService(h, MDNSService, n)
