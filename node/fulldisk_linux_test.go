@@ -105,6 +105,10 @@ func TestADiskThatFillsWhileTheAgentRunsIsSaidAndAMoveAborts(t *testing.T) {
 	a, b := tcp.startWith(t, home, Config{SyncInterval: time.Hour, tick: 20 * time.Millisecond}), tcp.startAt(t, t.TempDir())
 	connectAll(t, a, b)
 	agent := heldBy(t, a, nil)
+	eventually(t, "b holds a copy, a member", func() bool {
+		m, err := a.store.Members(agent)
+		return err == nil && m.Has(b.id.Machine()) && b.store.Holds(agent)
+	})
 	free := fill(t, home)
 
 	// What the journal file's last page still holds is written; then an

@@ -114,10 +114,9 @@ func TestARuntimeRunsOnlyWhatAMachineOfOursAccepted(t *testing.T) {
 	}
 	eventually(t, "the node runs the agent", func() bool { return n.runs(agent) })
 
-	session := postJSON(t, n, "/v1/agents/"+agent+"/sessions", "")
-	code, body := request(t, n, "POST", "/v1/sessions/"+session+"/turns", `{"text":"hi"}`)
+	code, body := request(t, n, "POST", "/v1/agents/"+agent+"/sessions", "")
 	if code != http.StatusConflict || !strings.Contains(body, "echo ran") || !strings.Contains(body, "tern capsule accept") {
-		t.Fatalf("a turn of an agent.json only a stranger accepted: %d %s", code, body)
+		t.Fatalf("a session of an agent.json only a stranger accepted: %d %s", code, body)
 	}
 	if _, err := n.MCPServers(ctx, agent); err == nil || !strings.Contains(err.Error(), "neither this machine nor a paired peer accepted it") {
 		t.Fatalf("mcp list through the node: %v", err)

@@ -133,10 +133,26 @@ func orNone(s string) string {
 	return s
 }
 
+// runnable answers 409 and reports false when the agent's agent.json
+// cannot run: a hand edit not accepted, or what it runs or sends accepted
+// by no machine of this person's (capsule.Dir.RunnableAgent). A session
+// and a turn are refused before anything is written.
+func (n *Node) runnable(w http.ResponseWriter, agent string) bool {
+	err := n.store.With(agent, func(d *capsule.Dir) error { _, err := d.RunnableAgent(agent, n.ours); return err })
+	if err == nil {
+		return true
+	}
+	if !errors.Is(err, capsule.ErrNotAccepted) {
+		err = fmt.Errorf("agent %s: %w; through the node: tern capsule accept %s", agent, err, agent)
+	}
+	n.httpError(w, http.StatusConflict, err)
+	return false
+}
+
 // handleNewSession is POST /v1/agents/{agent}/sessions → 201 {"id"}.
 func (n *Node) handleNewSession(w http.ResponseWriter, r *http.Request) {
 	agent, ok := n.pathAgent(w, r)
-	if !ok || !n.runsHere(w, agent) {
+	if !ok || !n.runsHere(w, agent) || !n.runnable(w, agent) {
 		return
 	}
 	id := newID("ses_")
@@ -270,11 +286,7 @@ func (n *Node) handleNewTurn(w http.ResponseWriter, r *http.Request) {
 	if !n.runsHere(w, agent) {
 		return
 	}
-	if err := n.store.With(agent, func(d *capsule.Dir) error { _, err := d.RunnableAgent(agent, n.ours); return err }); err != nil {
-		if !errors.Is(err, capsule.ErrNotAccepted) {
-			err = fmt.Errorf("agent %s: %w; through the node: tern capsule accept %s", agent, err, agent)
-		}
-		n.httpError(w, http.StatusConflict, err)
+	if !n.runnable(w, agent) {
 		return
 	}
 	rt := n.turns

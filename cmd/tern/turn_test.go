@@ -244,6 +244,10 @@ func TestTheNodeRunsTurnsOnlyWithAcceptedEdits(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "edited by hand and not accepted") || !strings.Contains(errs, "tern capsule accept "+id) {
 		t.Fatalf("a turn with an unaccepted edit: exit %d %q", code, errs)
 	}
+	// The refused turn left nothing behind, not even an empty session.
+	if out := mustTern(t, home, "", "session", "list", id, "--json"); strings.Contains(out, "ses_") {
+		t.Fatalf("a refused turn left a session: %s", out)
+	}
 	if out := mustTern(t, home, "", "capsule", "accept", id); !strings.Contains(out, "accepted agent.json (through the node)") {
 		t.Fatalf("accept through the node: %q", out)
 	}
