@@ -45,7 +45,8 @@ func journalAppendCmd(e *env) *cobra.Command {
 			"line is checked before anything is written; a type is a lower-case token,\n" +
 			"[a-z][a-z0-9_.-]*, of at most 64 bytes (docs/FORMAT.md, Types), and a line with any other\n" +
 			"type exits 2 naming it. Given an agent id instead of a folder (or the node's own folder\n" +
-			"of it), it appends through the running node (which then syncs it). Another command\n" +
+			"of it), it appends through the running node (which then syncs it); with no node running,\n" +
+			"to this home's copy of the agent, as an offline edit the node takes up. Another command\n" +
 			"writing the folder is waited for. A copy that lacks events this machine wrote in another\n" +
 			"copy of the agent is refused, naming that copy: merge it first.",
 		Args: cobra.ExactArgs(1),
@@ -67,10 +68,15 @@ func journalAppendCmd(e *env) *cobra.Command {
 			if len(drafts) == 0 {
 				return fmt.Errorf("journal append: %s holds no draft events", name)
 			}
-			if _, err := os.Stat(args[0]); err != nil && capsule.ValidAgentID(args[0]) {
-				return e.appendThroughNode(cmd.Context(), args[0], drafts)
+			target := args[0]
+			if _, err := os.Stat(target); err != nil && capsule.ValidAgentID(target) {
+				dir, offline := e.offlineCopy(target)
+				if !offline {
+					return e.appendThroughNode(cmd.Context(), target, drafts)
+				}
+				target = dir
 			}
-			w, err := e.openWriter(cmd.Context(), args[0], false)
+			w, err := e.openWriter(cmd.Context(), target, false)
 			var held *heldByNode
 			if errors.As(err, &held) {
 				fmt.Fprintf(e.stderr, "note: %s is the running node's copy of agent %s; appending through the node\n", args[0], held.agent)

@@ -84,6 +84,9 @@ func memoryNoteCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if dir, offline := e.offlineCopy(t.agent); t.agent != "" && offline {
+				t = memoryTarget{dir: dir}
+			}
 			if t.agent != "" {
 				body, _ := json.Marshal(map[string]any{"text": args[1], "tags": tags, "revise": revise})
 				var res struct {

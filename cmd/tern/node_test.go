@@ -300,3 +300,32 @@ func TestANodeKeepsThePortItChose(t *testing.T) {
 		t.Fatalf("the node listens on %s after a restart, on %s before", again, first)
 	}
 }
+
+// With the node stopped, a note and an append to an agent it holds are
+// written to this home's copy, saying so; the node holds them when it
+// starts again.
+func TestANoteWithTheNodeStoppedIsWrittenToTheHomesCopy(t *testing.T) {
+	home := t.TempDir()
+	n := runNode(t, home)
+	id := importAgent(t, home, nil)
+	n.Close()
+
+	code, out, errs := tern(t, home, "", "memory", "note", id, "written while the node was stopped")
+	if code != 0 || !strings.HasPrefix(out, "note_") || !strings.Contains(errs, "no node runs") {
+		t.Fatalf("memory note with the node stopped: exit %d, %q, %q", code, out, errs)
+	}
+	code, _, errs = tern(t, home, draftLine("appended while stopped"), "journal", "append", id)
+	if code != 0 || !strings.Contains(errs, "offline edit") {
+		t.Fatalf("journal append with the node stopped: exit %d, %q", code, errs)
+	}
+
+	runNode(t, home)
+	tar := filepath.Join(t.TempDir(), "a.tar")
+	mustTern(t, home, "", "capsule", "export", id, "-o", tar)
+	log := mustTern(t, home, "", "journal", "log", tar, "--json")
+	for _, want := range []string{"written while the node was stopped", "appended while stopped"} {
+		if !strings.Contains(log, want) {
+			t.Fatalf("the node does not hold %q:\n%s", want, log)
+		}
+	}
+}

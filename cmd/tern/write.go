@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -115,4 +116,25 @@ func resolved(path string) (string, error) {
 		return r, nil
 	}
 	return abs, nil
+}
+
+// offlineCopy is this home's copy of agent when no node runs for the home:
+// a command that would write through the node writes that folder instead
+// (under the one-writer lock, as this machine, at epoch 0: an offline
+// edit), saying so, and the node takes it up when it starts. ok is false
+// when a node runs, or the home holds no copy of the agent.
+func (e *env) offlineCopy(agent string) (dir string, ok bool) {
+	home, err := node.Home()
+	if err != nil {
+		return "", false
+	}
+	if running, _, err := node.Running(home); err != nil || running {
+		return "", false
+	}
+	dir = filepath.Join(home, node.CapsulesDir, agent)
+	if _, err := os.Stat(filepath.Join(dir, capsule.ManifestFile)); err != nil {
+		return "", false
+	}
+	fmt.Fprintf(e.stderr, "no node runs for this TERN_HOME: writing its copy of agent %s as an offline edit; the node takes it up when it starts\n", agent)
+	return dir, true
 }
