@@ -983,6 +983,11 @@ func (rt *agentRuntime) step(ctx context.Context, r *runner, v *view, lt *liveTu
 			target.Window = req.Tokens * 3 / 4
 			continue
 		}
+		if errors.Is(err, provider.ErrUnavailable) || errors.Is(err, provider.ErrRateLimited) {
+			_, err := rt.appendTurn(ctx, r.agent, draft(r.session, r.turn, session.TurnEnded,
+				map[string]any{"status": session.Failed, "error": err.Error(), "retryable": true}))
+			return err
+		}
 		return rt.fail(ctx, r, err.Error())
 	}
 	for i := range res.Drafts {

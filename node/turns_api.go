@@ -38,6 +38,7 @@ type TurnInfo struct {
 	Continues       string           `json:"continues,omitempty"`
 	ContinuedBy     string           `json:"continued_by,omitempty"` // the turn that answered this paused one
 	Error           string           `json:"error,omitempty"`
+	Retryable       bool             `json:"retryable,omitempty"` // a failure of the model API that trying again may fix
 	CancelledBy     string           `json:"cancelled_by,omitempty"`
 	RequiredActions []session.Action `json:"required_actions"`
 	Events          int              `json:"events"` // the sequence number of its last event
@@ -347,7 +348,7 @@ func (rt *agentRuntime) begin(ctx context.Context, agent, sessionID, turnID stri
 
 // turnInfo is the API's view of turn t of the agent.
 func (n *Node) turnInfo(agent string, t *session.Turn) TurnInfo {
-	ti := TurnInfo{ID: t.ID, Session: t.Session, Agent: agent, Status: t.Status, Continues: t.Continues, ContinuedBy: t.ContinuedBy, Error: t.Error,
+	ti := TurnInfo{ID: t.ID, Session: t.Session, Agent: agent, Status: t.Status, Continues: t.Continues, ContinuedBy: t.ContinuedBy, Error: t.Error, Retryable: t.Retryable,
 		CancelledBy: t.CancelledBy, RequiredActions: t.Actions, Events: len(t.Events)}
 	if ti.RequiredActions == nil {
 		ti.RequiredActions = []session.Action{}

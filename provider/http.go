@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -35,6 +36,10 @@ type Options struct {
 	// MaxWait is the longest wait a Retry-After may ask for; a longer one
 	// fails the step at once, saying when to try again. 0 means 60 s.
 	MaxWait time.Duration
+	// Retrying, if set, is told before each wait for another attempt: why
+	// the last one failed and how long the wait is (a command says so,
+	// rather than sit silent).
+	Retrying func(e *Error, wait time.Duration)
 }
 
 func (o Options) orDefault() Options {
@@ -134,6 +139,9 @@ func (m *httpModel) Step(ctx context.Context, body []byte, deltas func(Delta)) (
 			}
 			d = after
 		}
+		if m.opt.Retrying != nil {
+			m.opt.Retrying(e, d)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -157,11 +165,11 @@ func (m *httpModel) try(ctx context.Context, body []byte, deltas func(Delta)) (*
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		kind := ErrUnavailable // no connection: trying again may work
+		kind, msg := ErrUnavailable, unreachable(m.s.Host(), err) // no connection: trying again may work
 		if !isNetwork(err) {
-			kind = ErrBadRequest // a request no attempt can send (a header it cannot carry, a certificate it does not trust)
+			kind, msg = ErrBadRequest, err.Error() // a request no attempt can send (a header it cannot carry, a certificate it does not trust)
 		}
-		return nil, &Error{Kind: kind, Provider: m.s.Provider, Host: m.s.Host(), Model: m.s.Model, Secret: m.s.KeySecret, Message: m.redact(err.Error())}
+		return nil, &Error{Kind: kind, Provider: m.s.Provider, Host: m.s.Host(), Model: m.s.Model, Secret: m.s.KeySecret, Message: m.redact(msg)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
@@ -215,6 +223,24 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // isNetwork reports whether a failed request failed on the network (no
 // connection, a name that did not resolve, a reset), which a later
 // attempt may not meet, rather than in building or securing it.
+// unreachable says, for a person, why no connection to host was made and
+// what to check, rather than the dial's own words.
+func unreachable(host string, err error) string {
+	var dns *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return fmt.Sprintf("the name %s does not resolve: no network here, or a wrong base_url in agent.json", host)
+	case errors.As(err, &dns):
+		return fmt.Sprintf("the name %s could not be looked up (%s): check the network", host, dns.Err)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("nothing answers at %s: is the server running? check base_url in agent.json", host)
+	case errors.As(err, &ne) && ne.Timeout():
+		return fmt.Sprintf("no answer from %s in time: check the network", host)
+	}
+	return fmt.Sprintf("could not reach %s: %v", host, err)
+}
+
 func isNetwork(err error) bool {
 	var ue *url.Error
 	if errors.As(err, &ue) {

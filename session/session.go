@@ -30,7 +30,7 @@ import (
 const (
 	SessionCreated   = "session.created"  // {} : an empty session exists
 	TurnStarted      = "turn.started"     // {"continues"?: turn, "model"?: {"provider","name"}}
-	TurnEnded        = "turn.ended"       // {"status", "error"?, "cancelled_by"?, "required_actions"?: [Action]}
+	TurnEnded        = "turn.ended"       // {"status", "error"?, "retryable"?, "cancelled_by"?, "required_actions"?: [Action]}
 	ActionAnswered   = "action.answered"  // {"action_id", "kind", "approve"? | "output"? | "authorized"?}
 	OperationIntent  = "operation.intent" // {"operation_id", "call_id", "tool", "effect"}
 	OperationOutcome = "operation.outcome"
@@ -95,8 +95,11 @@ type Turn struct {
 	// ContinuedBy is the turn that answered this paused turn's actions,
 	// if one did.
 	ContinuedBy string
-	Error       string   // why it failed
-	Actions     []Action // a paused turn's required actions
+	Error       string // why it failed
+	// Retryable says the failure was the model API's, unreachable or
+	// rate limiting: the same turn again may work.
+	Retryable bool
+	Actions   []Action // a paused turn's required actions
 	// Events are the journal ids of the turn's events in order: an event's
 	// position (from 1) is its sequence number within the turn.
 	Events []string
@@ -301,6 +304,7 @@ func (st *State) Apply(e *journal.Event) {
 		var b struct {
 			Status      Status   `json:"status"`
 			Error       string   `json:"error"`
+			Retryable   bool     `json:"retryable"`
 			CancelledBy string   `json:"cancelled_by"`
 			Actions     []Action `json:"required_actions"`
 		}
@@ -312,7 +316,7 @@ func (st *State) Apply(e *journal.Event) {
 			st.notef(e, "turn %s ended twice; the first end stands", t.ID)
 			return
 		}
-		t.Status, t.Error, t.CancelledBy, t.Actions = b.Status, b.Error, b.CancelledBy, b.Actions
+		t.Status, t.Error, t.Retryable, t.CancelledBy, t.Actions = b.Status, b.Error, b.Retryable, b.CancelledBy, b.Actions
 	case ActionAnswered:
 		var b Response
 		if json.Unmarshal(e.Body, &b) != nil || b.ActionID == "" || s == nil {

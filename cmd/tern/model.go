@@ -80,8 +80,14 @@ func probe(ctx context.Context, e *env, arg string) (provider.Probe, error) {
 		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		p, err := provider.RunProbe(ctx, s, provider.Options{})
-		if err != nil {
+		p, err := provider.RunProbe(ctx, s, provider.Options{Retrying: func(pe *provider.Error, wait time.Duration) {
+			fmt.Fprintf(e.stderr, "%s: %s; trying again in %v\n", pe.Host, pe.Message, wait.Round(100*time.Millisecond))
+		}})
+		var perr *provider.Error
+		switch {
+		case errors.As(err, &perr) && (errors.Is(err, provider.ErrUnavailable) || errors.Is(err, provider.ErrRateLimited)):
+			return p, &exitError{code: exitFailed, err: fmt.Errorf("model test %s: %w", arg, err)} // trying again may work
+		case err != nil:
 			return p, checkFailed("model test %s: %v", arg, err)
 		}
 		return p, nil

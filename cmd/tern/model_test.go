@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -137,5 +138,32 @@ func TestModelTestOfAnOpenAICompatibleServer(t *testing.T) {
 	}
 	if code, _, errs := tern(t, home, "", "model", "test", dir); code != 1 || !strings.Contains(errs, "tern secret set LOCAL_KEY") {
 		t.Fatalf("exit %d %q", code, errs)
+	}
+}
+
+// A model API that cannot be reached: model test says which host and what
+// to check, says so as each retry waits, and exits 3 (trying again may
+// work); a turn that fails so exits 3 too.
+func TestAModelThatCannotBeReachedExits3SayingWhatToCheck(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	setModel(t, home, dir, map[string]any{"provider": "openai-chat", "model": "m", "base_url": "http://" + addr + "/v1"})
+
+	code, _, errs := tern(t, home, "", "model", "test", dir)
+	if code != exitFailed || !strings.Contains(errs, "nothing answers at "+addr) || !strings.Contains(errs, "trying again in") || strings.Contains(errs, "dial tcp") {
+		t.Fatalf("model test of an unreachable server: exit %d:\n%s", code, errs)
+	}
+
+	runNode(t, home)
+	id := strings.TrimSpace(mustTern(t, home, "", "capsule", "import", dir))
+	code, _, errs = tern(t, home, "", "turn", id, "hello")
+	if code != exitFailed || !strings.Contains(errs, "nothing answers at "+addr) {
+		t.Fatalf("a turn whose model cannot be reached: exit %d:\n%s", code, errs)
 	}
 }

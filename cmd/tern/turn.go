@@ -225,6 +225,9 @@ func (e *env) runTurn(ctx context.Context, sessionID string, req map[string]any,
 			fmt.Fprintln(e.stderr, "answer them all at once: tern approve ID… [--deny ID…], tern deny ID… [--approve ID…], tern respond ID --output JSON [--approve ID…] [--deny ID…]")
 		}
 	case session.Failed:
+		if t.Retryable { // the model API could not be reached: trying again may work
+			return &exitError{code: exitFailed, err: fmt.Errorf("turn %s failed: %s", t.ID, t.Error)}
+		}
 		return checkFailed("turn %s failed: %s", t.ID, t.Error)
 	case session.Cancelled:
 		return checkFailed("turn %s was cancelled", t.ID)
