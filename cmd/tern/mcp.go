@@ -46,16 +46,21 @@ func mcpListCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A server that takes a while to start (npx downloading it
+			// on its first run) gets one line saying what is waited for.
+			stopWaiting := e.sayIfSlow(time.Second, "waiting for the MCP servers to start (up to 90 s; npx fetches a server the first time it runs one)…")
 			var states []tool.MCPServerState
 			if t.agent != "" {
 				var res struct {
 					Servers []tool.MCPServerState `json:"servers"`
 				}
-				if err := e.nodeDo(cmd.Context(), http.MethodGet, "/v1/agents/"+t.agent+"/mcp", nil, &res); err != nil {
-					return err
-				}
+				err = e.nodeDo(cmd.Context(), http.MethodGet, "/v1/agents/"+t.agent+"/mcp", nil, &res)
 				states = res.Servers
-			} else if states, err = e.mcpOfFolder(cmd.Context(), t.dir); err != nil {
+			} else {
+				states, err = e.mcpOfFolder(cmd.Context(), t.dir)
+			}
+			stopWaiting()
+			if err != nil {
 				return err
 			}
 			if asJSON {
@@ -128,4 +133,23 @@ func (e *env) mcpOfFolder(ctx context.Context, dir string) ([]tool.MCPServerStat
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	return tool.WithOverrides(m.Status(ctx), a.Tools), nil
+}
+
+// sayIfSlow prints line on stderr if what follows takes longer than after;
+// the returned stop ends the wait, and returns once nothing more can be
+// printed, so that the command's own output never interleaves with it.
+func (e *env) sayIfSlow(after time.Duration, line string) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case <-time.After(after):
+			fmt.Fprintln(e.stderr, line)
+		case <-done:
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }

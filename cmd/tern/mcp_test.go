@@ -299,3 +299,17 @@ func runNodeWithSecrets(t *testing.T, home string, log *slog.Logger) (*node.Node
 	t.Cleanup(func() { n.Close() })
 	return n, store
 }
+
+// A stdio MCP server that takes more than a second to start gets one line
+// saying what tern waits for, rather than silence.
+func TestAnMCPServerSlowToStartIsWaitedForOutLoud(t *testing.T) {
+	home := t.TempDir()
+	dir := newAgent(t, home)
+	editAgentJSON(t, home, dir, func(a map[string]any) {
+		a["mcp_servers"] = map[string]any{"slow": map[string]any{"command": "sh", "args": []string{"-c", "sleep 2"}}}
+	})
+	code, out, errs := tern(t, home, "", "mcp", "list", dir)
+	if code != 0 || !strings.Contains(errs, "waiting for the MCP servers to start") || !strings.Contains(out, "slow (stdio)") {
+		t.Fatalf("mcp list of a slow server: exit %d\n%s\n%s", code, out, errs)
+	}
+}
