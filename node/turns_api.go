@@ -72,6 +72,32 @@ func (n *Node) sessionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/sessions/{session}/turns/{turn}", n.handleTurn)
 	mux.HandleFunc("GET /v1/sessions/{session}/turns/{turn}/events", n.handleTurnEvents)
 	mux.HandleFunc("POST /v1/sessions/{session}/turns/{turn}/cancel", n.handleCancelTurn)
+	mux.HandleFunc("GET /v1/turns/{turn}", n.handleTurnByID)
+}
+
+// handleTurnByID is GET /v1/turns/{turn}: the turn of that id in whichever
+// session of the agents this node holds, as GET …/turns/{turn} answers it
+// (its session included): what a command given only a turn id needs.
+func (n *Node) handleTurnByID(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("turn")
+	agents, err := n.store.List()
+	if err != nil {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	for _, agent := range agents {
+		st, err := n.turns.state(agent)
+		if err != nil {
+			continue
+		}
+		for _, s := range st.Sessions {
+			if t := s.Turn(id); t != nil {
+				writeJSON(w, n.turnInfo(agent, t))
+				return
+			}
+		}
+	}
+	n.httpError(w, http.StatusNotFound, fmt.Errorf("no turn %s in the agents this node holds (tern session list AGENT lists a session's last turn)", id))
 }
 
 // pathAgent is the {agent} of the path, answered 400/404 if it is not an

@@ -30,6 +30,9 @@ const (
 	exitOK       = 0
 	exitCheck    = 1 // a check failed: verify found damage, a merge left a fork, a wait timed out
 	exitBadInput = 2 // bad usage or bad input: a bad flag, file, line or path, a write that would fork a chain
+	// exitInterrupted: Ctrl-C stopped a command that follows what the node
+	// does (a turn goes on there), as shells report a SIGINT.
+	exitInterrupted = 130
 	// exitFailed is a failure that says nothing about the input: an I/O
 	// error, a network error, no node running, a lock another process
 	// holds, a file verify could not read. Trying again may work.

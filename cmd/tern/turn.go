@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/signal"
 	"sort"
 	"strings"
 
@@ -109,7 +111,9 @@ func turnCmd(e *env) *cobra.Command {
 			"the stream by itself if it breaks. A turn that pauses lists the actions it waits for\n" +
 			"(tern approve, tern deny, tern respond answer them). --provider and --model switch the\n" +
 			"model for this turn only. --json prints the finished turn as JSON instead.\n" +
-			"Exit 0 when the turn completes or pauses, 1 when it fails or is cancelled.",
+			"Exit 0 when the turn completes or pauses, 1 when it fails or is cancelled, 3 when the\n" +
+			"model API could not be reached. Ctrl-C stops following, not the turn (exit 130): tern\n" +
+			"turn follow TURN follows it again, tern turn cancel TURN cancels it.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			agent, text := args[0], args[1]
@@ -154,7 +158,72 @@ func turnCmd(e *env) *cobra.Command {
 	c.Flags().StringVar(&model, "model", "", "the model for this turn only")
 	c.Flags().BoolVar(&cancelActive, "cancel-active", false, "cancel the session's running turn instead of being refused")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the finished turn as JSON")
+	c.AddCommand(turnFollowCmd(e), turnCancelCmd(e))
 	return c
+}
+
+// turnByID asks the node for a turn by its id alone.
+func (e *env) turnByID(ctx context.Context, turnID string) (*node.Client, node.TurnInfo, error) {
+	cl, err := e.client()
+	if err != nil {
+		return nil, node.TurnInfo{}, err
+	}
+	var t node.TurnInfo
+	err = cl.Do(ctx, http.MethodGet, "/v1/turns/"+url.PathEscape(turnID), nil, &t)
+	return cl, t, err
+}
+
+func turnFollowCmd(e *env) *cobra.Command {
+	var after int
+	var asJSON bool
+	c := &cobra.Command{
+		Use:     "follow TURN [--after N] [--json]",
+		Example: "  tern turn follow turn_…\n  tern turn follow turn_… --after 12",
+		Short:   "Stream a turn from its start (or after its event N) until it ends",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if after < 0 {
+				return fmt.Errorf("turn follow: --after %d: give an event's sequence number, 0 or more", after)
+			}
+			cl, t, err := e.turnByID(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if t.Status != session.Running && after >= t.Events {
+				after = t.Events - 1 // past its end: its end only, to report it
+			}
+			return e.followTurn(cmd.Context(), cl, t.Session, t.ID, after, asJSON)
+		},
+	}
+	c.Flags().IntVar(&after, "after", 0, "start after the turn's event with this sequence number")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the finished turn as JSON")
+	return c
+}
+
+func turnCancelCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:     "cancel TURN",
+		Example: "  tern turn cancel turn_…",
+		Short:   "Cancel a running or paused turn (a turn that ended already stays as it ended)",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, t, err := e.turnByID(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			var after node.TurnInfo
+			path := "/v1/sessions/" + url.PathEscape(t.Session) + "/turns/" + url.PathEscape(t.ID) + "/cancel"
+			if err := cl.Do(cmd.Context(), http.MethodPost, path, nil, &after); err != nil {
+				return err
+			}
+			if after.Status == session.Cancelled {
+				e.done("cancelled turn %s", after.ID)
+			} else {
+				e.done("turn %s had ended already: %s", after.ID, after.Status)
+			}
+			return nil
+		},
+	}
 }
 
 // checkSessionOf refuses a session that is not the agent's.
@@ -191,6 +260,16 @@ func (e *env) runTurn(ctx context.Context, sessionID string, req map[string]any,
 	if err := cl.Do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(sessionID)+"/turns", strings.NewReader(string(body)), &started); err != nil {
 		return err
 	}
+	return e.followTurn(ctx, cl, sessionID, started.ID, 0, asJSON)
+}
+
+// followTurn streams a turn from after its event after to its end, and
+// reports it. Ctrl-C stops following, not the turn: it says how to follow
+// or cancel it, and exits 130.
+func (e *env) followTurn(parent context.Context, cl *node.Client, sessionID, turnID string, after int, asJSON bool) error {
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt)
+	defer stop()
+	started := struct{ ID string }{turnID}
 	out := e.stdout
 	if asJSON {
 		out = io.Discard
@@ -199,7 +278,11 @@ func (e *env) runTurn(ctx context.Context, sessionID string, req map[string]any,
 	if asJSON {
 		p.log = io.Discard
 	}
-	moved, err := cl.FollowTurn(ctx, sessionID, started.ID, 0, p.item)
+	moved, err := cl.FollowTurn(ctx, sessionID, started.ID, after, p.item)
+	if err != nil && ctx.Err() != nil && parent.Err() == nil { // Ctrl-C
+		p.endLine()
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped following; turn %s goes on in the node: tern turn follow %s follows it again, tern turn cancel %s cancels it", started.ID, started.ID, started.ID)}
+	}
 	if err != nil {
 		return &exitError{exitFailed, err}
 	}

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -391,4 +394,78 @@ func toolOutputs(t *testing.T, log string) string {
 		}
 	}
 	return out.String()
+}
+
+// tern turn follow streams a turn again by its id alone; tern turn cancel
+// cancels one by its id (one that ended stays as it ended); Ctrl-C during
+// tern turn stops following, not the turn, and says both commands.
+func TestATurnIsFollowedAndCancelledByItsID(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select { // the model thinks until the test lets it answer
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"slow answer\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer slow.Close()
+	defer once.Do(func() { close(release) })
+	home := t.TempDir()
+	runNode(t, home)
+	id := importAgent(t, home, func(a map[string]any) {
+		a["provider"], a["model"], a["base_url"] = "openai-chat", "m", slow.URL+"/v1"
+	})
+
+	cmd := ternProcess(home, "", "turn", id, "hello")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The turn runs (the model thinks): Ctrl-C.
+	line, _ := bufio.NewReader(stderr).ReadString('\n')
+	if !strings.HasPrefix(line, "session ") {
+		t.Fatalf("tern turn said %q first", line)
+	}
+	var turnID string
+	for deadline := time.Now().Add(20 * time.Second); turnID == ""; time.Sleep(20 * time.Millisecond) {
+		var ss []struct {
+			LastTurn string `json:"last_turn"`
+		}
+		json.Unmarshal([]byte(mustTern(t, home, "", "session", "list", id, "--json")), &ss)
+		if len(ss) == 1 {
+			turnID = ss[0].LastTurn
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no turn runs")
+		}
+	}
+	cmd.Process.Signal(os.Interrupt)
+	rest, _ := io.ReadAll(stderr)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || !strings.Contains(string(rest), "tern turn follow "+turnID) || !strings.Contains(string(rest), "tern turn cancel "+turnID) {
+		t.Fatalf("Ctrl-C during tern turn: %v\n%s", err, rest)
+	}
+
+	// The turn went on: it ends once the model answers, and follow shows it.
+	once.Do(func() { close(release) })
+	if out := mustTern(t, home, "", "turn", "follow", turnID); !strings.Contains(out, "slow answer") {
+		t.Fatalf("turn follow: %q", out)
+	}
+	if out := mustTern(t, home, "", "turn", "follow", turnID, "--after", "1000"); strings.Contains(out, "slow answer") {
+		t.Fatalf("turn follow --after past the end: %q", out)
+	}
+	if code, _, errs := tern(t, home, "", "turn", "cancel", turnID); code != 0 || !strings.Contains(errs, "had ended already: completed") {
+		t.Fatalf("cancel of a completed turn: exit %d %q", code, errs)
+	}
+	if code, _, errs := tern(t, home, "", "turn", "follow", "turn_nope"); code != exitBadInput || !strings.Contains(errs, "no turn turn_nope") {
+		t.Fatalf("follow of an unknown turn: exit %d %q", code, errs)
+	}
 }
