@@ -196,7 +196,8 @@ func (n *Node) handleNewSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleSessions is GET /v1/agents/{agent}/sessions: each session with its
-// turns' count and its last turn's id and status.
+// turns' count, its last turn's id and status, and the first words of its
+// first message, the session with the newest event first.
 func (n *Node) handleSessions(w http.ResponseWriter, r *http.Request) {
 	agent, ok := n.pathAgent(w, r)
 	if !ok {
@@ -212,17 +213,68 @@ func (n *Node) handleSessions(w http.ResponseWriter, r *http.Request) {
 		Turns    int            `json:"turns"`
 		LastTurn string         `json:"last_turn,omitempty"`
 		Status   session.Status `json:"status,omitempty"`
+		Preview  string         `json:"preview,omitempty"` // the first words of its first message
+		clock    uint64         // of its newest event
 	}
-	out := []sessionInfo{}
+	evs, err := n.store.Events(agent, "")
+	if err != nil {
+		n.httpError(w, statusOf(err), err)
+		return
+	}
+	view, _ := journal.Readable(evs)
+	byID := map[string]*sessionInfo{}
 	for id, s := range st.Sessions {
-		si := sessionInfo{ID: id, Turns: len(s.Turns)}
+		si := &sessionInfo{ID: id, Turns: len(s.Turns)}
 		if t := s.Last(); t != nil {
 			si.LastTurn, si.Status = t.ID, t.Status
 		}
-		out = append(out, si)
+		byID[id] = si
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	for _, e := range view {
+		si := byID[e.Session]
+		if si == nil {
+			continue
+		}
+		si.clock = max(si.clock, e.Clock)
+		if si.Preview == "" && e.Type == "message" {
+			si.Preview = previewOf(e.Body)
+		}
+	}
+	out := make([]sessionInfo, 0, len(byID))
+	for _, si := range byID {
+		out = append(out, *si)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].clock != out[j].clock {
+			return out[i].clock > out[j].clock
+		}
+		return out[i].ID < out[j].ID
+	})
 	writeJSON(w, out)
+}
+
+// previewOf is the first words of a message body's text: at most 60
+// characters, on one line.
+func previewOf(body []byte) string {
+	var m struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	for _, p := range m.Content {
+		if p.Type == "text" && strings.TrimSpace(p.Text) != "" {
+			text := strings.Join(strings.Fields(p.Text), " ")
+			if r := []rune(text); len(r) > 60 {
+				text = string(r[:59]) + "…"
+			}
+			return text
+		}
+	}
+	return ""
 }
 
 // handleActions is GET /v1/actions (every agent this node runs: where

@@ -571,3 +571,24 @@ func TestAShellCallGetsTheAgentsDeclaredEnvironmentAndNotTheNodesHome(t *testing
 		t.Fatal("the command ran without its declared secret")
 	}
 }
+
+// The sessions list puts the session with the newest event first and
+// shows the first words of each one's first message.
+func TestSessionsAreListedNewestFirstWithTheirFirstWords(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	agent := heldBy(t, n, nil)
+	first, second := newSession(t, n, agent), newSession(t, n, agent)
+	for _, s := range []struct{ id, text string }{{second, "the second session's question"}, {first, "the first session's question, asked last, and long enough to be cut short somewhere"}} {
+		code, turn := startTurn(t, n, s.id, map[string]any{"text": s.text})
+		if code != 201 {
+			t.Fatalf("turn: %d %v", code, turn)
+		}
+		follow(t, n, s.id, turn["id"].(string), -1, nil)
+	}
+	var list []struct{ ID, Preview string }
+	api(t, n, "GET", "/v1/agents/"+agent+"/sessions", nil, &list)
+	if len(list) != 2 || list[0].ID != first || list[1].Preview != "the second session's question" ||
+		!strings.HasSuffix(list[0].Preview, "…") || len([]rune(list[0].Preview)) != 60 {
+		t.Fatalf("sessions %+v: want %s first, each with its first words", list, first)
+	}
+}

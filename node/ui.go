@@ -126,6 +126,9 @@ func (n *Node) uiRoutes(root *http.ServeMux) {
 		files.ServeHTTP(w, r)
 	})))
 	root.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusSeeOther) })
+	root.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ui/favicon.svg", http.StatusMovedPermanently)
+	})
 	root.HandleFunc("GET /ui/login", n.handleUILogin)
 	root.HandleFunc("GET /ui/session", func(w http.ResponseWriter, r *http.Request) {
 		_, s, ok := n.ui.session(r)
@@ -157,7 +160,8 @@ func (n *Node) handleUILogin(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprintf(w, "<!doctype html><title>tern</title><p>%s</p>\n", html.EscapeString(
+		fmt.Fprintf(w, "<!doctype html><meta charset=\"utf-8\"><title>tern</title><link rel=\"stylesheet\" href=\"/ui/style.css\"><link rel=\"icon\" href=\"/ui/favicon.svg\" type=\"image/svg+xml\">"+
+			"<header><h1>tern</h1></header><p id=\"banner\">%s</p>\n", html.EscapeString(
 			"This login code is unknown, used or expired (a code works once, for five minutes). Run tern ui again for a new one."))
 		return
 	}

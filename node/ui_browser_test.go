@@ -91,7 +91,9 @@ func TestTheWebPageInABrowser(t *testing.T) {
 
 	run("choosing the agent and a new session",
 		chromedp.Click(chromedp.CSS(`#capsules li[data-agent="`+agent+`"] button`)),
-		chromedp.WaitVisible(chromedp.ID("#agent-panel")),
+		chromedp.WaitVisible(chromedp.ID("#agent-panel")))
+	until("the agent's name as its heading", `document.getElementById("agent-title").textContent.startsWith("mover (…")`)
+	run("a new session",
 		chromedp.Click(chromedp.ID("#new-session")),
 		chromedp.WaitVisible(chromedp.ID("#session-panel")))
 	run("starting a turn",
@@ -99,6 +101,7 @@ func TestTheWebPageInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#turn-form button")),
 		chromedp.WaitVisible(chromedp.CSS(".action[data-action]")))
 	shot("2-paused-for-approval")
+	until("the session waiting for the person is marked, by its first words", `[...document.querySelectorAll("#sessions li")].some(li => li.textContent.includes("waits for you") && li.textContent.includes("“!call shell"))`)
 
 	run("approving", chromedp.Click(chromedp.CSS(".action .approve")))
 	until("the continuing turn running", `[...document.querySelectorAll("#turns li")].some(li => li.dataset.status === "running")`)
@@ -151,6 +154,8 @@ func TestTheWebPageInABrowser(t *testing.T) {
 		t.Fatalf("the banner after the move: %q", bannerText)
 	}
 	until("the holder shown as the other node", `document.getElementById("holder").textContent.includes("`+b.info.PeerID[len(b.info.PeerID)-6:]+`")`)
+	until("a copy offers no move, new session or message", `["migrate-form", "new-session", "turn-form"].every(id => document.getElementById(id).hidden)`)
+	until("the session's turns counted right", `[...document.querySelectorAll("#sessions li")].some(li => li.textContent.includes("2 turns · completed"))`)
 	shot("5-migrated")
 	if !b.runs(agent) {
 		t.Fatal("the other node does not run the agent")

@@ -87,8 +87,13 @@ func TestTheWebPageNeedsAOneTimeLoginAndACSRFToken(t *testing.T) {
 		!strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") || strings.Contains(cookie, code.Code) {
 		t.Fatalf("the login: %d %v", status, header)
 	}
-	if status, _, _ := send(t, browser(t), "GET", code.URL, nil, ""); status != http.StatusUnauthorized {
-		t.Fatalf("the code used again: %d", status)
+	if status, page, _ := send(t, browser(t), "GET", code.URL, nil, ""); status != http.StatusUnauthorized || !strings.Contains(page, `href="/ui/style.css"`) {
+		t.Fatalf("the code used again: %d %q (styled as the page is)", status, page)
+	}
+	// The icon a browser asks for at the root is there, not a 404.
+	status, icon, _ := send(t, &http.Client{}, "GET", base+"/favicon.ico", nil, "")
+	if status != 200 || !strings.HasPrefix(icon, "<svg") {
+		t.Fatalf("favicon: %d %q", status, icon)
 	}
 
 	var session struct{ CSRF string }

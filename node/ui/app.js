@@ -48,6 +48,9 @@ function el(tag, attrs, ...children) {
 
 function short(id) { return id ? "…" + id.slice(-6) : ""; }
 
+// plural is "1 turn", "2 turns".
+function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
+
 function banner(text, kind) {
   $("banner").textContent = text;
   $("banner").dataset.kind = kind || "";
@@ -115,11 +118,17 @@ async function refresh() {
   const chosen = $("migrate-to").value; // kept across refreshes
   $("migrate-to").replaceChildren(...state.peers.map((p) => el("option", { value: p.id }, p.name || short(p.id))));
   if (chosen && state.peers.some((p) => p.id === chosen)) $("migrate-to").value = chosen;
-  $("capsules").replaceChildren(...(status.capsules || []).map((c) =>
-    el("li", { "data-agent": c.id },
-      el("button", { type: "button", onclick: () => selectAgent(c.id) }, c.name || c.id),
-      el("span", { class: "muted" }, ` ${short(c.id)} · ${c.events} events` + (c.runs ? " · runs here" : "") + (c.wants ? ` · ${c.wants} blobs to come` : "")),
-      waiting[c.id] ? el("strong", { class: "waiting" }, ` · ${waiting[c.id]} waiting for you`) : "")));
+  state.names = Object.fromEntries((status.capsules || []).map((c) => [c.id, c.name]));
+  if (!(status.capsules || []).length) {
+    $("capsules").replaceChildren(el("li", { class: "muted hint" },
+      "No agent here yet. Make one with tern capsule new ./agent --name helper, then give it to this node with tern capsule import ./agent."));
+  } else {
+    $("capsules").replaceChildren(...status.capsules.map((c) =>
+      el("li", { "data-agent": c.id },
+        el("button", { type: "button", onclick: () => selectAgent(c.id) }, c.name || c.id),
+        el("span", { class: "muted" }, ` ${short(c.id)} · ${plural(c.events, "event")}` + (c.runs ? " · runs here" : "") + (c.wants ? ` · ${plural(c.wants, "blob")} to come` : "")),
+        waiting[c.id] ? el("strong", { class: "waiting" }, ` · ${waiting[c.id]} waiting for you`) : "")));
+  }
   if (state.agent) await showAgent();
 }
 
@@ -134,12 +143,16 @@ async function selectAgent(id) {
 async function showAgent() {
   const id = state.agent;
   $("agent-panel").hidden = false;
-  $("agent-title").textContent = "Agent " + id;
+  const name = (state.names || {})[id];
+  $("agent-title").textContent = name ? `${name} (${short(id)})` : "Agent " + id;
   try {
     const h = await api("GET", `/v1/capsules/${id}/holder`);
     const holder = h.holder || {};
     const here = holder.peer === state.peer;
-    $("holder").textContent = `Held at epoch ${holder.epoch} by ${here ? "this node" : peerName(holder.peer)}; here it is ${h.state}.`;
+    $("holder").textContent = `Held at epoch ${holder.epoch} by ${here ? "this node" : peerName(holder.peer)}; here it is ${h.state}.` +
+      (here ? "" : ` It runs on ${peerName(holder.peer)}: open that node's page to talk to it.`);
+    // What only the node that runs the agent can do is not offered on a copy.
+    for (const f of ["migrate-form", "new-session", "turn-form"]) $(f).hidden = !here;
     if (!here && holder.peer && state.session) banner(`The agent runs on ${peerName(holder.peer)} now: its turns go on there; this page shows this node's copy.`);
   } catch (e) {
     $("holder").textContent = "Holder: " + e.message;
@@ -159,8 +172,9 @@ async function showAgent() {
     const sessions = await api("GET", `/v1/agents/${id}/sessions`);
     $("sessions").replaceChildren(...sessions.map((s) =>
       el("li", { "data-session": s.id },
-        el("button", { type: "button", onclick: () => selectSession(s.id) }, s.id),
-        el("span", { class: "muted" }, ` ${s.turns} turns · ${s.status || ""}`))));
+        el("button", { type: "button", onclick: () => selectSession(s.id) }, s.preview ? `“${s.preview}”` : s.id),
+        el("span", { class: "muted" }, ` ${plural(s.turns, "turn")}` + (s.status ? ` · ${s.status}` : "")),
+        s.status === "paused" ? el("strong", { class: "waiting" }, " · waits for you") : "")));
   } catch (e) {
     $("sessions").replaceChildren(el("li", { class: "muted" }, e.message));
   }
