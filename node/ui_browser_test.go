@@ -167,6 +167,12 @@ func TestTheWebPageInABrowser(t *testing.T) {
 	if strings.Contains(pageHTML, a.info.Token) {
 		t.Fatal("the bearer token is in the page")
 	}
+
+	// A node that holds no agent yet says how to give it one.
+	empty := startNode(t, t.TempDir())
+	run("an empty node's page", chromedp.Navigate(loginCode(t, empty).URL), chromedp.WaitVisible(chromedp.ID("#main")))
+	until("the first screen's hint", `document.getElementById("capsules").textContent.includes("tern capsule import")`)
+	shot("6-empty-node")
 	t.Logf("screenshots in %s", shots)
 	if dir := os.Getenv("TERN_UI_SHOTS"); dir != "" { // to look at them after the test
 		os.MkdirAll(dir, 0o755)
