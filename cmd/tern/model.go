@@ -81,7 +81,7 @@ func probe(ctx context.Context, e *env, arg string) (provider.Probe, error) {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		p, err := provider.RunProbe(ctx, s, provider.Options{Retrying: func(pe *provider.Error, wait time.Duration) {
-			fmt.Fprintf(e.stderr, "%s: %s; trying again in %v\n", pe.Host, pe.Message, wait.Round(100*time.Millisecond))
+			fmt.Fprintf(e.stderr, "%s; trying again in %v\n", pe.Message, wait.Round(100*time.Millisecond))
 		}})
 		var perr *provider.Error
 		switch {
