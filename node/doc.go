@@ -26,8 +26,27 @@
 //     that the key that signs journal events is the key the node serves
 //     under.
 //   - api.go, client.go, metrics.go: the loopback HTTP API (only for a
-//     loopback Host and Origin, with its bearer token; its error statuses
-//     are listed on routes), the client the CLI uses, and /metrics.
+//     loopback Host and Origin, with its bearer token), the client the CLI
+//     uses, and /metrics; status.go: the one table from an error to the
+//     API's status.
+//   - turns.go, live.go: the runtime, which runs the turns of the agents
+//     the node runs as session.Next decides (model steps, tools with
+//     intents and outcomes, reconciliation, snapshots), and the turns in
+//     flight that SSE subscribers follow; turns_api.go: the sessions and
+//     turns API; relay.go: following a turn that runs on another node.
+//   - mcp.go: the agents' MCP servers (connections, OAuth callbacks);
+//     memory.go: the memory API and search; model.go: model tests.
+//   - members.go, members_api.go: who writes an agent's history (adding
+//     a paired peer as it is given the agent, foreign copies) and its API.
+//   - migrate_api.go: moves, the holder report and resolve; registry.go:
+//     $TERN_HOME/registry.json, the fencing machines' durable record.
+//   - chains.go: which copy this machine signed an agent in last
+//     ($TERN_HOME/chains); home.go: the node's lock on its home.
+//   - peeraddrs.go: a paired peer's stored address follows the port it
+//     says it listens on; jobs.go: background work, one run per key.
+//   - ui.go, ui/: the web page and its login and CSRF sessions.
+//   - simlayer.go, simlibp2p.go: the simulator's node and libp2p layers
+//     (docs/SIMULATION.md); they belong under simnet/, and are to move there.
 //
 // The wire protocols themselves are in package protocol; docs/PROTOCOLS.md
 // describes them.
