@@ -1207,9 +1207,6 @@ func (hs *holders) state(agent string) (protocol.HolderState, error) {
 		st.State, st.Note = "unknown", hs.relearningNote(h)
 	case rec.State == fencing.None:
 		st.State = "copy"
-		if hs.n.foreign(agent) {
-			st.Note = foreignError(agent).Error()
-		}
 	default:
 		st.State = rec.State.String()
 	}
@@ -1224,7 +1221,6 @@ func (hs *holders) state(agent string) (protocol.HolderState, error) {
 		}
 	case h.m.Tailing():
 		st.State, st.Note = "frozen", "frozen for the last events of a migration; nothing is proposed yet"
-	case st.Note != "":
 	case h.checking() != "":
 		st.Note = h.checking()
 	case rec.State == fencing.Retired && rec.Holder.Peer != "" && rec.Holder.Peer != hs.n.id.Machine():

@@ -71,6 +71,9 @@ func (n *Node) Holder(ctx context.Context, agent string) (HolderReport, error) {
 	if err != nil {
 		return HolderReport{}, err
 	}
+	if st.State == "copy" && st.Note == "" && n.foreign(agent) {
+		st.Note = foreignError(agent).Error() // read from the journal here only, not at every state asked
+	}
 	rep := HolderReport{Agent: agent, HolderState: st, Peers: []PeerHolder{}}
 	for _, p := range n.peers.List() {
 		ph := PeerHolder{Peer: p.ID, Name: p.Name}

@@ -54,12 +54,12 @@ func TestAForeignCapsuleNeverRunsWhateverItsManifestSays(t *testing.T) {
 	if _, _, err := n.Import(dir); err != nil {
 		t.Fatal(err)
 	}
-	st, err := n.holders.state(agent)
+	rep, err := n.Holder(context.Background(), agent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != "copy" || !strings.Contains(st.Note, "foreign") || !strings.Contains(st.Note, "tern capsule adopt") {
-		t.Fatalf("holder state of a foreign copy: %+v", st)
+	if rep.State != "copy" || !strings.Contains(rep.Note, "foreign") || !strings.Contains(rep.Note, "tern capsule adopt") {
+		t.Fatalf("holder report of a foreign copy: %+v", rep.HolderState)
 	}
 	code, body := request(t, n, "POST", "/v1/agents/"+agent+"/sessions", "")
 	if code != http.StatusConflict || !strings.Contains(body, "tern capsule adopt") {

@@ -198,6 +198,8 @@ func TestSyncWaitAndStatusNameThePeerAndWhenItWentAway(t *testing.T) {
 	ended := time.Now()
 	b.Close()
 	var st node.Status
+	// A real clock: libp2p on loopback tells the disconnection when it
+	// does; this waits for a positive answer, bounded only against a hang.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if err := json.Unmarshal([]byte(mustTern(t, homeA, "", "status", "--json")), &st); err != nil {
 			t.Fatal(err)
@@ -274,7 +276,7 @@ func TestANodeKeepsThePortItChose(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatal("the node did not come up")
 			}
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // a real process starting: a poll for a positive answer, bounded against a hang
 		}
 		for _, a := range info.Addrs {
 			if _, p, ok := strings.Cut(a, "/tcp/"); ok {

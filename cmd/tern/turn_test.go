@@ -434,6 +434,8 @@ func TestATurnIsFollowedAndCancelledByItsID(t *testing.T) {
 		t.Fatalf("tern turn said %q first", line)
 	}
 	var turnID string
+	// A real process and node: poll until the turn exists (a positive
+	// answer; the deadline guards a hang only).
 	for deadline := time.Now().Add(20 * time.Second); turnID == ""; time.Sleep(20 * time.Millisecond) {
 		var ss []struct {
 			LastTurn string `json:"last_turn"`
