@@ -20,7 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tern-dev/tern/node/nodebench"
+	"github.com/tern-dev/tern/bench"
 )
 
 func benchCmd(e *env) *cobra.Command {
@@ -61,8 +61,8 @@ prints them side by side.`,
 				return fmt.Errorf("bench migrate: --events %d: want 0 to %d", events, maxBenchEvents)
 			case runs < 1 || runs > 1000:
 				return fmt.Errorf("bench migrate: --runs %d: want 1 to 1000", runs)
-			case ws < 1 || ws > nodebench.MaxBlobSize:
-				return fmt.Errorf("bench migrate: --workspace %s: want 1 B to %s", workspace, formatBytes(nodebench.MaxBlobSize))
+			case ws < 1 || ws > bench.MaxBlobSize:
+				return fmt.Errorf("bench migrate: --workspace %s: want 1 B to %s", workspace, formatBytes(bench.MaxBlobSize))
 			case ch < 1 || ch > ws:
 				return fmt.Errorf("bench migrate: --changed %s: want 1 B up to the workspace", changed)
 			}
@@ -72,10 +72,10 @@ prints them side by side.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			results := map[string]nodebench.MigrateResult{}
+			results := map[string]bench.MigrateResult{}
 			for _, tr := range transports {
 				fmt.Fprintf(e.stderr, "bench migrate over %s…\n", tr)
-				r, err := nodebench.Migrate(ctx, nodebench.MigrateOptions{Options: nodebench.Options{Dir: dir, Transport: tr},
+				r, err := bench.Migrate(ctx, bench.MigrateOptions{Options: bench.Options{Dir: dir, Transport: tr},
 					Events: events, Workspace: ws, Changed: ch, Runs: runs})
 				if err != nil {
 					return checkFailed("%s: %v", tr, err)
@@ -134,12 +134,12 @@ type benchReport struct {
 	GoVersion  string                     `json:"go_version"`
 	CPUs       int                        `json:"cpus"`
 	GOMAXPROCS int                        `json:"gomaxprocs"`
-	Blob       *nodebench.BlobResult      `json:"blob,omitempty"`
-	CatchUp    *nodebench.CatchUpResult   `json:"catchup,omitempty"`
-	Partition  *nodebench.PartitionResult `json:"partition,omitempty"`
-	Memory     *nodebench.MemoryResult    `json:"memory,omitempty"`
-	Latency    *nodebench.LatencyResult   `json:"latency,omitempty"`
-	Appends    *nodebench.AppendsResult   `json:"appends,omitempty"`
+	Blob       *bench.BlobResult      `json:"blob,omitempty"`
+	CatchUp    *bench.CatchUpResult   `json:"catchup,omitempty"`
+	Partition  *bench.PartitionResult `json:"partition,omitempty"`
+	Memory     *bench.MemoryResult    `json:"memory,omitempty"`
+	Latency    *bench.LatencyResult   `json:"latency,omitempty"`
+	Appends    *bench.AppendsResult   `json:"appends,omitempty"`
 }
 
 func benchSyncCmd(e *env) *cobra.Command {
@@ -186,14 +186,14 @@ limit is measured there). Exit 1 if a measurement could not complete.`,
 				return fmt.Errorf("bench sync: --only: %w", err)
 			}
 			switch {
-			case size < 1 || size > nodebench.MaxBlobSize:
-				return fmt.Errorf("bench sync: --blob-size %s: want 1 B to %s", blobSize, formatBytes(nodebench.MaxBlobSize))
+			case size < 1 || size > bench.MaxBlobSize:
+				return fmt.Errorf("bench sync: --blob-size %s: want 1 B to %s", blobSize, formatBytes(bench.MaxBlobSize))
 			case events < 1 || events > maxBenchEvents:
 				return fmt.Errorf("bench sync: --events %d: want 1 to %d", events, maxBenchEvents)
 			case nodes < 2 || nodes > maxBenchNodes:
 				return fmt.Errorf("bench sync: --nodes %d: want 2 to %d", nodes, maxBenchNodes)
-			case capsules < 1 || capsules > nodebench.MaxCapsules:
-				return fmt.Errorf("bench sync: --capsules %d: want 1 to %d", capsules, nodebench.MaxCapsules)
+			case capsules < 1 || capsules > bench.MaxCapsules:
+				return fmt.Errorf("bench sync: --capsules %d: want 1 to %d", capsules, bench.MaxCapsules)
 			}
 			if dir != "" {
 				switch st, err := os.Stat(dir); {
@@ -209,34 +209,34 @@ limit is measured there). Exit 1 if a measurement could not complete.`,
 			defer stop()
 			rep := benchReport{Time: time.Now().UTC().Format(time.RFC3339), GoVersion: runtime.Version(),
 				CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0)}
-			if !slices.Contains(nodebench.Transports, transport) {
-				return fmt.Errorf("bench sync: --transport %q: want %s", transport, strings.Join(nodebench.Transports, " or "))
+			if !slices.Contains(bench.Transports, transport) {
+				return fmt.Errorf("bench sync: --transport %q: want %s", transport, strings.Join(bench.Transports, " or "))
 			}
-			opt := nodebench.Options{Dir: dir, Transport: transport}
+			opt := bench.Options{Dir: dir, Transport: transport}
 			err = runBench(ctx, e, parts, func(part string) error {
 				switch part {
 				case "blob":
-					r, err := nodebench.Blob(ctx, size, opt)
+					r, err := bench.Blob(ctx, size, opt)
 					rep.Blob = &r
 					return err
 				case "catchup":
-					r, err := nodebench.CatchUp(ctx, events, opt)
+					r, err := bench.CatchUp(ctx, events, opt)
 					rep.CatchUp = &r
 					return err
 				case "partition":
-					r, err := nodebench.Partition(ctx, nodes, opt)
+					r, err := bench.Partition(ctx, nodes, opt)
 					rep.Partition = &r
 					return err
 				case "memory":
-					r, err := nodebench.IdleMemory(ctx, capsules, opt)
+					r, err := bench.IdleMemory(ctx, capsules, opt)
 					rep.Memory = &r
 					return err
 				case "latency":
-					r, err := nodebench.Latency(ctx, size, opt)
+					r, err := bench.Latency(ctx, size, opt)
 					rep.Latency = &r
 					return err
 				default:
-					r, err := nodebench.Appends(ctx, opt)
+					r, err := bench.Appends(ctx, opt)
 					rep.Appends = &r
 					return err
 				}
@@ -264,13 +264,13 @@ limit is measured there). Exit 1 if a measurement could not complete.`,
 }
 
 // parseTransports reads --transport: a comma-separated list of
-// nodebench.Transports.
+// bench.Transports.
 func parseTransports(s string) ([]string, error) {
 	var out []string
 	for _, t := range strings.Split(s, ",") {
 		t = strings.TrimSpace(t)
-		if !slices.Contains(nodebench.Transports, t) {
-			return nil, fmt.Errorf("%q is not a transport (want %s)", t, strings.Join(nodebench.Transports, " or "))
+		if !slices.Contains(bench.Transports, t) {
+			return nil, fmt.Errorf("%q is not a transport (want %s)", t, strings.Join(bench.Transports, " or "))
 		}
 		if !slices.Contains(out, t) {
 			out = append(out, t)

@@ -1,4 +1,4 @@
-// Package nodebench measures how tern nodes sync, with real nodes on
+// Package bench measures how tern nodes sync, with real nodes on
 // 127.0.0.1: blob throughput against the two limits under it, catch-up
 // after time offline, convergence after a partition heals, and the idle
 // memory of a node holding many capsules.
@@ -10,4 +10,4 @@
 // never touches $TERN_HOME. Measurements are not meant to run
 // concurrently: each uses the whole machine, and IdleMemory reads the
 // process's heap.
-package nodebench
+package bench

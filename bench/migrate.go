@@ -1,4 +1,4 @@
-package nodebench
+package bench
 
 import (
 	"context"
