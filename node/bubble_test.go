@@ -58,7 +58,7 @@ func (mn *memNodes) start(home string, interval ...time.Duration) *Node {
 		addr = ma.StringCast(fmt.Sprintf("/ip4/10.0.0.%d/tcp/4001", len(mn.addrs)+1))
 		mn.addrs[home] = addr
 	}
-	cfg := Config{NoMDNS: true, sim: &simHooks{},
+	cfg := Config{NoMDNS: true, Harness: &Harness{},
 		newHost: func(id *Identity, _ *gater, _ Config) (host.Host, error) { return mn.net.AddHost(id.PrivKey(), addr) }}
 	if len(interval) > 0 {
 		cfg.SyncInterval = interval[0]

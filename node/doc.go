@@ -45,8 +45,9 @@
 //   - peeraddrs.go: a paired peer's stored address follows the port it
 //     says it listens on; jobs.go: background work, one run per key.
 //   - ui.go, ui/: the web page and its login and CSRF sessions.
-//   - simlayer.go, simlibp2p.go: the simulator's node and libp2p layers
-//     (docs/SIMULATION.md); they belong under simnet/, and are to move there.
+//   - harness.go: the seams a harness (simnet/nodesim, the simulator's
+//     node and libp2p layers) runs a node through: its transport, its
+//     spawner, its clock, and what its checker watches.
 //
 // The wire protocols themselves are in package protocol; docs/PROTOCOLS.md
 // describes them.

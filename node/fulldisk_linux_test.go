@@ -61,7 +61,7 @@ func TestAFullDiskStopsNothingForGoodAndTheNodeCarriesOnWhenSpaceReturns(t *test
 	home := filepath.Join(smallDisk(t, 8<<20), "home")
 	// A slow tick: the startup check waits 30 ticks for the peer, which is
 	// down, before its record is written; the disk fills meanwhile.
-	cfg := Config{SyncInterval: time.Hour, tick: 200 * time.Millisecond}
+	cfg := Config{SyncInterval: time.Hour, Tick: 200 * time.Millisecond}
 	a, b := tcp.startWith(t, home, cfg), tcp.start(t, t.TempDir())
 	connectAll(t, a, b)
 	agent := heldBy(t, a, nil)
@@ -102,7 +102,7 @@ func TestAFullDiskStopsNothingForGoodAndTheNodeCarriesOnWhenSpaceReturns(t *test
 // space is freed.
 func TestADiskThatFillsWhileTheAgentRunsIsSaidAndAMoveAborts(t *testing.T) {
 	home := filepath.Join(smallDisk(t, 8<<20), "home")
-	a, b := tcp.startWith(t, home, Config{SyncInterval: time.Hour, tick: 20 * time.Millisecond}), tcp.startAt(t, t.TempDir())
+	a, b := tcp.startWith(t, home, Config{SyncInterval: time.Hour, Tick: 20 * time.Millisecond}), tcp.startAt(t, t.TempDir())
 	connectAll(t, a, b)
 	agent := heldBy(t, a, nil)
 	eventually(t, "b holds a copy, a member", func() bool {

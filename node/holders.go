@@ -174,10 +174,10 @@ func startHolders(n *Node) (*holders, error) {
 			h.mu.Unlock()
 		}
 	})
-	if sim := n.cfg.sim; sim != nil {
-		reg.saving = sim.saving
-		if sim.incarnation != 0 {
-			hs.inc = sim.incarnation
+	if hn := n.cfg.Harness; hn != nil {
+		reg.saving = hn.Saving
+		if hn.Incarnation != 0 {
+			hs.inc = hn.Incarnation
 		}
 	}
 	for _, id := range ids {
@@ -192,8 +192,8 @@ func startHolders(n *Node) (*holders, error) {
 func (hs *holders) config(h *holder) fencing.Config {
 	cfg := fencing.Config{Self: hs.n.id.Machine(), Agent: h.agent, Peers: hs.peerIDs(), Incarnation: hs.inc,
 		Timing: timing, Strict: hs.n.cfg.Strict, Have: func(f fencing.File) bool { return hs.have(h, f) }}
-	if sim := hs.n.cfg.sim; sim != nil {
-		cfg.Flaw = sim.flaw
+	if hn := hs.n.cfg.Harness; hn != nil {
+		cfg.Flaw = hn.Flaw
 	}
 	return cfg
 }
@@ -477,7 +477,7 @@ func (hs *holders) run(every time.Duration) {
 func (hs *holders) apply(h *holder) {
 	for h.m.HasReady() {
 		rd := h.m.Ready()
-		if rd.Stop && hs.n.cfg.sim == nil {
+		if rd.Stop && !hs.n.harnessed() {
 			hs.n.spawn(func() { hs.stopWhenIdle(h) }) // its turns continue where it runs next
 		}
 		staging := filepath.Join(hs.n.home, StagingDir, h.agent)
@@ -518,12 +518,12 @@ func (hs *holders) apply(h *holder) {
 			hs.send(hs.outgoing(h, msg))
 		}
 		if rd.Run {
-			if hs.n.cfg.sim == nil {
+			if !hs.n.harnessed() {
 				hs.n.spawn(func() { hs.resumeIfRuns(h) }) // the turns it left running continue here
 			}
-			if sim := hs.n.cfg.sim; sim != nil && sim.runs != nil {
+			if hn := hs.n.cfg.Harness; hn != nil && hn.Runs != nil {
 				saved, _, _ := hs.reg.Load(h.agent)
-				sim.runs(h.agent, saved)
+				hn.Runs(h.agent, saved)
 			}
 		}
 		for _, ev := range rd.Events {
@@ -821,8 +821,8 @@ func (hs *holders) send(msg fencing.Message) {
 		return
 	}
 	delays := []time.Duration{0}
-	if sim := hs.n.cfg.sim; sim != nil && sim.migrateFate != nil {
-		delays = sim.migrateFate(msg)
+	if hn := hs.n.cfg.Harness; hn != nil && hn.MigrateFate != nil {
+		delays = hn.MigrateFate(msg)
 	}
 	for _, delay := range delays {
 		hs.n.spawn(func() {
@@ -896,8 +896,8 @@ func (hs *holders) event(h *holder, ev fencing.Event) {
 		log = hs.n.log.Warn
 	}
 	log("fencing: "+ev.Kind.String(), "agent", h.agent, "epoch", ev.Epoch, "peer", ev.Peer, "err", ev.Err)
-	if sim := hs.n.cfg.sim; sim != nil && sim.event != nil {
-		sim.event(h.agent, ev)
+	if hn := hs.n.cfg.Harness; hn != nil && hn.Event != nil {
+		hn.Event(h.agent, ev)
 	}
 	if ev.Kind == fencing.EvOverride || ev.Kind == fencing.EvOverrideRefused {
 		hs.n.log.Warn("fencing: an operator's override", "agent", h.agent, "outcome", ev.Kind.String(), "epoch", ev.Epoch, "what", ev.Err)

@@ -162,4 +162,27 @@ func removeLeftovers(home string, log interface{ Warn(string, ...any) }) {
 // as a backup taken with cp -a would: a node started on the copy later is
 // a machine restored from an old backup, which fencing must stop from
 // running what has moved on since.
-func CopyHome(home, to string) error { return copyTree(home, to) }
+func CopyHome(home, to string) error {
+	return filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(home, path)
+		dst := filepath.Join(to, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(dst, info.Mode().Perm())
+		case d.Type().IsRegular():
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(dst, data, info.Mode().Perm())
+		}
+		return nil
+	})
+}

@@ -378,7 +378,7 @@ func TestEveryPhaseUnderEveryFaultEndsWithOneRunner(t *testing.T) {
 					homes := map[string]string{"a": t.TempDir(), "b": t.TempDir()}
 					for _, name := range []string{"a", "b"} {
 						n, err := Start(homes[name], Config{Listen: []string{tr.listen}, NoMDNS: true,
-							SyncInterval: time.Hour, tick: 20 * time.Millisecond, loseMigrate: f.hook(name)}, testLog(homes[name]))
+							SyncInterval: time.Hour, Tick: 20 * time.Millisecond, loseMigrate: f.hook(name)}, testLog(homes[name]))
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -396,7 +396,7 @@ func TestEveryPhaseUnderEveryFaultEndsWithOneRunner(t *testing.T) {
 					go func() {
 						<-f.done
 						if f.crashed == b {
-							back, err := Start(homes["b"], Config{Listen: []string{tr.listen}, NoMDNS: true, SyncInterval: time.Hour, tick: 20 * time.Millisecond}, testLog(homes["b"]))
+							back, err := Start(homes["b"], Config{Listen: []string{tr.listen}, NoMDNS: true, SyncInterval: time.Hour, Tick: 20 * time.Millisecond}, testLog(homes["b"]))
 							if err == nil {
 								err = link(a, back)
 							}
@@ -563,7 +563,7 @@ func TestAStaleWakeUpIsFencedOff(t *testing.T) {
 func startLosing(t *testing.T, types ...fencing.MsgType) *Node {
 	t.Helper()
 	home := t.TempDir()
-	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: time.Hour, tick: 20 * time.Millisecond,
+	n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: time.Hour, Tick: 20 * time.Millisecond,
 		loseMigrate: func(m fencing.Message) bool { return slices.Contains(types, m.Type) }}, testLog(home))
 	if err != nil {
 		t.Fatal(err)
@@ -738,7 +738,7 @@ func TestAMigrationToAMachineWithoutTheAgentsSecretAborts(t *testing.T) {
 	start := func(s mapSecrets) *Node {
 		home := t.TempDir()
 		n, err := Start(home, Config{Listen: []string{"/ip4/127.0.0.1/tcp/0"}, NoMDNS: true, SyncInterval: time.Hour,
-			tick: 20 * time.Millisecond, Secrets: s}, testLog(home))
+			Tick: 20 * time.Millisecond, Secrets: s}, testLog(home))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,8 +68,9 @@ type Config struct {
 	// none, and an agent that names one cannot reach its model.
 	Secrets provider.Secrets
 
-	// tick is how often the fencing machines tick; 0 means DefaultTick.
-	tick time.Duration
+	// Tick is how often the fencing machines tick; 0 means DefaultTick.
+	// Tests and the simulator's libp2p layer tick faster.
+	Tick time.Duration
 	// loseMigrate, in tests, loses a migrate message this node would
 	// send when it returns true: a lost request or a lost reply.
 	loseMigrate func(fencing.Message) bool
@@ -78,9 +79,9 @@ type Config struct {
 	// on mocknet hosts, whose links they can cut.
 	newHost func(*Identity, *gater, Config) (host.Host, error)
 
-	// sim, set by the simulator's node layer (simlayer.go), runs the node
-	// without the HTTP API and tells the simulator what its checker needs.
-	sim *simHooks
+	// Harness runs the node on a harness's network and clock (see
+	// Harness); production leaves it nil.
+	Harness *Harness
 }
 
 // Info is node.json: where a running node's API is and who it is.
@@ -195,6 +196,9 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	if newHost == nil {
 		newHost = libp2pHost
 	}
+	if hn := cfg.Harness; hn != nil && hn.Host != nil {
+		newHost = func(*Identity, *gater, Config) (host.Host, error) { return hn.Host() }
+	}
 	g := &gater{peers: peers, log: log}
 	h, err := newHost(id, g, cfg)
 	if err != nil {
@@ -236,7 +240,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		}
 	}
 	protocol.HandleMigrate(h, migrateNode{n.holders}, log)
-	if cfg.sim == nil {
+	if !n.harnessed() {
 		h.SetStreamHandler(TurnRelayID, n.serveTurnRelay)
 	}
 	protocol.HandleSync(h, offerAware{store, n}, log)
@@ -249,7 +253,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 			n.conns[p]++
 			first := n.conns[p] == 1
 			n.mu.Unlock()
-			if first && cfg.sim == nil { // memnet's connections have no addresses
+			if first && !n.harnessed() { // memnet's connections have no addresses
 				log.Info("connected to a paired peer", "peer", n.peerName(p), "addr", c.RemoteMultiaddr())
 			}
 			n.connected(p)
@@ -264,7 +268,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 				n.seen[p] = time.Now() // the time its last connection ended
 			}
 			n.mu.Unlock()
-			if last && cfg.sim == nil {
+			if last && !n.harnessed() {
 				log.Info("disconnected from a paired peer", "peer", n.peerName(p))
 			}
 		},
@@ -272,7 +276,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	for _, p := range h.Network().Peers() { // connected before the notifications began
 		n.connected(p)
 	}
-	if cfg.sim == nil {
+	if !n.harnessed() {
 		if sub, err := h.EventBus().Subscribe(new(evbus.EvtPeerIdentificationCompleted)); err == nil {
 			n.spawn(func() { n.followAddrs(sub) })
 		}
@@ -283,7 +287,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 			log.Warn("LAN discovery is off", "err", err)
 		}
 	}
-	if cfg.sim == nil {
+	if !n.harnessed() {
 		if err := n.serveAPI(); err != nil {
 			n.Close()
 			return nil, err
@@ -291,13 +295,13 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	} else {
 		n.info.PeerID = h.ID().String()
 	}
-	if cfg.sim == nil {
+	if !n.harnessed() {
 		store.beforeSign = n.takeOwnChain
 	}
-	if cfg.sim != nil && cfg.sim.driven {
+	if n.driven() {
 		close(n.dialed) // the driver connects the nodes
 	}
-	if cfg.sim == nil || !cfg.sim.driven {
+	if !n.driven() {
 		n.wg.Go(n.antiEntropy)
 		n.wg.Go(func() { n.holders.run(n.tickEvery()) })
 	}
@@ -351,8 +355,8 @@ func (a pairedOnly) AllowConnect(src peer.ID, _ ma.Multiaddr, dest peer.ID) bool
 
 // tickEvery is how often the node ticks its fencing machines.
 func (n *Node) tickEvery() time.Duration {
-	if n.cfg.tick > 0 {
-		return n.cfg.tick
+	if n.cfg.Tick > 0 {
+		return n.cfg.Tick
 	}
 	return DefaultTick
 }
@@ -368,23 +372,6 @@ func (n *Node) spawn(f func()) (started bool) {
 	}
 	n.wg.Go(n.held(f))
 	return true
-}
-
-// held returns f as it is, or, in the simulator, f waiting for the run to
-// let it start: there, one goroutine runs at a time.
-func (n *Node) held(f func()) func() {
-	sim := n.cfg.sim
-	if sim == nil || sim.gate == nil {
-		return f
-	}
-	turn := sim.gate.hold()
-	return func() {
-		select {
-		case <-turn:
-		case <-n.ctx.Done():
-		}
-		f()
-	}
 }
 
 // peerName is how logs name a peer: its name and a short ID, or its ID.
@@ -589,7 +576,9 @@ func (n *Node) Pair(p Peer) error {
 		return err
 	}
 	n.holders.repeer()
-	n.spawn(n.dialPeers)
+	if !n.driven() { // a driving harness connects the nodes itself
+		n.spawn(n.dialPeers)
+	}
 	return nil
 }
 

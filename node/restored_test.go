@@ -29,7 +29,7 @@ func TestAHomeRestoredFromABackupStepsDownAndLosesNothingAcknowledged(t *testing
 	for _, strict := range []bool{false, true} {
 		t.Run(map[bool]string{false: "alone it runs", true: "strict"}[strict], func(t *testing.T) {
 			overBoth(t, func(t *testing.T, tr transport) {
-				cfgA := Config{SyncInterval: time.Hour, tick: 20 * time.Millisecond, Strict: strict}
+				cfgA := Config{SyncInterval: time.Hour, Tick: 20 * time.Millisecond, Strict: strict}
 				homeA, homeB := t.TempDir(), t.TempDir()
 				a, b := tr.startWith(t, homeA, cfgA), tr.startAt(t, homeB)
 				connectAll(t, a, b)

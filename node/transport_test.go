@@ -34,7 +34,7 @@ func (tr transport) start(t testing.TB, home string) *Node {
 // anti-entropy waits for an hour (it runs on connect).
 func (tr transport) startAt(t testing.TB, home string) *Node {
 	t.Helper()
-	return tr.startWith(t, home, Config{SyncInterval: time.Hour, tick: 20 * time.Millisecond})
+	return tr.startWith(t, home, Config{SyncInterval: time.Hour, Tick: 20 * time.Millisecond})
 }
 
 // startWith runs a node on tr with home and cfg, without LAN discovery,

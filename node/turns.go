@@ -133,7 +133,7 @@ const leftoverWait = 10 * time.Second
 // background, what stdio MCP servers started. It runs before the node
 // starts any process of its own.
 func (rt *agentRuntime) endLeftovers() {
-	if rt.n.cfg.sim != nil {
+	if rt.n.harnessed() {
 		return // the simulator's nodes run no tools
 	}
 	ctx, cancel := context.WithTimeout(rt.n.ctx, leftoverWait)
@@ -161,7 +161,7 @@ func newID(prefix string) string {
 
 // start runs the turn's runner unless one runs it already.
 func (rt *agentRuntime) start(agent, sessionID, turnID string) {
-	if rt.n.cfg.sim != nil {
+	if rt.n.harnessed() {
 		return // the simulator's workload has no sessions
 	}
 	rt.mu.Lock()
@@ -375,7 +375,7 @@ func (rt *agentRuntime) authorizeMCP(ctx context.Context, agent, server, value s
 // resume starts a runner for every running turn of the agent: after the
 // node starts running it (its start-up, a migration's commit).
 func (rt *agentRuntime) resume(agent string) {
-	if rt.n.cfg.sim != nil {
+	if rt.n.harnessed() {
 		return
 	}
 	st, err := rt.state(agent)

@@ -130,10 +130,10 @@ const maxBenchEvents = 10_000_000
 // benchReport is what tern bench sync --json prints: the machine, then one
 // object per measurement that ran.
 type benchReport struct {
-	Time       string                     `json:"time"`
-	GoVersion  string                     `json:"go_version"`
-	CPUs       int                        `json:"cpus"`
-	GOMAXPROCS int                        `json:"gomaxprocs"`
+	Time       string                 `json:"time"`
+	GoVersion  string                 `json:"go_version"`
+	CPUs       int                    `json:"cpus"`
+	GOMAXPROCS int                    `json:"gomaxprocs"`
 	Blob       *bench.BlobResult      `json:"blob,omitempty"`
 	CatchUp    *bench.CatchUpResult   `json:"catchup,omitempty"`
 	Partition  *bench.PartitionResult `json:"partition,omitempty"`

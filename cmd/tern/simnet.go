@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tern-dev/tern/fencing"
-	"github.com/tern-dev/tern/internal/bubble"
 	"github.com/tern-dev/tern/internal/flaws"
-	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/simnet"
+	"github.com/tern-dev/tern/simnet/bubble"
+	"github.com/tern-dev/tern/simnet/nodesim"
 )
 
 // simnetReport is what tern simnet --json prints. The first fields are
@@ -77,7 +77,7 @@ replays it step by step.
 Exit 1 on any violation, or if a batch of at least ` + fmt.Sprint(simnet.MinCoverageSeeds) + ` seeds with every
 fault never saw one of the outcomes:
 ` + outcomeNames() + ` (model),
-` + outcomeNamesOf(node.NodeOutcomes) + ` (node, libp2p).`,
+` + outcomeNamesOf(nodesim.NodeOutcomes) + ` (node, libp2p).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := simnet.ParseFaults(faults)
@@ -88,7 +88,7 @@ fault never saw one of the outcomes:
 				return fmt.Errorf("simnet: --layer %q: want model, node or libp2p", layer)
 			}
 			if layer != "model" && !cmd.Flags().Changed("migrations") {
-				migrations = node.NodeMigrations
+				migrations = nodesim.NodeMigrations
 			}
 			opt := simnet.Options{Nodes: nodes, Migrations: migrations, Faults: f}
 			if flaw != "" {
@@ -123,7 +123,7 @@ fault never saw one of the outcomes:
 				// The node layer runs in synctest bubbles, which only the
 				// testing package makes: the process ends in there.
 				bubble.Exit(func(in bubble.In) int {
-					err := b.report(func() simnet.Summary { return node.RunNodeLayer(seed, seeds, opt, workers, in) })
+					err := b.report(func() simnet.Summary { return nodesim.RunNodeLayer(seed, seeds, opt, workers, in) })
 					if err == nil {
 						return exitOK
 					}
@@ -131,7 +131,7 @@ fault never saw one of the outcomes:
 					return exitCode(err)
 				})
 			case "libp2p":
-				return b.report(func() simnet.Summary { return node.RunLibp2pLayer(seed, seeds, opt, workers) })
+				return b.report(func() simnet.Summary { return nodesim.RunLibp2pLayer(seed, seeds, opt, workers) })
 			}
 			return b.report(func() simnet.Summary { return simnet.RunBatch(seed, seeds, opt, workers) })
 		},
@@ -140,7 +140,7 @@ fault never saw one of the outcomes:
 	fl.IntVar(&seeds, "seeds", 1000, "number of seeds to run")
 	fl.Uint64Var(&seed, "seed", 1, "first seed; alone, replays that one seed")
 	fl.IntVar(&nodes, "nodes", 3, fmt.Sprintf("nodes per run (2 to %d)", simnet.MaxNodes))
-	fl.IntVar(&migrations, "migrations", 20, fmt.Sprintf("migration commands per run (default %d on the node and libp2p layers)", node.NodeMigrations))
+	fl.IntVar(&migrations, "migrations", 20, fmt.Sprintf("migration commands per run (default %d on the node and libp2p layers)", nodesim.NodeMigrations))
 	fl.StringVar(&layer, "layer", "model", "what runs: model (the fencing machines on a simulated network), node (real nodes on an in-memory network, deterministic) or libp2p (real nodes on go-libp2p's mocknet, in real time)")
 	fl.StringVar(&faults, "faults", "all", "comma-separated faults to inject: "+strings.Join(simnet.FaultNames(), ",")+", all or none")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
@@ -189,7 +189,7 @@ func outcomes(layer string) []fencing.EventKind {
 	if layer == "model" {
 		return simnet.Outcomes
 	}
-	return node.NodeOutcomes
+	return nodesim.NodeOutcomes
 }
 
 func outcomeNames() string { return outcomeNamesOf(simnet.Outcomes) }

@@ -1,4 +1,4 @@
-package node
+package nodesim
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"github.com/tern-dev/tern/simnet"
 )
 
-// The libp2p layer (simlibp2p.go): real nodes on go-libp2p's mocknet,
+// The libp2p layer (libp2player.go): real nodes on go-libp2p's mocknet,
 // migrating an agent at random while links are cut and healed at random.
 // After every step at most one node runs the agent and no epoch is
 // activated on two nodes; once every link is back, exactly one node runs

@@ -1,4 +1,4 @@
-package node
+package nodesim
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -30,6 +30,7 @@ import (
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/flaws"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/node"
 	tp "github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/simnet"
 	"github.com/tern-dev/tern/simnet/memnet"
@@ -81,7 +82,7 @@ type simGate struct {
 }
 
 // hold returns the channel a goroutine about to start waits on.
-func (g *simGate) hold() <-chan struct{} {
+func (g *simGate) Hold() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ch := make(chan struct{})
@@ -146,7 +147,7 @@ const NodeMigrations = 8
 
 // RunNodeLayer runs seeds first, first+1, …, first+n-1 of the node layer
 // on workers goroutines (0: one per core), each seed inside a bubble of
-// its own made by in (synctest.Test in tests, internal/bubble outside),
+// its own made by in (synctest.Test in tests, simnet/bubble outside),
 // its nodes' homes in a fresh folder under /dev/shm where there is one
 // (fsync costs nothing there), else under the temporary folder.
 func RunNodeLayer(first uint64, n int, opt simnet.Options, workers int, in func(func())) simnet.Summary {
@@ -171,7 +172,7 @@ func RunNodeLayer(first uint64, n int, opt simnet.Options, workers int, in func(
 // folder it may fill with the nodes' homes) and returns what the checker
 // found. It must run inside a testing/synctest bubble: the bubble's clock
 // is the nodes' clock, and synctest.Wait is how the run knows the nodes
-// have done all a delivery started (internal/bubble makes one outside go
+// have done all a delivery started (simnet/bubble makes one outside go
 // test).
 func SimulateNodes(seed uint64, dir string, opt simnet.Options) simnet.Result {
 	if opt.Nodes < 2 {
@@ -255,8 +256,8 @@ type simNode struct {
 	key    crypto.PrivKey
 	id     peer.ID
 	addr   ma.Multiaddr
-	n      *Node // nil while down
-	dead   bool  // crashed: what it does until it is gone never happened
+	n      *node.Node // nil while down
+	dead   bool       // crashed: what it does until it is gone never happened
 	paused bool
 	lostAt time.Duration // when it last lost its registry; -1 never
 	lost   bool          // its registry is lost and not yet relearnt
@@ -336,7 +337,7 @@ func (r *simRun) boot() error {
 		if err := os.MkdirAll(sn.home, 0o700); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(sn.home, KeyFile), data, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(sn.home, node.KeyFile), data, 0o600); err != nil {
 			return err
 		}
 		sn.log = slog.New(slog.DiscardHandler)
@@ -354,12 +355,11 @@ func (r *simRun) boot() error {
 	for _, a := range r.nodes {
 		for _, b := range r.nodes {
 			if a != b {
-				if err := a.n.peers.Add(Peer{ID: b.id.String(), Name: b.name, Addrs: []string{b.addr.String()}}); err != nil {
+				if err := a.n.Pair(node.Peer{ID: b.id.String(), Name: b.name, Addrs: []string{b.addr.String()}}); err != nil {
 					return err
 				}
 			}
 		}
-		a.n.holders.repeer()
 	}
 	src := filepath.Join(r.dir, "capsule")
 	c, err := capsule.NewWithID(src, simnet.AgentID, "simulated", r.nodes[0].n.Identity())
@@ -380,14 +380,14 @@ func (r *simRun) boot() error {
 
 // startNode starts sn's node from its home, as `tern node` would.
 func (r *simRun) startNode(sn *simNode) error {
-	cfg := Config{NoMDNS: true, SyncInterval: simSyncInterval,
-		newHost: func(*Identity, *gater, Config) (host.Host, error) { return r.net.AddHost(sn.key, sn.addr) },
-		sim: &simHooks{gate: &r.gate, driven: true, incarnation: r.rng.Uint64() | 1, flaw: r.opt.Flaw,
-			saving: func(agent string, old, rec *fencing.Record) { r.saving(sn, old, rec) },
-			event:  func(_ string, ev fencing.Event) { r.event(sn, ev) },
-			runs:   func(_ string, saved fencing.Record) { r.runs(sn, saved) }}}
+	cfg := node.Config{NoMDNS: true, SyncInterval: simSyncInterval,
+		Harness: &node.Harness{Gate: &r.gate, Driven: true, Incarnation: r.rng.Uint64() | 1, Flaw: r.opt.Flaw,
+			Host:   func() (host.Host, error) { return r.net.AddHost(sn.key, sn.addr) },
+			Saving: func(agent string, old, rec *fencing.Record) { r.saving(sn, old, rec) },
+			Event:  func(_ string, ev fencing.Event) { r.event(sn, ev) },
+			Runs:   func(_ string, saved fencing.Record) { r.runs(sn, saved) }}}
 	sn.dead = false
-	n, err := Start(sn.home, cfg, sn.log)
+	n, err := node.Start(sn.home, cfg, sn.log)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", sn.name, err)
 	}
@@ -472,7 +472,7 @@ func (r *simRun) plan() {
 		r.schedule(&r.script, at(), simForge, r.rng.IntN(n), k)
 	}
 	r.oneWay, r.cuts = map[[2]int]time.Time{}, map[[2]int]int{}
-	r.schedule(&r.queue, r.start.Add(DefaultTick), simTick, 0, 0)
+	r.schedule(&r.queue, r.start.Add(node.DefaultTick), simTick, 0, 0)
 	r.schedule(&r.queue, r.start.Add(simSyncInterval), simSync, 0, 0)
 }
 
@@ -727,7 +727,7 @@ func (r *simRun) handle(e simEvent) {
 	case simCommand:
 		r.command()
 	case simOffline:
-		if sn.n != nil && !sn.paused && !sn.n.runs(simnet.AgentID) {
+		if sn.n != nil && !sn.paused && !sn.n.Runs(simnet.AgentID) {
 			r.work(sn, "an offline edit")
 		}
 	case simPartition:
@@ -773,12 +773,12 @@ func (r *simRun) handle(e simEvent) {
 				continue
 			}
 			if e.kind == simTick {
-				sn.n.holders.tick()
+				sn.n.TickFencing()
 			} else {
-				sn.n.syncTick()
+				sn.n.TickSync()
 			}
 		}
-		every := DefaultTick
+		every := node.DefaultTick
 		if e.kind == simSync {
 			every = simSyncInterval
 		}
@@ -791,7 +791,7 @@ func (r *simRun) handle(e simEvent) {
 func (r *simRun) command() {
 	var src *simNode
 	for _, sn := range r.nodes {
-		if sn.n != nil && !sn.paused && sn.n.runs(simnet.AgentID) {
+		if sn.n != nil && !sn.paused && sn.n.Runs(simnet.AgentID) {
 			src = sn
 		}
 	}
@@ -805,7 +805,7 @@ func (r *simRun) command() {
 	r.res.Migrations++
 	n, target := src.n, dst.id
 	r.move(func() {
-		ctx, cancel := context.WithTimeout(n.ctx, simMigrateTimeout)
+		ctx, cancel := context.WithTimeout(n.Context(), simMigrateTimeout)
 		defer cancel()
 		out, err := n.Migrate(ctx, simnet.AgentID, target)
 		if err != nil {
@@ -825,7 +825,7 @@ func (r *simRun) work(sn *simNode, what string) {
 	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": text}}})
 	evs, err := sn.n.Append(context.Background(), simnet.AgentID, []journal.Draft{{Type: "message", Session: "sim", Body: body}})
 	switch {
-	case errors.Is(err, ErrFrozen):
+	case errors.Is(err, node.ErrFrozen):
 		r.tracef("%s on %s refused: frozen", what, sn.name)
 		return
 	case err != nil:
@@ -850,8 +850,8 @@ func (r *simRun) work(sn *simNode, what string) {
 		r.violation("workspace: %v", err)
 		return
 	}
-	err = sn.n.store.With(simnet.AgentID, func(d *capsule.Dir) error {
-		_, err := d.Snapshot(context.Background(), sn.n.id, ws)
+	err = sn.n.Store().With(simnet.AgentID, func(d *capsule.Dir) error {
+		_, err := d.Snapshot(context.Background(), sn.n.Identity(), ws)
 		return err
 	})
 	if err != nil {
@@ -915,7 +915,7 @@ func (r *simRun) crash(sn *simNode, lose bool) {
 	}
 	r.tracef("%s crashes%s", sn.name, map[bool]string{true: " and loses its registry"}[lose])
 	snap := sn.home + ".crash"
-	if err := copyTree(sn.home, snap); err != nil {
+	if err := node.CopyHome(sn.home, snap); err != nil {
 		r.violation("snapshot %s: %v", sn.name, err)
 		return
 	}
@@ -932,7 +932,7 @@ func (r *simRun) crash(sn *simNode, lose bool) {
 		return
 	}
 	if lose {
-		os.Remove(filepath.Join(sn.home, RegistryFile))
+		os.Remove(filepath.Join(sn.home, node.RegistryFile))
 		r.mu.Lock()
 		sn.lost = true
 		r.mu.Unlock()
@@ -948,7 +948,7 @@ func (r *simRun) crash(sn *simNode, lose bool) {
 // stop takes sn's node down: off the network first, so nothing it does
 // while it closes reaches anyone.
 func (r *simRun) stop(sn *simNode) {
-	sn.n.host.Close()
+	sn.n.Host().Close()
 	sn.n.Close()
 	sn.n = nil
 }
@@ -962,7 +962,7 @@ func (r *simRun) restart(sn *simNode) {
 		r.violation("%v", err)
 		return
 	}
-	if rec, ok, err := sn.n.holders.reg.Load(simnet.AgentID); err == nil && ok {
+	if rec, ok, err := sn.n.SavedRecord(simnet.AgentID); err == nil && ok {
 		sn.saved = rec
 	}
 	for _, o := range r.nodes {
@@ -979,7 +979,7 @@ func (r *simRun) replay(req simRequest) {
 		return
 	}
 	r.tracef("replay a migrate request %s → %s", from.name, r.nodes[r.index(req.to)].name)
-	s, err := from.n.host.NewStream(context.Background(), req.to, tp.MigrateID)
+	s, err := from.n.Host().NewStream(context.Background(), req.to, tp.MigrateID)
 	if err != nil {
 		return
 	}
@@ -1021,7 +1021,7 @@ func (r *simRun) heal() {
 func (r *simRun) check() {
 	var runners []string
 	for _, sn := range r.nodes {
-		if sn.n != nil && sn.n.runs(simnet.AgentID) {
+		if sn.n != nil && sn.n.Runs(simnet.AgentID) {
 			runners = append(runners, sn.name)
 		}
 	}
@@ -1046,20 +1046,18 @@ func (r *simRun) unsettled() string {
 		if sn.n == nil {
 			return sn.name + " is down"
 		}
-		h, err := sn.n.holders.get(simnet.AgentID)
+		idle, err := sn.n.FencingIdle(simnet.AgentID)
 		if err != nil {
 			return fmt.Sprintf("%s: %v", sn.name, err)
 		}
-		h.mu.Lock()
-		idle, running := h.m.Idle() && !h.m.HasReady(), h.runs()
-		h.mu.Unlock()
+		running := sn.n.Runs(simnet.AgentID)
 		if !idle {
 			return sn.name + "'s machine is busy"
 		}
 		if running {
 			runners++
 		}
-		if ents, _ := os.ReadDir(filepath.Join(sn.home, StagingDir, simnet.AgentID)); len(ents) > 0 {
+		if ents, _ := os.ReadDir(filepath.Join(sn.home, node.StagingDir, simnet.AgentID)); len(ents) > 0 {
 			return sn.name + " has a staging area" // a warmed workspace lingers a while
 		}
 	}
@@ -1088,13 +1086,13 @@ func (r *simRun) move(f func()) {
 func (r *simRun) converged() bool {
 	var first journal.Vector
 	for i, sn := range r.nodes {
-		v, err := sn.n.store.Vector(simnet.AgentID)
+		v, err := sn.n.Store().Vector(simnet.AgentID)
 		if err != nil {
 			return false
 		}
 		if i == 0 {
 			first = v
-		} else if !vectorsEqual(first, v) {
+		} else if !maps.Equal(first, v) {
 			return false
 		}
 	}
@@ -1129,7 +1127,7 @@ func (r *simRun) forge(sn *simNode, member bool) {
 		}
 	}
 	epoch := r.ledger.MaxActivated() + 100
-	v, err := sn.n.store.Vector(simnet.AgentID)
+	v, err := sn.n.Store().Vector(simnet.AgentID)
 	if err != nil {
 		return // the node holds no copy yet
 	}
@@ -1144,7 +1142,7 @@ func (r *simRun) forge(sn *simNode, member bool) {
 	}
 	r.tracef("%s is offered a forged activation at epoch %d by %s", sn.name, epoch, signer.Machine())
 	r.forged = append(r.forged, e.ID)
-	sn.n.store.Add(sn.n.ctx, simnet.AgentID, "forger", []*journal.Event{e})
+	sn.n.Store().Add(sn.n.Context(), simnet.AgentID, "forger", []*journal.Event{e})
 }
 
 // finalCheck checks the rest the run came to: one runner at the newest
@@ -1153,7 +1151,7 @@ func (r *simRun) forge(sn *simNode, member bool) {
 // activation.
 func (r *simRun) finalCheck() {
 	for _, sn := range r.nodes {
-		if evs, err := sn.n.store.Events(simnet.AgentID, ""); err == nil {
+		if evs, err := sn.n.Store().Events(simnet.AgentID, ""); err == nil {
 			for _, e := range evs {
 				if slices.Contains(r.forged, e.ID) {
 					r.violation("%s stored a forged activation by %s at epoch %d", sn.name, e.Machine, e.Epoch)
@@ -1161,7 +1159,7 @@ func (r *simRun) finalCheck() {
 				}
 			}
 		}
-		st, err := sn.n.holders.state(simnet.AgentID)
+		st, err := sn.n.HolderState(simnet.AgentID)
 		if err != nil {
 			r.violation("%s: %v", sn.name, err)
 			return
@@ -1170,16 +1168,16 @@ func (r *simRun) finalCheck() {
 		case st.State == "frozen" || st.State == "staging" || st.State == "unknown":
 			r.violation("%s is %s at rest: %s", sn.name, st.State, r.describe())
 			return
-		case sn.n.runs(simnet.AgentID) && st.Epoch != r.ledger.MaxActivated():
+		case sn.n.Runs(simnet.AgentID) && st.Epoch != r.ledger.MaxActivated():
 			r.violation("%s runs epoch %d at rest, newest activated %d", sn.name, st.Epoch, r.ledger.MaxActivated())
 			return
 		}
-		if ents, _ := os.ReadDir(filepath.Join(sn.home, StagingDir, simnet.AgentID)); len(ents) > 0 {
+		if ents, _ := os.ReadDir(filepath.Join(sn.home, node.StagingDir, simnet.AgentID)); len(ents) > 0 {
 			r.violation("%s has a staging area left at rest", sn.name)
 			return
 		}
-		if sn.n.runs(simnet.AgentID) {
-			err := sn.n.store.With(simnet.AgentID, func(d *capsule.Dir) error {
+		if sn.n.Runs(simnet.AgentID) {
+			err := sn.n.Store().With(simnet.AgentID, func(d *capsule.Dir) error {
 				rep, err := capsule.Verify(d.Path, capsule.VerifyOptions{})
 				if err != nil {
 					return err
@@ -1206,7 +1204,7 @@ func (r *simRun) finalCheck() {
 // of it that a heal signed again is on the readable view, and it was not
 // written under an epoch that had ended (which every node sets aside).
 func (r *simRun) unreadAcked(sn *simNode) string {
-	evs, err := sn.n.store.Events(simnet.AgentID, "")
+	evs, err := sn.n.Store().Events(simnet.AgentID, "")
 	if err != nil {
 		return err.Error()
 	}
@@ -1240,7 +1238,7 @@ func (r *simRun) operate() bool {
 		return false
 	}
 	for _, sn := range r.nodes {
-		if sn.n.runs(simnet.AgentID) {
+		if sn.n.Runs(simnet.AgentID) {
 			return false // a person would see it running
 		}
 	}
@@ -1257,7 +1255,7 @@ func (r *simRun) operate() bool {
 			continue
 		}
 		lost++
-		e, err := sn.n.holders.newestEpoch(simnet.AgentID)
+		e, err := sn.n.NewestEpoch(simnet.AgentID)
 		if err != nil {
 			r.violation("%s's journal: %v", sn.name, err)
 			return false
@@ -1323,9 +1321,9 @@ func (r *simRun) override(sn, gone *simNode) bool {
 	}
 	n := sn.n
 	r.move(func() {
-		ctx, cancel := context.WithTimeout(n.ctx, simMigrateTimeout)
+		ctx, cancel := context.WithTimeout(n.Context(), simMigrateTimeout)
 		defer cancel()
-		msg, err := n.holders.resolve(ctx, simnet.AgentID, "resume")
+		msg, err := n.Resolve(ctx, simnet.AgentID, "resume")
 		r.tracef("operator on %s: %s %v", sn.name, msg, err)
 	})
 	return true
@@ -1386,9 +1384,9 @@ func (r *simRun) describe() string {
 		case sn.n == nil:
 			s += "down"
 		default:
-			st, _ := sn.n.holders.state(simnet.AgentID)
+			st, _ := sn.n.HolderState(simnet.AgentID)
 			s += fmt.Sprintf("%s at %d", st.State, st.Epoch)
-			if sn.n.runs(simnet.AgentID) {
+			if sn.n.Runs(simnet.AgentID) {
 				s += ", running"
 			}
 			if sn.paused {
@@ -1455,30 +1453,4 @@ type prefixWriter struct {
 func (w *prefixWriter) Write(p []byte) (int, error) {
 	w.r.tracef("  %s| %s", w.name, strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
-}
-
-// copyTree copies the folder src to dst, which must not exist.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		to := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(to, info.Mode().Perm())
-		case d.Type().IsRegular():
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(to, data, info.Mode().Perm())
-		}
-		return nil
-	})
 }

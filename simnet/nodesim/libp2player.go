@@ -1,4 +1,4 @@
-package node
+package nodesim
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/simnet"
 )
 
@@ -68,7 +70,7 @@ type p2pRun struct {
 	rng   *rand.Rand // the workload's
 	fates *rand.Rand // the messages', drawn by the nodes' goroutines under mu
 	mn    mocknet.Mocknet
-	nodes []*Node
+	nodes []*node.Node
 	names []string
 	start time.Time
 
@@ -119,7 +121,7 @@ func SimulateLibp2p(seed uint64, dir string, opt simnet.Options) simnet.Result {
 			r.mendAll()
 		case k < 8:
 			for _, n := range r.nodes {
-				if n.runs(simnet.AgentID) {
+				if n.Runs(simnet.AgentID) {
 					r.work(n, step)
 				}
 			}
@@ -155,18 +157,18 @@ func (r *p2pRun) boot(dir string) error {
 		if err := os.MkdirAll(home, 0o700); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(home, KeyFile), data, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(home, node.KeyFile), data, 0o600); err != nil {
 			return err
 		}
 		addr := ma.StringCast(fmt.Sprintf("/ip4/10.0.0.%d/tcp/4001", i+1))
-		node := i
-		cfg := Config{NoMDNS: true, SyncInterval: p2pSyncInterval, tick: p2pTick,
-			newHost: func(*Identity, *gater, Config) (host.Host, error) { return r.mn.AddPeer(key, addr) },
-			sim: &simHooks{flaw: r.opt.Flaw, migrateFate: r.migrateFate,
-				saving: func(_ string, old, rec *fencing.Record) { r.saving(node, old, rec) },
-				event:  func(_ string, ev fencing.Event) { r.event(ev) },
-				runs:   func(_ string, saved fencing.Record) { r.runs(node, saved) }}}
-		n, err := Start(home, cfg, slog.New(slog.DiscardHandler))
+		idx := i
+		cfg := node.Config{NoMDNS: true, SyncInterval: p2pSyncInterval, Tick: p2pTick,
+			Harness: &node.Harness{Flaw: r.opt.Flaw, MigrateFate: r.migrateFate,
+				Host:   func() (host.Host, error) { return r.mn.AddPeer(key, addr) },
+				Saving: func(_ string, old, rec *fencing.Record) { r.saving(idx, old, rec) },
+				Event:  func(_ string, ev fencing.Event) { r.event(ev) },
+				Runs:   func(_ string, saved fencing.Record) { r.runs(idx, saved) }}}
+		n, err := node.Start(home, cfg, slog.New(slog.DiscardHandler))
 		if err != nil {
 			return err
 		}
@@ -177,7 +179,7 @@ func (r *p2pRun) boot(dir string) error {
 	for _, a := range r.nodes {
 		for j, b := range r.nodes {
 			if a != b {
-				if err := a.Pair(Peer{ID: b.host.ID().String(), Name: r.names[j], Addrs: []string{b.host.Addrs()[0].String()}}); err != nil {
+				if err := a.Pair(node.Peer{ID: b.Host().ID().String(), Name: r.names[j], Addrs: []string{b.Host().Addrs()[0].String()}}); err != nil {
 					return err
 				}
 			}
@@ -198,7 +200,7 @@ func (r *p2pRun) boot(dir string) error {
 	if _, _, err := r.nodes[0].Import(src); err != nil {
 		return err
 	}
-	for deadline := time.Now().Add(10 * time.Second); !r.nodes[0].runs(simnet.AgentID); {
+	for deadline := time.Now().Add(10 * time.Second); !r.nodes[0].Runs(simnet.AgentID); {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("n0 does not run the agent it created")
 		}
@@ -255,7 +257,7 @@ func (r *p2pRun) runs(node int, saved fencing.Record) {
 func (r *p2pRun) migrate(moves *sync.WaitGroup, cuts bool) {
 	from := -1
 	for i, n := range r.nodes {
-		if n.runs(simnet.AgentID) {
+		if n.Runs(simnet.AgentID) {
 			from = i
 		}
 	}
@@ -273,27 +275,27 @@ func (r *p2pRun) migrate(moves *sync.WaitGroup, cuts bool) {
 			time.Sleep(cutAfter)
 			r.cut(a, b)
 			time.Sleep(mendAfter)
-			r.mn.LinkPeers(a.host.ID(), b.host.ID())
-			r.mn.ConnectPeers(a.host.ID(), b.host.ID())
+			r.mn.LinkPeers(a.Host().ID(), b.Host().ID())
+			r.mn.ConnectPeers(a.Host().ID(), b.Host().ID())
 		})
 	}
 	moves.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), p2pMoveTimeout)
 		defer cancel()
-		a.Migrate(ctx, simnet.AgentID, b.host.ID())
+		a.Migrate(ctx, simnet.AgentID, b.Host().ID())
 	})
 }
 
 // work appends an event where the agent runs: what it did before a move.
-func (r *p2pRun) work(n *Node, step int) {
+func (r *p2pRun) work(n *node.Node, step int) {
 	body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": fmt.Sprint("step ", step)}}})
 	n.Append(context.Background(), simnet.AgentID, []journal.Draft{{Type: "message", Session: "sim", Body: body}})
 }
 
-func (r *p2pRun) cut(a, b *Node) {
-	r.mn.UnlinkPeers(a.host.ID(), b.host.ID())
-	a.host.Network().ClosePeer(b.host.ID())
-	b.host.Network().ClosePeer(a.host.ID())
+func (r *p2pRun) cut(a, b *node.Node) {
+	r.mn.UnlinkPeers(a.Host().ID(), b.Host().ID())
+	a.Host().Network().ClosePeer(b.Host().ID())
+	b.Host().Network().ClosePeer(a.Host().ID())
 }
 
 func (r *p2pRun) mendAll() {
@@ -305,7 +307,7 @@ func (r *p2pRun) mendAll() {
 func (r *p2pRun) check() {
 	var runners []string
 	for i, n := range r.nodes {
-		if n.runs(simnet.AgentID) {
+		if n.Runs(simnet.AgentID) {
 			runners = append(runners, r.names[i])
 		}
 	}
@@ -339,14 +341,14 @@ func (r *p2pRun) unsettled() string {
 	runners := 0
 	var first journal.Vector
 	for i, n := range r.nodes {
-		st, err := n.holders.state(simnet.AgentID)
+		st, err := n.HolderState(simnet.AgentID)
 		if err != nil {
 			return fmt.Sprintf("%s: %v", r.names[i], err)
 		}
 		if st.State == "frozen" || st.State == "staging" || st.State == "unknown" {
 			return r.names[i] + " is " + st.State
 		}
-		if n.runs(simnet.AgentID) {
+		if n.Runs(simnet.AgentID) {
 			runners++
 			r.mu.Lock()
 			newest := r.ledger.MaxActivated()
@@ -355,13 +357,13 @@ func (r *p2pRun) unsettled() string {
 				return fmt.Sprintf("%s runs epoch %d, newest activated %d", r.names[i], st.Epoch, newest)
 			}
 		}
-		v, err := n.store.Vector(simnet.AgentID)
+		v, err := n.Store().Vector(simnet.AgentID)
 		if err != nil {
 			return fmt.Sprintf("%s: %v", r.names[i], err)
 		}
 		if i == 0 {
 			first = v
-		} else if !vectorsEqual(first, v) {
+		} else if !maps.Equal(first, v) {
 			return "the nodes hold different events"
 		}
 	}
@@ -374,9 +376,9 @@ func (r *p2pRun) unsettled() string {
 func (r *p2pRun) describe() string {
 	var parts []string
 	for i, n := range r.nodes {
-		st, _ := n.holders.state(simnet.AgentID)
+		st, _ := n.HolderState(simnet.AgentID)
 		s := fmt.Sprintf("%s: %s at %d", r.names[i], st.State, st.Epoch)
-		if n.runs(simnet.AgentID) {
+		if n.Runs(simnet.AgentID) {
 			s += ", running"
 		}
 		parts = append(parts, s)

@@ -1,0 +1,110 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+
+	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/flaws"
+	"github.com/tern-dev/tern/protocol"
+)
+
+// Harness runs a node on a harness's network and clock instead of the
+// real ones, and tells the harness what its checker needs: the
+// simulator's node and libp2p layers (simnet/nodesim) pass one. Every
+// field may be zero. A node with a Harness serves no HTTP API, runs no
+// tools and no turns: its work is the protocols.
+type Harness struct {
+	// Host is the transport: the node's libp2p host, on the harness's
+	// network, instead of TCP and QUIC sockets.
+	Host func() (host.Host, error)
+	// Gate is the spawner: every goroutine the node starts waits for the
+	// channel Hold returns before it runs. Nil starts them at once.
+	Gate interface{ Hold() <-chan struct{} }
+	// Driven is the clock: the node starts no timers of its own; the
+	// harness calls TickFencing and TickSync, and connects the nodes.
+	Driven bool
+	// Incarnation is the fencing machines' incarnation; 0 draws one.
+	Incarnation uint64
+	// Flaw runs a deliberately broken variant of the protocols.
+	Flaw flaws.Flaw
+
+	// Saving is called before the registry saves rec; Event for every
+	// fencing event; Runs when the agent starts running (saved is the
+	// registry's record).
+	Saving func(agent string, old, rec *fencing.Record)
+	Event  func(agent string, ev fencing.Event)
+	Runs   func(agent string, saved fencing.Record)
+	// MigrateFate says when a fencing message goes out: after each of the
+	// delays it returns (none: lost; two: sent again, late).
+	MigrateFate func(fencing.Message) []time.Duration
+}
+
+// harnessed reports whether a harness runs the node.
+func (n *Node) harnessed() bool { return n.cfg.Harness != nil }
+
+// driven reports whether a harness ticks the node.
+func (n *Node) driven() bool { return n.cfg.Harness != nil && n.cfg.Harness.Driven }
+
+// TickFencing is one tick of every agent's fencing machine: what the
+// node does on its own every DefaultTick, for a Driven harness to call.
+func (n *Node) TickFencing() { n.holders.tick() }
+
+// TickSync is one tick of anti-entropy: a round with every connected
+// peer, a dial of the others, idle capsules closed; what the node does on
+// its own every SyncInterval, for a Driven harness to call.
+func (n *Node) TickSync() { n.syncTick() }
+
+// Context is done once the node closes.
+func (n *Node) Context() context.Context { return n.ctx }
+
+// Runs reports whether the node runs agent now.
+func (n *Node) Runs(agent string) bool { return n.runs(agent) }
+
+// HolderState is what this node knows of agent's holder, without asking
+// its peers (Holder asks them).
+func (n *Node) HolderState(agent string) (protocol.HolderState, error) {
+	return n.holders.state(agent)
+}
+
+// FencingIdle reports whether agent's fencing machine has nothing in
+// flight: no migration, override or tail, and nothing left to apply.
+func (n *Node) FencingIdle(agent string) (bool, error) {
+	h, err := n.holders.get(agent)
+	if err != nil {
+		return false, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m.Idle() && !h.m.HasReady(), nil
+}
+
+// SavedRecord is agent's record in the holder registry on disk.
+func (n *Node) SavedRecord(agent string) (fencing.Record, bool, error) {
+	return n.holders.reg.Load(agent)
+}
+
+// NewestEpoch is the highest epoch an event of agent's journal here
+// carries.
+func (n *Node) NewestEpoch(agent string) (uint64, error) {
+	return n.holders.newestEpoch(agent)
+}
+
+// held returns f as it is, or f waiting for the harness's gate to let it
+// start.
+func (n *Node) held(f func()) func() {
+	hn := n.cfg.Harness
+	if hn == nil || hn.Gate == nil {
+		return f
+	}
+	turn := hn.Gate.Hold()
+	return func() {
+		select {
+		case <-turn:
+		case <-n.ctx.Done():
+		}
+		f()
+	}
+}

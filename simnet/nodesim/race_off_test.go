@@ -1,0 +1,5 @@
+//go:build !race
+
+package nodesim
+
+const raceEnabled = false
