@@ -191,16 +191,16 @@ func TestSyncStateWaitsForThePeersBlobs(t *testing.T) {
 		a.goSync(b.host.ID())
 		ctx := context.Background()
 		eventually(t, "b holds the events", func() bool {
-			st, err := a.syncState(ctx, b.host.ID(), agent)
+			st, err := a.SyncState(ctx, b.host.ID(), agent)
 			return err == nil && st.Events
 		})
-		st, _ := a.syncState(ctx, b.host.ID(), agent)
+		st, _ := a.SyncState(ctx, b.host.ID(), agent)
 		if st.InSync || st.PeerLacks == 0 || st.Blobs == 0 {
 			t.Fatalf("b lacks the snapshot's blobs, yet %+v", st)
 		}
 		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log)
 		eventually(t, "b holds the whole capsule", func() bool {
-			st, err := a.syncState(ctx, b.host.ID(), agent)
+			st, err := a.SyncState(ctx, b.host.ID(), agent)
 			return err == nil && st.InSync && st.PeerLacks == 0
 		})
 	})

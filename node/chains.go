@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
@@ -39,7 +40,7 @@ type chainRecord struct {
 // another copy of its capsule, which the one being written lacks: writing
 // it would fork the machine's chain. Errors that wrap it say which copy,
 // and what to do.
-var ErrChainElsewhere = errors.New("this machine's newest events of the agent are in another copy")
+var ErrChainElsewhere = api.ErrChainElsewhere
 
 // ChainElsewhereError is the refusal of a write that would fork this
 // machine's chain of an agent; it wraps ErrChainElsewhere and says what to
@@ -87,7 +88,7 @@ func (e *ChainElsewhereError) Unwrap() error { return ErrChainElsewhere }
 
 // ErrChainBusy means another writer signs events of the agent as this
 // machine right now (another command, or the running node).
-var ErrChainBusy = errors.New("another writer signs this agent's events as this machine")
+var ErrChainBusy = api.ErrChainBusy
 
 // ChainClaim is held while a writer signs events of one agent as this
 // machine in one capsule folder. Release it when done.

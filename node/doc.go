@@ -25,26 +25,25 @@
 //   - identity.go: the machine's key, which offline commands use too, so
 //     that the key that signs journal events is the key the node serves
 //     under.
-//   - api.go, client.go, metrics.go: the loopback HTTP API (only for a
-//     loopback Host and Origin, with its bearer token), the client the CLI
-//     uses, and /metrics; status.go: the one table from an error to the
-//     API's status.
+//   - report.go: the node's status, a peer's sync state, reloading
+//     peers.json and shares.json; moves.go: reaching a peer, moves, the
+//     holder report, where an agent runs; metrics.go: /metrics. The HTTP
+//     API that serves them is package api; node.go starts it.
 //   - turns.go, live.go: the runtime, which runs the turns of the agents
 //     the node runs as session.Next decides (model steps, tools with
 //     intents and outcomes, reconciliation, snapshots), and the turns in
-//     flight that SSE subscribers follow; turns_api.go: the sessions and
-//     turns API; relay.go: following a turn that runs on another node.
-//   - mcp.go: the agents' MCP servers (connections, OAuth callbacks);
-//     memory.go: the memory API and search; model.go: model tests.
-//   - members.go, members_api.go: who writes an agent's history (adding
-//     a paired peer as it is given the agent, foreign copies) and its API.
-//   - migrate_api.go: moves, the holder report and resolve; registry.go:
-//     $TERN_HOME/registry.json, the fencing machines' durable record.
+//     flight that the API's streams follow; relay.go: the libp2p side of
+//     following a turn that runs on another node.
+//   - mcp.go: the agents' MCP servers (connections, authorizations);
+//     memory.go: memory and search; model.go: an agent's model settings.
+//   - members.go: who writes an agent's history (adding a paired peer as
+//     it is given the agent, foreign copies).
+//   - registry.go: $TERN_HOME/registry.json, the fencing machines' durable
+//     record.
 //   - chains.go: which copy this machine signed an agent in last
 //     ($TERN_HOME/chains); home.go: the node's lock on its home.
 //   - peeraddrs.go: a paired peer's stored address follows the port it
 //     says it listens on; jobs.go: background work, one run per key.
-//   - ui.go, ui/: the web page and its login and CSRF sessions.
 //   - harness.go: the seams a harness (simnet/nodesim, the simulator's
 //     node and libp2p layers) runs a node through: its transport, its
 //     spawner, its clock, and what its checker watches.

@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multihash"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 )
@@ -97,14 +98,14 @@ func TestAForgedEventTypeNeverBecomesAFrameOfATurnsStream(t *testing.T) {
 			t.Fatalf("frame %d is now %+v, was %+v", i+1, it, before[i])
 		}
 	}
-	c, err := Dial(a.home)
+	c, err := api.Dial(a.home)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var seqs []int
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	if _, err := c.FollowTurn(ctx, sessionID, turnID, 0, func(it TurnItem) error {
+	if _, err := c.FollowTurn(ctx, sessionID, turnID, 0, func(it api.TurnItem) error {
 		seqs = append(seqs, it.Seq)
 		return nil
 	}); err != nil {

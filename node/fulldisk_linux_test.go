@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/journal"
 )
 
@@ -80,7 +81,7 @@ func TestAFullDiskStopsNothingForGoodAndTheNodeCarriesOnWhenSpaceReturns(t *test
 		t.Fatal("the agent runs though its record could not be written")
 	}
 	var refused map[string]any
-	code := api(t, a, "POST", "/v1/agents/"+agent+"/sessions", nil, &refused)
+	code := callAPI(t, a, "POST", "/v1/agents/"+agent+"/sessions", nil, &refused)
 	if msg, _ := refused["error"].(string); code != 503 || !strings.Contains(msg, "free some space") {
 		t.Fatalf("a new session on the full disk: %d %v, want 503 saying to free space", code, refused)
 	}
@@ -120,7 +121,7 @@ func TestADiskThatFillsWhileTheAgentRunsIsSaidAndAMoveAborts(t *testing.T) {
 	if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), "free some space") {
 		t.Fatalf("an append on the full disk: %v, want it to say the disk is full", err)
 	}
-	if code := statusOf(err); code != 503 {
+	if code := api.StatusOf(err); code != 503 {
 		t.Fatalf("the API answers it with %d, want 503", code)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

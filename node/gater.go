@@ -11,6 +11,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/tern-dev/tern/api"
 )
 
 // gater admits only paired peers: it refuses to dial anyone else and, once
@@ -24,15 +26,9 @@ type gater struct {
 	pending map[peer.ID]*PendingPeer // unpaired peers that tried to connect, the latest maxPending
 }
 
-// PendingPeer is an unpaired machine that tried to connect (tern peer
-// pending).
-type PendingPeer struct {
-	ID       string    `json:"id"`
-	From     string    `json:"from"` // the address it connected from, as this node saw it
-	First    time.Time `json:"first"`
-	Last     time.Time `json:"last"`
-	Attempts int       `json:"attempts"`
-}
+// PendingPeer is an unpaired machine that tried to connect
+// (api.PendingPeer).
+type PendingPeer = api.PendingPeer
 
 // maxPending bounds the unpaired peers remembered.
 const maxPending = 64

@@ -20,6 +20,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/atomicfile"
@@ -126,11 +127,8 @@ type migration struct {
 	bytes   int64
 }
 
-// Phase is one phase of a migration and how long it took.
-type Phase struct {
-	Name string `json:"name"`
-	MS   int64  `json:"ms"`
-}
+// Phase is one phase of a migration (api.Phase).
+type Phase = api.Phase
 
 // enter ends the current phase and starts name, unless it is current.
 func (mg *migration) enter(name string) {
@@ -1259,15 +1257,8 @@ func (n *Node) runs(agent string) bool {
 	return h.failed == nil && h.runs()
 }
 
-// Outcome is what a migration came to, as tern migrate reports it.
-type Outcome struct {
-	Outcome  string  `json:"outcome"` // committed, aborted or frozen
-	Reason   string  `json:"reason,omitempty"`
-	Epoch    uint64  `json:"epoch"`
-	FrozenMS int64   `json:"frozen_ms"`
-	Bytes    int64   `json:"bytes_sent"`
-	Phases   []Phase `json:"phases"`
-}
+// Outcome is what a migration came to (api.Outcome).
+type Outcome = api.Outcome
 
 // Migrate moves agent to target and reports the outcome: committed (target
 // runs it at the new epoch, this node retired it), aborted (this node runs

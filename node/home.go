@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/filelock"
 )
@@ -110,7 +111,7 @@ func inUse(home string) string {
 // ErrDiskFull is what a write to a full disk in the home fails with
 // (match it with errors.Is); the error says which file's disk is full and
 // that the node retries.
-var ErrDiskFull = errors.New("the disk is full")
+var ErrDiskFull = api.ErrDiskFull
 
 // diskFullError is a write that failed because the disk holding path has
 // no space left.

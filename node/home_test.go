@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 )
@@ -21,11 +22,11 @@ func TestASecondNodeOnOneHomeRefusesToStartAndTheFirstKeepsRunning(t *testing.T)
 		t.Fatalf("second node: %v, want ErrHomeInUse naming process %d", err, os.Getpid())
 	}
 	// The refused node removed nothing of the first's.
-	cl, err := Dial(home)
+	cl, err := api.Dial(home)
 	if err != nil {
 		t.Fatalf("the first node can no longer be reached: %v", err)
 	}
-	var st Status
+	var st api.Status
 	if err := cl.Do(context.Background(), "GET", "/v1/status", nil, &st); err != nil || st.PeerID != first.Info().PeerID {
 		t.Fatalf("status of the first node: %v, %+v", err, st)
 	}
@@ -111,7 +112,7 @@ func TestADamagedCapsuleIsReportedAndHidesNoHealthyOne(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status with a damaged capsule: %v", err)
 	}
-	seen := map[string]CapsuleStatus{}
+	seen := map[string]api.CapsuleStatus{}
 	for _, c := range st.Capsules {
 		seen[c.ID] = c
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"sync"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/session"
@@ -48,7 +49,7 @@ func (rt *agentRuntime) liveOf(agent, sessionID, turnID string) *liveTurn {
 		if v, err := rt.load(agent, sessionID, turnID); err == nil {
 			for _, e := range v.turnEvents() {
 				lt.items = append(lt.items, e)
-				lt.itemFrames = append(lt.itemFrames, encodeFrame(itemFrame(len(lt.items), e)))
+				lt.itemFrames = append(lt.itemFrames, api.ItemFrame(len(lt.items), e))
 			}
 			lt.ended = v.turn.Status != session.Running
 		}
@@ -90,7 +91,7 @@ func (lt *liveTurn) add(e *journal.Event) {
 		}
 	}
 	lt.items = append(lt.items, e)
-	lt.itemFrames = append(lt.itemFrames, encodeFrame(itemFrame(len(lt.items), e)))
+	lt.itemFrames = append(lt.itemFrames, api.ItemFrame(len(lt.items), e))
 	if e.Type == session.TurnEnded {
 		lt.ended = true
 	}
@@ -114,7 +115,7 @@ func (lt *liveTurn) delta(d provider.Delta) {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
 	lt.deltas = append(lt.deltas, d)
-	lt.deltaFrames = append(lt.deltaFrames, encodeFrame(jsonFrame("delta", deltaJSON(d))))
+	lt.deltaFrames = append(lt.deltaFrames, api.DeltaFrame(d))
 	lt.notify()
 }
 
@@ -126,31 +127,20 @@ func (lt *liveTurn) move(peer string) {
 	lt.notify()
 }
 
-// liveSnapshot is what a subscriber reads at once: encoded events.
-type liveSnapshot struct {
-	items    [][]byte // after the subscriber's last
-	deltas   [][]byte // of the step in flight, after the subscriber's last
-	step     int
-	ended    bool
-	movedTo  string
-	detached bool
-	changed  <-chan struct{}
-}
-
-// since returns what is new after item number after and delta number
+// Since returns what is new after item number after and delta number
 // deltaAfter of step step.
-func (lt *liveTurn) since(after, step, deltaAfter int) liveSnapshot {
+func (lt *liveTurn) Since(after, step, deltaAfter int) api.LiveSnapshot {
 	lt.mu.Lock()
 	defer lt.mu.Unlock()
-	s := liveSnapshot{step: lt.step, ended: lt.ended, movedTo: lt.movedTo, detached: lt.detached, changed: lt.changed}
+	s := api.LiveSnapshot{Step: lt.step, Ended: lt.ended, MovedTo: lt.movedTo, Detached: lt.detached, Changed: lt.changed}
 	if n := len(lt.itemFrames); after < n {
-		s.items = lt.itemFrames[after:n:n]
+		s.Items = lt.itemFrames[after:n:n]
 	}
 	if step != lt.step {
 		deltaAfter = 0
 	}
 	if n := len(lt.deltaFrames); deltaAfter < n {
-		s.deltas = lt.deltaFrames[deltaAfter:n:n]
+		s.Deltas = lt.deltaFrames[deltaAfter:n:n]
 	}
 	return s
 }

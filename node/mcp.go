@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"html"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -15,12 +13,6 @@ import (
 	"github.com/tern-dev/tern/session"
 	"github.com/tern-dev/tern/tool"
 )
-
-// mcpCallbackPath is where an authorization server sends the person's
-// browser back to, with the code: the node finishes the authorization
-// itself, so that nothing needs pasting when the browser runs on the
-// node's machine.
-const mcpCallbackPath = "/v1/mcp/callback"
 
 // MCPServers connects to each MCP server the agent's accepted agent.json
 // declares, with this node's secrets, and says what it found: each
@@ -62,20 +54,6 @@ func (n *Node) MCPServers(ctx context.Context, agent string) ([]tool.MCPServerSt
 	return states, nil
 }
 
-// handleMCP is GET /v1/agents/{agent}/mcp.
-func (n *Node) handleMCP(w http.ResponseWriter, r *http.Request) {
-	agent, ok := n.pathAgent(w, r)
-	if !ok {
-		return
-	}
-	states, err := n.MCPServers(r.Context(), agent)
-	if err != nil {
-		n.httpError(w, statusOf(err), err)
-		return
-	}
-	writeJSON(w, map[string]any{"servers": states})
-}
-
 // authorizeAnswers gives the MCP servers of the agent the authorizations
 // the responses answer mcp_auth actions with, before the continuing turn
 // is written: a code that does not work refuses the turn (422), and no
@@ -90,57 +68,16 @@ func (rt *agentRuntime) authorizeAnswers(ctx context.Context, agent string, pend
 		if !ok || a.Kind != session.KindMCPAuth || r.Authorization == "" {
 			continue
 		}
-		if err := rt.authorizeMCP(ctx, agent, a.Server, r.Authorization); err != nil {
+		if err := rt.AuthorizeMCP(ctx, agent, a.Server, r.Authorization); err != nil {
 			return fmt.Errorf("action %s: %w", a.ID, err)
 		}
 	}
 	return nil
 }
 
-// handleMCPCallback is GET /v1/mcp/callback: an authorization server
-// sent the person's browser back with a code (or an error). The node
-// finds the authorization that waits for it by its state, finishes it,
-// and continues the paused turn when nothing else of it waits for an
-// answer. It needs no bearer token: the state, unguessable and known only
-// to the authorization URL, is what admits the request.
-func (n *Node) handleMCPCallback(w http.ResponseWriter, r *http.Request) {
-	state := r.URL.Query().Get("state")
-	page := func(code int, msg string) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(code)
-		fmt.Fprintf(w, "<!doctype html><title>tern</title><p>%s</p>\n", html.EscapeString(msg))
-	}
-	if state == "" {
-		page(http.StatusBadRequest, "This address is where an authorization server sends your browser back to tern; it came without a state.")
-		return
-	}
-	agent, sessionID, act, ok := n.turns.actionByState(state)
-	if !ok {
-		page(http.StatusNotFound, "No authorization waits for this answer on this node (it was answered, or the node restarted). Run the turn again to be asked anew.")
-		return
-	}
-	redirect := "http://127.0.0.1" + mcpCallbackPath + "?" + r.URL.RawQuery
-	if err := n.turns.authorizeMCP(r.Context(), agent, act.Server, redirect); err != nil {
-		n.log.Warn("an MCP server's authorization failed", "agent", agent, "server", act.Server, "err", err)
-		page(http.StatusUnprocessableEntity, fmt.Sprintf("The authorization of %s failed: %v", act.Server, err))
-		return
-	}
-	n.log.Info("an MCP server was authorized", "agent", agent, "server", act.Server)
-	turn, err := n.turns.continueAuthorized(r.Context(), agent, sessionID)
-	switch {
-	case err != nil:
-		page(http.StatusOK, fmt.Sprintf("%s is authorized. The paused turn did not continue (%v): answer action %s with tern respond %s --authorization done.", act.Server, err, act.ID, act.ID))
-	case turn == "":
-		page(http.StatusOK, fmt.Sprintf("%s is authorized. The paused turn waits for other answers too: tern actions lists them; answer %s with --authorization done.", act.Server, act.ID))
-	default:
-		page(http.StatusOK, fmt.Sprintf("%s is authorized; turn %s continues. You can close this page.", act.Server, turn))
-	}
-}
-
-// actionByState finds the pending mcp_auth action whose authorization URL
+// ActionByState finds the pending mcp_auth action whose authorization URL
 // carries state, among the agents that run here.
-func (rt *agentRuntime) actionByState(state string) (agent, sessionID string, act session.Action, ok bool) {
+func (rt *agentRuntime) ActionByState(state string) (agent, sessionID string, act session.Action, ok bool) {
 	agents, err := rt.n.store.List()
 	if err != nil {
 		return "", "", act, false
@@ -167,10 +104,10 @@ func (rt *agentRuntime) actionByState(state string) (agent, sessionID string, ac
 	return "", "", act, false
 }
 
-// continueAuthorized continues the session's paused turn when every
+// ContinueAuthorized continues the session's paused turn when every
 // action it waits for is an mcp_auth whose server is connected now: it
 // returns the new turn's id, or "" when other answers are needed.
-func (rt *agentRuntime) continueAuthorized(ctx context.Context, agent, sessionID string) (string, error) {
+func (rt *agentRuntime) ContinueAuthorized(ctx context.Context, agent, sessionID string) (string, error) {
 	unlock, _ := rt.sessionLocks.lock(context.Background(), sessionID) // as a turn request takes it
 	defer unlock()
 	st, err := rt.state(agent)

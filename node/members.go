@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 )
@@ -37,7 +38,7 @@ func (n *Node) ours(machine string) bool {
 // ErrForeign means the node's copy of an agent belongs to someone else:
 // none of its members is this machine or a paired peer (capsule.Foreign).
 // Such a copy never runs here.
-var ErrForeign = errors.New("a foreign copy: none of the agent's members is this machine or a paired peer")
+var ErrForeign = api.ErrForeign
 
 // foreign reports whether the node's copy of agent is foreign (see
 // ErrForeign).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
@@ -217,8 +218,8 @@ func TestAPairedPeerBecomesAMemberWhenGivenTheAgent(t *testing.T) {
 		connectAll(t, a, b)
 		agent := heldBy(t, a, nil)
 		eventually(t, "b holds the agent", func() bool { return b.store.Holds(agent) })
-		var rep MembersReport
-		if code := api(t, a, "GET", "/v1/capsules/"+agent+"/members", nil, &rep); code != 200 {
+		var rep api.MembersReport
+		if code := callAPI(t, a, "GET", "/v1/capsules/"+agent+"/members", nil, &rep); code != 200 {
 			t.Fatalf("members: %d", code)
 		}
 		if rep.Open || len(rep.Members) != 2 {

@@ -812,7 +812,7 @@ func TestAnActivationThatCannotCompleteRunsNothingUntilItDoes(t *testing.T) {
 			t.Fatal("b runs the agent before its activation is complete")
 		}
 		var refused map[string]any
-		if code := api(t, b, "POST", "/v1/agents/"+agent+"/sessions", nil, &refused); code != 503 {
+		if code := callAPI(t, b, "POST", "/v1/agents/"+agent+"/sessions", nil, &refused); code != 503 {
 			t.Fatalf("a new session on b: %d %v, want 503", code, refused)
 		}
 		// b restarts before its activation completes: it takes the

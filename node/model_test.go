@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 )
 
@@ -83,7 +84,7 @@ func TestTheNodeProbesTheModelAndTheKeyLeavesNoTrace(t *testing.T) {
 		acceptEdit(t, n, dir, capsule.AgentFile, `{"name":"prober","instructions":"","provider":"openai-chat","model":"local-model",`+
 			`"base_url":"`+srv.URL+`/v1","key_secret":"LOCAL_KEY","tools":[]}`+"\n")
 	})
-	cl, err := Dial(home)
+	cl, err := api.Dial(home)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestTheNodeProbesTheModelAndTheKeyLeavesNoTrace(t *testing.T) {
 	}
 	refuse.Store("yes", true)
 	err = probe()
-	var api *APIError
+	var api *api.APIError
 	if !errors.As(err, &api) || api.Status != http.StatusBadGateway || !strings.Contains(api.Message, "LOCAL_KEY") {
 		t.Fatalf("a refused key: %v; want 502 naming the secret", err)
 	}

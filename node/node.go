@@ -27,6 +27,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/atomicfile"
@@ -38,7 +39,7 @@ import (
 
 // InfoFile is written by a running node inside $TERN_HOME (0600): how
 // commands reach it.
-const InfoFile = "node.json"
+const InfoFile = api.InfoFile
 
 // MDNSService is the mDNS service name tern nodes announce on the LAN.
 const MDNSService = "_tern-node._udp"
@@ -84,13 +85,8 @@ type Config struct {
 	Harness *Harness
 }
 
-// Info is node.json: where a running node's API is and who it is.
-type Info struct {
-	API    string   `json:"api"`
-	Token  string   `json:"token"`
-	PeerID string   `json:"peer_id"`
-	Addrs  []string `json:"addrs"`
-}
+// Info is node.json (api.Info).
+type Info = api.Info
 
 // Node is a running tern node.
 type Node struct {
@@ -98,14 +94,13 @@ type Node struct {
 	homeLock *filelock.Lock // held until Close: one node per home
 	cfg      Config
 	log      *slog.Logger
-	ui       uiAuth      // the web page's login codes and sessions
-	streams  openStreams // the turn streams it serves
 	id       *Identity
 	peers    *Peers
 	store    *Store
 	host     host.Host
 	mdns     mdns.Service // nil with NoMDNS
-	api      *http.Server
+	httpSrv  *http.Server // serves apiSrv
+	apiSrv   *api.Server
 	info     Info
 	stats    *metrics
 
@@ -240,9 +235,6 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		}
 	}
 	protocol.HandleMigrate(h, migrateNode{n.holders}, log)
-	if !n.harnessed() {
-		h.SetStreamHandler(TurnRelayID, n.serveTurnRelay)
-	}
 	protocol.HandleSync(h, offerAware{store, n}, log)
 	protocol.HandleBlob(h, servedBlobs{store, n.transfers}, log)
 	protocol.HandleCapsules(h, givingStore{store, n}, log)
@@ -604,9 +596,9 @@ func (n *Node) Close() error {
 	n.cancel() // under mu: spawn and startRound add no goroutine after this
 	n.mu.Unlock()
 	var errs []error
-	if n.api != nil {
+	if n.httpSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, n.api.Shutdown(ctx))
+		errs = append(errs, n.httpSrv.Shutdown(ctx))
 		cancel()
 	}
 	if n.mdns != nil {
@@ -625,7 +617,12 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
-// serveAPI starts the loopback HTTP API and writes node.json.
+// LoginURL mints a one-time login code for the web page, as tern ui asks
+// for one (the demo's --web prints it).
+func (n *Node) LoginURL() api.LoginCode { return n.apiSrv.LoginURL() }
+
+// serveAPI starts the loopback HTTP API (package api) and the turn relay
+// it follows moved turns with, and writes node.json.
 func (n *Node) serveAPI() error {
 	host, _, err := net.SplitHostPort(n.cfg.API)
 	if err != nil {
@@ -646,9 +643,12 @@ func (n *Node) serveAPI() error {
 	for _, a := range n.host.Addrs() {
 		n.info.Addrs = append(n.info.Addrs, a.String()+"/p2p/"+n.host.ID().String())
 	}
-	n.api = &http.Server{Handler: n.routes(), ReadHeaderTimeout: 10 * time.Second}
+	n.apiSrv = api.New(api.Config{Node: n, Runtime: n.turns, Home: n.home, Info: n.info,
+		Metrics: n.stats.handler(), MetricsPublic: n.cfg.MetricsPublic, Log: n.log})
+	n.host.SetStreamHandler(api.TurnRelayID, n.serveTurnRelay)
+	n.httpSrv = &http.Server{Handler: n.apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	n.wg.Go(func() {
-		if err := n.api.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := n.httpSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("API stopped", "err", err)
 		}
 	})

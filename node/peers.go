@@ -14,19 +14,16 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/internal/atomicfile"
 )
 
 // PeersFile is the allowlist of paired peers inside $TERN_HOME.
 const PeersFile = "peers.json"
 
-// Peer is one paired machine: its peer ID, a name for people, and
-// addresses to dial it at (optional: mDNS may find it).
-type Peer struct {
-	ID    string   `json:"id"`
-	Name  string   `json:"name,omitempty"`
-	Addrs []string `json:"addrs"`
-}
+// Peer is one paired machine (api.Peer: the API shows it as peers.json
+// holds it).
+type Peer = api.Peer
 
 // Peers is the allowlist: only these machines may connect, open a tern
 // protocol or join a topic. It is safe for concurrent use; every change is

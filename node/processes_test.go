@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/procgroup"
 	"github.com/tern-dev/tern/tool"
@@ -93,8 +94,8 @@ func TestAReconcileActionIsAskedOnlyOnceTheCallsGroupIsGone(t *testing.T) {
 	})
 	// Cancelling leaves the intent without outcome, as a kill -9 does;
 	// the group a kill -9 would leave is made here.
-	var ti TurnInfo
-	if code := api(t, n, "POST", "/v1/sessions/"+sessionID+"/turns/"+turnID+"/cancel", nil, &ti); code != 200 {
+	var ti api.TurnInfo
+	if code := callAPI(t, n, "POST", "/v1/sessions/"+sessionID+"/turns/"+turnID+"/cancel", nil, &ti); code != 200 {
 		t.Fatalf("cancel: %d %+v", code, ti)
 	}
 	child := leftGroup(t, n.home, opID)

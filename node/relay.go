@@ -1,142 +1,43 @@
 package node
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
-	"strconv"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/tern-dev/tern/capsule"
-	"github.com/tern-dev/tern/internal/sse"
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/protocol"
-	"github.com/tern-dev/tern/session"
 )
 
-// TurnRelayID is the protocol by which a node follows a turn that runs on
-// a peer: a client that followed the turn on the node the agent left gets
-// the rest of it through that node, without noticing the move.
-//
-// The asking node sends one frame, {"agent", "session", "turn", "after"};
-// the peer answers with the turn's server-sent events after that sequence
-// number, exactly as its HTTP API streams them, and closes the stream
-// after turn.ended, or after a "moved" event when the agent moved on.
-const TurnRelayID = "/tern/turn/1.0.0"
-
-// relayRequest is the frame that asks a peer for a turn's events.
-type relayRequest struct {
-	Agent   string `json:"agent"`
-	Session string `json:"session"`
-	Turn    string `json:"turn"`
-	After   int    `json:"after"`
-}
-
-// serveTurnRelay answers TurnRelayID streams from paired peers (the gater
-// lets no one else connect).
+// serveTurnRelay answers api.TurnRelayID streams from paired peers (the
+// gater lets no one else connect): the API streams the turn they ask for.
 func (n *Node) serveTurnRelay(s network.Stream) {
-	p, err := protocol.ReadFrame(bufio.NewReader(s), 4<<10)
-	if err != nil {
-		s.Reset()
-		return
-	}
-	var req relayRequest
-	if err := json.Unmarshal(p, &req); err != nil || !capsule.ValidAgentID(req.Agent) || req.After < 0 || !n.store.Holds(req.Agent) {
-		s.Reset()
-		return
-	}
-	st, err := n.turns.state(req.Agent)
-	if err != nil {
-		s.Reset()
-		return
-	}
-	sess := st.Session(req.Session)
-	if sess == nil || sess.Turn(req.Turn) == nil {
-		s.Reset()
-		return
-	}
-	out := &sseOut{w: s}
 	ctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
-	moved, _ := n.streamTurn(ctx, out, req.Agent, sess.Turn(req.Turn), req.After)
-	if moved != "" {
-		out.buf.Write(encodeFrame(jsonFrame("moved", map[string]string{"peer": moved})))
-		out.flush()
+	if !n.apiSrv.ServeRelay(ctx, s) {
+		s.Reset()
+		return
 	}
 	protocol.Finish(s) // resets the stream if the follower is gone
 }
 
-// relayTurn copies the turn's events after sequence number after from
-// the peer that runs the agent now to out, and returns the peer it moved
-// on to, if it did, and the last sequence number written. An error means
-// the peer could not be followed to the turn's end.
-func (n *Node) relayTurn(ctx context.Context, out *sseOut, to, agent string, t *session.Turn, after int) (movedTo string, sent int, err error) {
-	sent = after
-	id, err := peer.Decode(to)
+// OpenRelay opens a turn relay stream to the peer to, for the API to
+// follow a turn that moved there; done(ok) finishes it (ok) or resets it.
+// The stream is reset when ctx ends.
+func (n *Node) OpenRelay(ctx context.Context, to peer.ID) (io.ReadWriter, func(ok bool), error) {
+	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "turn relay"), to, api.TurnRelayID)
 	if err != nil {
-		return "", sent, fmt.Errorf("%q is not a peer ID", to)
-	}
-	if id == n.host.ID() {
-		return "", sent, errors.New("the agent's holder is this node, which does not run it")
-	}
-	s, err := n.host.NewStream(network.WithAllowLimitedConn(ctx, "turn relay"), id, TurnRelayID)
-	if err != nil {
-		return "", sent, err
+		return nil, nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { s.Reset() })
-	defer func() {
+	return s, func(ok bool) {
 		stop()
-		if err != nil {
-			s.Reset()
+		if ok {
+			protocol.Finish(s)
 		} else {
-			protocol.Finish(s) // the turn ended or moved: what follows is the peer's end
+			s.Reset()
 		}
-	}()
-	req, _ := json.Marshal(relayRequest{Agent: agent, Session: t.Session, Turn: t.ID, After: after})
-	if err := protocol.WriteFrame(s, req); err != nil {
-		return "", sent, err
-	}
-	// Each frame is read as a browser would and written again whole, so
-	// no field of the peer's can become another frame here; comments (the
-	// peer's heartbeats) are passed on as they come.
-	frames := sse.NewReader(s, maxFrame)
-	frames.Comment = func(text string) {
-		if b, err := sse.AppendComment(nil, text); err == nil {
-			out.buf.Write(b)
-			out.flush() // a client that is gone cancels ctx, which ends the stream
-		}
-	}
-	for {
-		f, err := frames.Next()
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return "", sent, errors.New("the peer's stream ended before the turn did")
-		}
-		if err != nil {
-			return "", sent, err
-		}
-		if f.Event == "moved" {
-			var m struct {
-				Peer string `json:"peer"`
-			}
-			json.Unmarshal([]byte(f.Data), &m)
-			return m.Peer, sent, nil
-		}
-		seq, _ := strconv.Atoi(f.ID)
-		if seq == 0 || seq > sent { // a delta, or an event not written yet
-			out.buf.Write(encodeFrame(f))
-			if seq > 0 {
-				sent = seq
-			}
-			if !out.flush() {
-				return "", sent, ctx.Err()
-			}
-		}
-		if f.Event == session.TurnEnded {
-			return "", sent, nil
-		}
-	}
+	}, nil
 }

@@ -83,7 +83,7 @@ func TestAHomeRestoredFromABackupStepsDownAndLosesNothingAcknowledged(t *testing
 					return st.State == "retired" && st.Holder == (fencing.Holder{Peer: b.info.PeerID, Epoch: 2}) && !restored.runs(agent)
 				})
 				var refused map[string]any
-				if code := api(t, restored, "POST", "/v1/agents/"+agent+"/sessions", nil, &refused); code != 409 || refused["peer"] != b.info.PeerID {
+				if code := callAPI(t, restored, "POST", "/v1/agents/"+agent+"/sessions", nil, &refused); code != 409 || refused["peer"] != b.info.PeerID {
 					t.Fatalf("a new session on the restored node: %d %v, want 409 naming b", code, refused)
 				}
 				eventually(t, "b runs the agent after its startup check", func() bool { return b.runs(agent) })

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/journal"
@@ -489,10 +490,10 @@ func (s *Store) status(agent string) (summary, error) {
 }
 
 // ErrStoreClosed means the store was closed (the node is shutting down).
-var ErrStoreClosed = errors.New("the capsule store is closed")
+var ErrStoreClosed = api.ErrStoreClosed
 
 // ErrUnknownAgent means the node holds no capsule of that agent.
-var ErrUnknownAgent = errors.New("this node holds no capsule of that agent")
+var ErrUnknownAgent = api.ErrUnknownAgent
 
 // Events returns the agent's events for peer ("" for this node itself),
 // unless the agent is withheld from that peer (see Shares).

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 )
@@ -215,7 +216,7 @@ func TestStatusOpensNoClosedCapsule(t *testing.T) {
 	}
 }
 
-func sameCapsules(t *testing.T, want, got []CapsuleStatus) {
+func sameCapsules(t *testing.T, want, got []api.CapsuleStatus) {
 	t.Helper()
 	if len(want) != len(got) {
 		t.Fatalf("%d capsules, want %d", len(got), len(want))

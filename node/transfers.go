@@ -7,20 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/protocol"
 )
 
-// Transfer is a blob moving between this node and a peer right now, as
-// `tern status` and the progress bars of `tern sync wait` show it.
-type Transfer struct {
-	Direction string    `json:"direction"` // "in": fetched from the peer; "out": served to it
-	Peer      string    `json:"peer"`
-	Agent     string    `json:"agent"`
-	Blob      string    `json:"blob"` // sha256 hex
-	Done      int64     `json:"done"` // bytes of the blob received (in) or read to send (out)
-	Size      int64     `json:"size"`
-	Started   time.Time `json:"started"`
-}
+// Transfer is a blob moving between this node and a peer (api.Transfer).
+type Transfer = api.Transfer
 
 // transfers are the blob transfers in flight. Safe for concurrent use.
 type transfers struct {

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/procgroup"
 	"github.com/tern-dev/tern/journal"
@@ -248,7 +249,7 @@ type agentMCP struct {
 // mcpEnv is where an agent's MCP servers run on this node: its keyring,
 // the agent's workspace, and the node's callback for authorizations.
 func (rt *agentRuntime) mcpEnv(ws string) tool.MCPEnv {
-	return tool.MCPEnv{Secrets: rt.n.cfg.Secrets, Workspace: ws, RedirectURL: rt.n.info.API + mcpCallbackPath, Processes: rt.processes()}
+	return tool.MCPEnv{Secrets: rt.n.cfg.Secrets, Workspace: ws, RedirectURL: rt.n.info.API + api.MCPCallbackPath, Processes: rt.processes()}
 }
 
 // mcpOf returns the agent's MCP servers as the runtime connects them,
@@ -354,9 +355,9 @@ func mcpAuthActions(v *view) []session.Action {
 	return out
 }
 
-// authorizeMCP gives the agent's MCP server the authorization a person
+// AuthorizeMCP gives the agent's MCP server the authorization a person
 // answered an mcp_auth action with.
-func (rt *agentRuntime) authorizeMCP(ctx context.Context, agent, server, value string) error {
+func (rt *agentRuntime) AuthorizeMCP(ctx context.Context, agent, server, value string) error {
 	var a capsule.Agent
 	if err := rt.n.store.With(agent, func(d *capsule.Dir) error {
 		var err error
@@ -1074,4 +1075,104 @@ func (rt *agentRuntime) handOver(agent string, lt *liveTurn) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// begin writes a planned turn (drafts, from st.Plan under the session's
+// lock) and starts its runner. The MCP authorizations its answers (rs)
+// give are handed over first: one that fails writes nothing and wraps
+// api.ErrAuthorizing. A running turn the plan cancels is stopped before its
+// end is written.
+func (rt *agentRuntime) begin(ctx context.Context, agent, sessionID, turnID string, st *session.State, drafts []journal.Draft, rs []session.Response) error {
+	if err := rt.authorizeAnswers(ctx, agent, st.Session(sessionID).Pending(), rs); err != nil {
+		return fmt.Errorf("%w: %w", api.ErrAuthorizing, err)
+	}
+	if active := st.Session(sessionID).Active(); active != nil {
+		rt.stop(sessionID) // cancel_active: its runner stops before its end is written
+	}
+	if _, err := rt.appendTurn(ctx, agent, drafts...); err != nil {
+		return err
+	}
+	rt.start(agent, sessionID, turnID)
+	return nil
+}
+
+// TurnEvents returns the turn's events in order, from the journal.
+func (rt *agentRuntime) TurnEvents(agent string, t *session.Turn) []*journal.Event {
+	v, err := rt.load(agent, t.Session, t.ID)
+	if err != nil {
+		return nil
+	}
+	return v.turnEvents()
+}
+
+// The runtime as the API drives it (api.Runtime).
+
+// State is the agent's sessions and turns.
+func (rt *agentRuntime) State(agent string) (*session.State, error) { return rt.state(agent) }
+
+// AgentOf is the agent a session belongs to.
+func (rt *agentRuntime) AgentOf(sessionID string) (string, error) { return rt.agentOf(sessionID) }
+
+// NewSession writes a new session of the agent and returns its id.
+func (rt *agentRuntime) NewSession(ctx context.Context, agent string) (string, error) {
+	id := newID("ses_")
+	if _, err := rt.appendTurn(ctx, agent, journal.Draft{Type: session.SessionCreated, Session: id, Body: json.RawMessage(`{}`)}); err != nil {
+		return "", err
+	}
+	rt.mu.Lock()
+	rt.sessions[id] = agent
+	rt.mu.Unlock()
+	return id, nil
+}
+
+// NewTurn plans a turn of req in the session and begins it. A session
+// whose turn runs refuses it (session.ErrTurnRunning), naming that turn
+// (active).
+func (rt *agentRuntime) NewTurn(ctx context.Context, agent, sessionID string, req session.Request) (turn, active string, err error) {
+	// One request at a time per session: Plan reads the state the append
+	// extends.
+	unlock, _ := rt.sessionLocks.lock(context.Background(), sessionID)
+	defer unlock()
+	st, err := rt.state(agent)
+	if err != nil {
+		return "", "", err
+	}
+	req.Turn = newID("turn_")
+	drafts, err := st.Plan(sessionID, req)
+	if err != nil {
+		if errors.Is(err, session.ErrTurnRunning) {
+			active = st.Session(sessionID).Active().ID
+		}
+		return "", active, err
+	}
+	if err := rt.begin(ctx, agent, sessionID, req.Turn, st, drafts, req.Responses); err != nil {
+		return "", "", err
+	}
+	return req.Turn, "", nil
+}
+
+// CancelTurn stops a running turn's runner and writes its end, cancelled,
+// and returns the turn as it is then.
+func (rt *agentRuntime) CancelTurn(ctx context.Context, agent string, t *session.Turn) (*session.Turn, error) {
+	unlock, _ := rt.sessionLocks.lock(context.Background(), t.Session)
+	defer unlock()
+	rt.stop(t.Session)
+	st, err := rt.state(agent)
+	if err != nil {
+		return nil, err
+	}
+	if cur := st.Session(t.Session).Turn(t.ID); cur.Status == session.Running {
+		if _, err := rt.appendTurn(ctx, agent, draft(t.Session, t.ID, session.TurnEnded, map[string]any{"status": session.Cancelled})); err != nil {
+			return nil, err
+		}
+		if st, err = rt.state(agent); err != nil {
+			return nil, err
+		}
+	}
+	return st.Session(t.Session).Turn(t.ID), nil
+}
+
+// Live is the turn's live stream.
+func (rt *agentRuntime) Live(agent, sessionID, turnID string) api.Live {
+	return rt.liveOf(agent, sessionID, turnID)
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/sse"
 )
@@ -123,7 +124,7 @@ func subscribe(tb testing.TB, n *Node, sessionID, turnID string) *rawSSE {
 	if err != nil || resp.StatusCode != 200 {
 		tb.Fatalf("subscribe: %v %v", resp, err)
 	}
-	return &rawSSE{conn: conn, body: sse.NewReader(resp.Body, maxFrame)}
+	return &rawSSE{conn: conn, body: sse.NewReader(resp.Body, api.MaxFrame)}
 }
 
 // next reads up to the next event and returns its type.
@@ -288,7 +289,7 @@ func BenchmarkTurnDurableOverhead(b *testing.B) {
 		before, snapsBefore := n.turns.appends.Load(), n.turns.snapshots.Load()
 		turnID := postJSON(b, n, "/v1/sessions/"+sessionID+"/turns", `{"text":"!call read_file {\"path\": \"x\"}\n!call write_file {\"path\": \"x\", \"content\": \"y\"}"}`)
 		drain(b, n, sessionID, turnID)
-		pending := []PendingAction{}
+		pending := []api.PendingAction{}
 		_, data := call(b, n, "GET", "/v1/agents/"+agent+"/actions", nil)
 		if err := json.Unmarshal(data, &pending); err != nil || len(pending) != 1 {
 			b.Fatalf("pending %s", data)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/tool"
 	"github.com/tern-dev/tern/tool/mcptest"
@@ -34,8 +35,8 @@ func TestAPausedTurnContinuesOnTheNodeTheAgentMovedTo(t *testing.T) {
 		}
 		mustMigrate(t, a, b, agent)
 
-		var pending []PendingAction
-		api(t, b, "GET", "/v1/actions", nil, &pending)
+		var pending []api.PendingAction
+		callAPI(t, b, "GET", "/v1/actions", nil, &pending)
 		if len(pending) != 1 || pending[0].ID != ti.RequiredActions[0].ID {
 			t.Fatalf("b's pending actions %+v", pending)
 		}

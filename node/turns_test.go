@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/sse"
 	"github.com/tern-dev/tern/provider"
@@ -33,9 +34,9 @@ func withTools(t testing.TB, n *Node) func(dir string) {
 	}
 }
 
-// api sends a JSON request to n's API and decodes the answer into out
+// callAPI sends a JSON request to n's API and decodes the answer into out
 // (unless nil), returning the status.
-func api(t *testing.T, n *Node, method, path string, in, out any) int {
+func callAPI(t *testing.T, n *Node, method, path string, in, out any) int {
 	t.Helper()
 	var body *strings.Reader
 	if in != nil {
@@ -84,7 +85,7 @@ func followQuery(t *testing.T, n *Node, sessionID, turnID, query string, after i
 		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	var items []sseItem
-	frames := sse.NewReader(resp.Body, maxFrame)
+	frames := sse.NewReader(resp.Body, api.MaxFrame)
 	for {
 		f, err := frames.Next()
 		if err != nil {
@@ -114,7 +115,7 @@ func durable(items []sseItem) []sseItem {
 func newSession(t *testing.T, n *Node, agent string) string {
 	t.Helper()
 	var s struct{ ID string }
-	if code := api(t, n, "POST", "/v1/agents/"+agent+"/sessions", nil, &s); code != 201 || s.ID == "" {
+	if code := callAPI(t, n, "POST", "/v1/agents/"+agent+"/sessions", nil, &s); code != 201 || s.ID == "" {
 		t.Fatalf("new session: %d %+v", code, s)
 	}
 	return s.ID
@@ -123,14 +124,14 @@ func newSession(t *testing.T, n *Node, agent string) string {
 func startTurn(t *testing.T, n *Node, sessionID string, req map[string]any) (int, map[string]any) {
 	t.Helper()
 	var out map[string]any
-	code := api(t, n, "POST", "/v1/sessions/"+sessionID+"/turns", req, &out)
+	code := callAPI(t, n, "POST", "/v1/sessions/"+sessionID+"/turns", req, &out)
 	return code, out
 }
 
-func getTurn(t *testing.T, n *Node, sessionID, turnID string) TurnInfo {
+func getTurn(t *testing.T, n *Node, sessionID, turnID string) api.TurnInfo {
 	t.Helper()
-	var ti TurnInfo
-	if code := api(t, n, "GET", "/v1/sessions/"+sessionID+"/turns/"+turnID, nil, &ti); code != 200 {
+	var ti api.TurnInfo
+	if code := callAPI(t, n, "GET", "/v1/sessions/"+sessionID+"/turns/"+turnID, nil, &ti); code != 200 {
 		t.Fatalf("get turn: %d", code)
 	}
 	return ti
@@ -268,8 +269,8 @@ func TestASecondTurnWhileOneRunsIsRefusedUnlessItCancelsIt(t *testing.T) {
 	if ti := getTurn(t, n, sessionID, first["id"].(string)); ti.Status != "cancelled" || ti.CancelledBy != second["id"] {
 		t.Fatalf("the first turn: %+v", ti)
 	}
-	var ti TurnInfo
-	if code := api(t, n, "POST", "/v1/sessions/"+sessionID+"/turns/"+second["id"].(string)+"/cancel", nil, &ti); code != 200 || ti.Status != "cancelled" {
+	var ti api.TurnInfo
+	if code := callAPI(t, n, "POST", "/v1/sessions/"+sessionID+"/turns/"+second["id"].(string)+"/cancel", nil, &ti); code != 200 || ti.Status != "cancelled" {
 		t.Fatalf("cancel: %d %+v", code, ti)
 	}
 }
@@ -297,8 +298,8 @@ func TestAPausedTurnIsContinuedOnlyByTheCompleteMatchingAnswers(t *testing.T) {
 		}
 		ids = append(ids, a.ID)
 	}
-	var pending []PendingAction
-	if api(t, n, "GET", "/v1/actions", nil, &pending); len(pending) != 3 || pending[0].Session != sessionID || pending[0].Agent != agent {
+	var pending []api.PendingAction
+	if callAPI(t, n, "GET", "/v1/actions", nil, &pending); len(pending) != 3 || pending[0].Session != sessionID || pending[0].Agent != agent {
 		t.Fatalf("pending %+v", pending)
 	}
 	yes := func(id string) map[string]any { return map[string]any{"action_id": id, "approve": true} }
@@ -351,7 +352,7 @@ func TestATurnCanSwitchTheModelForItselfOnly(t *testing.T) {
 	stub := newChatStub(t, 3)
 	n, agent := stubAgent(t, stub)
 	sessionID := newSession(t, n, agent)
-	turnOf := func(req map[string]any) TurnInfo {
+	turnOf := func(req map[string]any) api.TurnInfo {
 		t.Helper()
 		code, turn := startTurn(t, n, sessionID, req)
 		if code != 201 {
@@ -406,8 +407,8 @@ func TestACancelledCallIsReconciledNotRunAgain(t *testing.T) {
 	followed := make(chan []sseItem)
 	go func() { followed <- follow(t, n, sessionID, turnID, -1, nil) }()
 	time.Sleep(50 * time.Millisecond) // the follower is connected
-	var ti TurnInfo
-	if code := api(t, n, "POST", "/v1/sessions/"+sessionID+"/turns/"+turnID+"/cancel", nil, &ti); code != 200 || ti.Status != "cancelled" {
+	var ti api.TurnInfo
+	if code := callAPI(t, n, "POST", "/v1/sessions/"+sessionID+"/turns/"+turnID+"/cancel", nil, &ti); code != 200 || ti.Status != "cancelled" {
 		t.Fatalf("cancel: %d %+v", code, ti)
 	}
 	select {
@@ -440,10 +441,8 @@ func TestACancelledCallIsReconciledNotRunAgain(t *testing.T) {
 // A stream with nothing to say sends a comment now and then, so proxies
 // and clients keep it open.
 func TestAQuietStreamSendsHeartbeats(t *testing.T) {
-	old := heartbeat
-	heartbeat = 20 * time.Millisecond
-	defer func() { heartbeat = old }()
 	n := startNode(t, t.TempDir())
+	n.apiSrv.SetHeartbeat(20 * time.Millisecond)
 	agent := heldBy(t, n, withTools(t, n))
 	gate := gatedModels(n)
 	defer gate.release()
@@ -459,7 +458,7 @@ func TestAQuietStreamSendsHeartbeats(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var comments []string
-	frames := sse.NewReader(resp.Body, maxFrame)
+	frames := sse.NewReader(resp.Body, api.MaxFrame)
 	frames.Comment = func(text string) {
 		comments = append(comments, text)
 		cancel() // one is enough: the next read ends the stream
@@ -586,7 +585,7 @@ func TestSessionsAreListedNewestFirstWithTheirFirstWords(t *testing.T) {
 		follow(t, n, s.id, turn["id"].(string), -1, nil)
 	}
 	var list []struct{ ID, Preview string }
-	api(t, n, "GET", "/v1/agents/"+agent+"/sessions", nil, &list)
+	callAPI(t, n, "GET", "/v1/agents/"+agent+"/sessions", nil, &list)
 	if len(list) != 2 || list[0].ID != first || list[1].Preview != "the second session's question" ||
 		!strings.HasSuffix(list[0].Preview, "…") || len([]rune(list[0].Preview)) != 60 {
 		t.Fatalf("sessions %+v: want %s first, each with its first words", list, first)

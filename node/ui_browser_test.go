@@ -106,7 +106,7 @@ func TestTheWebPageInABrowser(t *testing.T) {
 	run("approving", chromedp.Click(chromedp.CSS(".action .approve")))
 	until("the continuing turn running", `[...document.querySelectorAll("#turns li")].some(li => li.dataset.status === "running")`)
 	time.Sleep(500 * time.Millisecond) // the shell call sleeps 2 s: the stream is open
-	if cut := a.streams.cut(); cut == 0 {
+	if cut := a.apiSrv.CutStreams(); cut == 0 {
 		t.Fatal("no turn stream was open to cut")
 	}
 	shot("3-stream-cut")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/node"
@@ -424,7 +425,7 @@ func (e *env) snapshotThroughNode(ctx context.Context, agent, workspace string, 
 	if err != nil {
 		return err
 	}
-	req, err := json.Marshal(node.SnapshotRequest{Workspace: abs, Exclude: exclude})
+	req, err := json.Marshal(api.SnapshotRequest{Workspace: abs, Exclude: exclude})
 	if err != nil {
 		return err
 	}

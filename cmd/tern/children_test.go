@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/tool/mcptest"
 )
@@ -117,7 +118,7 @@ func TestAKilledNodesCommandIsGoneWhenReconcileIsAsked(t *testing.T) {
 	d.start()
 
 	deadline := time.Now().Add(30 * time.Second)
-	var pending []node.PendingAction
+	var pending []api.PendingAction
 	for {
 		json.Unmarshal([]byte(mustTern(t, d.home, "", "actions", "--json")), &pending)
 		if len(pending) == 1 && pending[0].Kind == "reconcile" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
@@ -523,7 +524,7 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 	if err != nil {
 		return err
 	}
-	lc, err := node.Dial(run.path("laptop-home"))
+	lc, err := api.Dial(run.path("laptop-home"))
 	if err != nil {
 		return err
 	}
@@ -533,13 +534,13 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 	}); err != nil {
 		return fmt.Errorf("demo: the laptop node does not run the agent")
 	}
-	turn := func(cl *node.Client, req string, after int, each func(node.TurnItem) error) (node.TurnInfo, error) {
-		var t node.TurnInfo
+	turn := func(cl *api.Client, req string, after int, each func(api.TurnItem) error) (api.TurnInfo, error) {
+		var t api.TurnInfo
 		if err := cl.Do(ctx, "POST", "/v1/sessions/"+sess.ID+"/turns", strings.NewReader(req), &t); err != nil {
 			return t, err
 		}
 		if each == nil {
-			each = func(node.TurnItem) error { return nil }
+			each = func(api.TurnItem) error { return nil }
 		}
 		if _, err := cl.FollowTurn(ctx, sess.ID, t.ID, after, each); err != nil {
 			return t, err
@@ -562,7 +563,7 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 
 	title("approve", "The demo approves; the continuing turn runs the call once and finishes")
 	var reply string
-	replyOf := func(it node.TurnItem) error {
+	replyOf := func(it api.TurnItem) error {
 		var ev struct {
 			Body struct {
 				Role    string `json:"role"`
@@ -585,13 +586,13 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 	result("ran once, completed")
 
 	title("stream", "A stream cut in the middle of a turn resumes where it stopped, nothing twice")
-	var t2 node.TurnInfo
+	var t2 api.TurnInfo
 	if err := lc.Do(ctx, "POST", "/v1/sessions/"+sess.ID+"/turns", strings.NewReader(`{"text":"!reason Check the plan first.\n!call read_file {\"path\": \"plan.md\"}"}`), &t2); err != nil {
 		return err
 	}
 	var seqs []int
 	cut := errors.New("cut")
-	_, err = lc.FollowTurn(ctx, sess.ID, t2.ID, 0, func(it node.TurnItem) error {
+	_, err = lc.FollowTurn(ctx, sess.ID, t2.ID, 0, func(it api.TurnItem) error {
 		if it.Seq > 0 {
 			seqs = append(seqs, it.Seq)
 		}
@@ -604,7 +605,7 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 		return fmt.Errorf("demo: following the turn: %v", err)
 	}
 	first := len(seqs)
-	if _, err := lc.FollowTurn(ctx, sess.ID, t2.ID, seqs[len(seqs)-1], func(it node.TurnItem) error {
+	if _, err := lc.FollowTurn(ctx, sess.ID, t2.ID, seqs[len(seqs)-1], func(it api.TurnItem) error {
 		if it.Seq > 0 {
 			seqs = append(seqs, it.Seq)
 		}
@@ -647,7 +648,7 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 		return err
 	}
 	*current = laptop
-	if lc, err = node.Dial(run.path("laptop-home")); err != nil {
+	if lc, err = api.Dial(run.path("laptop-home")); err != nil {
 		return err
 	}
 	if err := waitFor(20*time.Second, func() bool { // it runs the agent once its peer answered
@@ -662,7 +663,7 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 	if err != nil || out.Outcome != "committed" {
 		return fmt.Errorf("demo: the migration: %+v %v", out, err)
 	}
-	var refused *node.APIError
+	var refused *api.APIError
 	if err := lc.Do(ctx, "POST", "/v1/sessions/"+sess.ID+"/turns", strings.NewReader(`{"text":"still here?"}`), nil); !errors.As(err, &refused) || refused.Status != 409 {
 		return fmt.Errorf("demo: the laptop node took a turn after the move: %v", err)
 	}
@@ -671,7 +672,7 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 	result(fmt.Sprintf("epoch %d, frozen %d ms", out.Epoch, out.FrozenMS))
 
 	title("continue", "The conversation continues on the desktop, and renders for another provider")
-	dc, err := node.Dial(run.path("desktop-home"))
+	dc, err := api.Dial(run.path("desktop-home"))
 	if err != nil {
 		return err
 	}
@@ -717,14 +718,14 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 		return err
 	}
 	*current = old
-	oc, err := node.Dial(run.path("laptop-home-backup"))
+	oc, err := api.Dial(run.path("laptop-home-backup"))
 	if err != nil {
 		return err
 	}
 	var why409 string
 	if err := waitFor(20*time.Second, func() bool {
 		err := oc.Do(ctx, "POST", "/v1/sessions/"+sess.ID+"/turns", strings.NewReader(`{"text":"I am the laptop, back from a backup"}`), nil)
-		var refused *node.APIError
+		var refused *api.APIError
 		if errors.As(err, &refused) && refused.Status == 409 {
 			why409 = refused.Message
 			return true

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
 )
@@ -74,11 +75,11 @@ func (d *daemon) holdsWhole(agent string) bool {
 	if code != 0 {
 		return false
 	}
-	var st node.Status
+	var st api.Status
 	if json.Unmarshal([]byte(out), &st) != nil {
 		return false
 	}
-	i := slices.IndexFunc(st.Capsules, func(c node.CapsuleStatus) bool { return c.ID == agent })
+	i := slices.IndexFunc(st.Capsules, func(c api.CapsuleStatus) bool { return c.ID == agent })
 	return i >= 0 && !st.Capsules[i].Incomplete && st.Capsules[i].Damaged == ""
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/node"
 )
 
@@ -108,7 +109,7 @@ func (d *daemon) holderOf(agent string) (string, uint64) {
 	if code != 0 {
 		return "", 0
 	}
-	var r node.HolderReport
+	var r api.HolderReport
 	if json.Unmarshal([]byte(out), &r) != nil {
 		return "", 0
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/provider"
@@ -77,9 +78,9 @@ func exitCode(err error) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	var api *node.APIError
-	if errors.As(err, &api) {
-		if api.Status >= 500 || api.Status == http.StatusUnauthorized || api.Status == http.StatusForbidden {
+	var aerr *api.APIError
+	if errors.As(err, &aerr) {
+		if aerr.Status >= 500 || aerr.Status == http.StatusUnauthorized || aerr.Status == http.StatusForbidden {
 			return exitFailed // the node's own failure, or a node.json that does not match it
 		}
 		return exitBadInput
@@ -89,7 +90,7 @@ func exitCode(err error) int {
 		return exitFailed // a model or embedding API that failed: trying again may work
 	}
 	switch {
-	case errors.Is(err, node.ErrNotRunning), errors.Is(err, capsule.ErrLocked),
+	case errors.Is(err, api.ErrNotRunning), errors.Is(err, capsule.ErrLocked),
 		errors.Is(err, node.ErrChainBusy), errors.Is(err, node.ErrHomeInUse):
 		return exitFailed
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrExist):

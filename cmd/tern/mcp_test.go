@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/internal/secrets"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/tool"
@@ -178,7 +179,7 @@ func TestAnMCPServerBehindOAuthPausesTheTurnUntilItIsAuthorized(t *testing.T) {
 	}
 	out = mustTern(t, home, "", "actions", "--json")
 	answers = append(answers, out)
-	var pending []node.PendingAction
+	var pending []api.PendingAction
 	json.Unmarshal([]byte(out), &pending)
 	if len(pending) != 1 || pending[0].Kind != "mcp_auth" || pending[0].Server != "web" || strings.Join(slices.Sorted(slices.Values(pending[0].Scopes)), " ") != "offline_access tools:call tools:read" {
 		t.Fatalf("pending %+v", pending)
@@ -250,7 +251,7 @@ func TestTheNodesCallbackFinishesAnMCPAuthorization(t *testing.T) {
 	if len(pending) != 1 {
 		t.Fatalf("pending %v", pending)
 	}
-	var acts []node.PendingAction
+	var acts []api.PendingAction
 	json.Unmarshal([]byte(mustTern(t, home, "", "actions", "--json")), &acts)
 	resp, err := http.Get(acts[0].URL) // the browser, following the redirect
 	if err != nil {

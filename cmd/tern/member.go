@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/node"
@@ -44,7 +45,7 @@ func memberCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rep := node.MembersReportOf(c.ID(), journal.MembersOf(c.ID(), events))
+			rep := api.MembersReportOf(c.ID(), journal.MembersOf(c.ID(), events))
 			if asJSON {
 				return json.NewEncoder(e.stdout).Encode(rep)
 			}
@@ -82,7 +83,7 @@ func memberCmd(e *env) *cobra.Command {
 	return c
 }
 
-func printMembers(e *env, rep node.MembersReport) error {
+func printMembers(e *env, rep api.MembersReport) error {
 	if rep.Open {
 		fmt.Fprintf(e.stdout, "agent %s is from before members: every machine's events count until a node that holds it names its first members\n", rep.Agent)
 		return nil
@@ -150,10 +151,10 @@ func (e *env) changeMemberThroughNode(ctx context.Context, agent, peer string, a
 	if err != nil {
 		return err
 	}
-	var out node.MemberChange
+	var out api.MemberChange
 	path := "/v1/capsules/" + url.PathEscape(agent) + "/members"
 	if add {
-		body, _ := json.Marshal(node.MemberChange{Peer: peer})
+		body, _ := json.Marshal(api.MemberChange{Peer: peer})
 		err = cl.Do(ctx, http.MethodPost, path, bytes.NewReader(body), &out)
 	} else {
 		err = cl.Do(ctx, http.MethodDelete, path+"/"+url.PathEscape(peer), nil, &out)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/node"
@@ -53,7 +54,7 @@ func TestMembersThroughTheCLI(t *testing.T) {
 		t.Fatalf("member add again: %q", out)
 	}
 	mustTern(t, other, conversation, "journal", "append", dir)
-	var rep node.MembersReport
+	var rep api.MembersReport
 	if err := json.Unmarshal([]byte(mustTern(t, owner, "", "member", "list", dir, "--json")), &rep); err != nil || len(rep.Members) != 2 || rep.Open {
 		t.Fatalf("member list: %+v %v", rep, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/node"
 )
 
@@ -47,7 +48,7 @@ func migrateCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			body, _ := json.Marshal(node.MigrateRequest{To: target, Timeout: timeout.String()})
+			body, _ := json.Marshal(api.MigrateRequest{To: target, Timeout: timeout.String()})
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout+30*time.Second)
 			defer cancel()
 			if !asJSON {
@@ -96,7 +97,7 @@ func holderCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var rep node.HolderReport
+			var rep api.HolderReport
 			if err := cl.Do(cmd.Context(), http.MethodGet, "/v1/capsules/"+url.PathEscape(args[0])+"/holder", nil, &rep); err != nil {
 				return err
 			}
@@ -189,7 +190,7 @@ func migrateResolveCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			body, _ := json.Marshal(node.ResolveRequest{Action: action})
+			body, _ := json.Marshal(api.ResolveRequest{Action: action})
 			var res struct {
 				Outcome string `json:"outcome"`
 				State   string `json:"state"`

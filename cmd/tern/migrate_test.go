@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/api"
 )
 
 // The scripts' contract: tern migrate --json prints outcome, epoch,
@@ -52,7 +52,7 @@ func TestMigrateAndHolderThroughTheCLI(t *testing.T) {
 	if res["outcome"] != "committed" || res["epoch"] != float64(2) {
 		t.Fatalf("migrate: %s", out)
 	}
-	var after node.HolderReport
+	var after api.HolderReport
 	if err := json.Unmarshal([]byte(mustTern(t, homeA, "", "holder", id, "--json")), &after); err != nil {
 		t.Fatal(err)
 	}

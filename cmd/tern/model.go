@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
-	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/provider"
 )
 
@@ -101,9 +101,9 @@ func probe(ctx context.Context, e *env, arg string) (provider.Probe, error) {
 	}
 	var p provider.Probe
 	err = cl.Do(ctx, http.MethodPost, "/v1/capsules/"+url.PathEscape(arg)+"/model/test", nil, &p)
-	var api *node.APIError
-	if errors.As(err, &api) && (api.Status == http.StatusBadGateway || api.Status == http.StatusUnprocessableEntity) {
-		return p, checkFailed("model test %s: %s", arg, api.Message)
+	var aerr *api.APIError
+	if errors.As(err, &aerr) && (aerr.Status == http.StatusBadGateway || aerr.Status == http.StatusUnprocessableEntity) {
+		return p, checkFailed("model test %s: %s", arg, aerr.Message)
 	}
 	return p, err
 }

@@ -24,6 +24,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/spf13/cobra"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
@@ -164,12 +165,12 @@ func nodeCmd(e *env) *cobra.Command {
 }
 
 // client finds the running node of $TERN_HOME.
-func (e *env) client() (*node.Client, error) {
+func (e *env) client() (*api.Client, error) {
 	home, err := node.Home()
 	if err != nil {
 		return nil, err
 	}
-	return node.Dial(home)
+	return api.Dial(home)
 }
 
 func peerCmd(e *env) *cobra.Command {
@@ -415,14 +416,14 @@ func (e *env) editPeers(ctx context.Context, edit func(*node.Peers) error) error
 // reloadNode tells the running node of home, if any, to reread a file a
 // command just changed; a node that is not running reads it when it starts.
 func reloadNode(ctx context.Context, home, path, file string) error {
-	cl, err := node.Dial(home)
-	if errors.Is(err, node.ErrNotRunning) {
+	cl, err := api.Dial(home)
+	if errors.Is(err, api.ErrNotRunning) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if err := cl.Do(ctx, http.MethodPost, path, nil, nil); err != nil && !errors.Is(err, node.ErrNotRunning) {
+	if err := cl.Do(ctx, http.MethodPost, path, nil, nil); err != nil && !errors.Is(err, api.ErrNotRunning) {
 		return fmt.Errorf("%s is saved, but the running node did not reload it: %w", file, err)
 	}
 	return nil
@@ -440,7 +441,7 @@ func statusCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var st node.Status
+			var st api.Status
 			if err := cl.Do(cmd.Context(), http.MethodGet, "/v1/status", nil, &st); err != nil {
 				return err
 			}
@@ -534,10 +535,10 @@ func capsuleImportCmd(e *env) *cobra.Command {
 			if perr := packErr(); perr != nil {
 				return perr // the folder could not be packed: say why, not that the upload broke
 			}
-			var api *node.APIError
-			if errors.As(err, &api) {
+			var aerr *api.APIError
+			if errors.As(err, &aerr) {
 				// The node says "the uploaded tar"; the person knows it by its name.
-				api.Message = strings.Replace(api.Message, "the uploaded tar", args[0], 1)
+				aerr.Message = strings.Replace(aerr.Message, "the uploaded tar", args[0], 1)
 			}
 			if err != nil {
 				return err
@@ -680,7 +681,7 @@ func capsuleListCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var list []node.CapsuleStatus
+			var list []api.CapsuleStatus
 			if err := cl.Do(cmd.Context(), http.MethodGet, "/v1/capsules", nil, &list); err != nil {
 				return err
 			}
@@ -736,9 +737,9 @@ func syncCmd(e *env) *cobra.Command {
 			path := "/v1/capsules/" + url.PathEscape(args[0]) + "/sync?peer=" + url.QueryEscape(peerID)
 			bar := newProgress(e.stderr)
 			defer bar.done()
-			var last node.SyncState
+			var last api.SyncState
 			for {
-				var st node.SyncState
+				var st api.SyncState
 				err := cl.Do(ctx, http.MethodGet, path, nil, &st)
 				switch {
 				case err == nil && st.InSync:
@@ -794,10 +795,10 @@ func peerLabel(id string) string {
 // peerConnected reports whether the running node says it is connected to
 // the peer id; true when it cannot tell (the caller then says what it
 // knows instead).
-func (e *env) peerConnected(ctx context.Context, cl *node.Client, id string) bool {
+func (e *env) peerConnected(ctx context.Context, cl *api.Client, id string) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	var st node.Status
+	var st api.Status
 	if err := cl.Do(ctx, http.MethodGet, "/v1/status", nil, &st); err != nil {
 		return true
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
 )
@@ -50,7 +51,7 @@ func TestTwoNodesSyncACapsuleThroughTheCLI(t *testing.T) {
 	mustTern(t, homeB, conversation, "journal", "append", id)
 	mustTern(t, homeA, "", "sync", "wait", id, "--peer", ib.PeerID, "--timeout", "20s")
 
-	var st node.Status
+	var st api.Status
 	if err := json.Unmarshal([]byte(mustTern(t, homeB, "", "status", "--json")), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,7 @@ func TestSyncWaitAndStatusNameThePeerAndWhenItWentAway(t *testing.T) {
 
 	ended := time.Now()
 	b.Close()
-	var st node.Status
+	var st api.Status
 	// A real clock: libp2p on loopback tells the disconnection when it
 	// does; this waits for a positive answer, bounded only against a hang.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {

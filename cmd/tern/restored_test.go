@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/node"
 )
 
@@ -157,7 +158,7 @@ func TestARestoredHomeThroughTheCLI(t *testing.T) {
 			deadline := time.Now().Add(20 * time.Second)
 			for {
 				code, out, _ := ternQuiet(n0.home, "holder", agent, "--json")
-				var r node.HolderReport
+				var r api.HolderReport
 				if code == 0 && json.Unmarshal([]byte(out), &r) == nil && r.State == "retired" && r.Holder.Epoch == 2 && r.Holder.Peer == peerIDOf(t, n1) {
 					break
 				}
@@ -169,11 +170,11 @@ func TestARestoredHomeThroughTheCLI(t *testing.T) {
 			if code, _, errs := ternQuiet(n0.home, "session", "new", agent); code != 2 || !strings.Contains(errs, "n1") && !strings.Contains(errs, peerIDOf(t, n1)) {
 				t.Fatalf("tern session new on n0: exit %d: %s, want 2 naming n1", code, errs)
 			}
-			cl, err := node.Dial(n0.home)
+			cl, err := api.Dial(n0.home)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var refused *node.APIError
+			var refused *api.APIError
 			if err := cl.Do(t.Context(), http.MethodPost, "/v1/agents/"+agent+"/sessions", nil, nil); !errors.As(err, &refused) || refused.Status != 409 {
 				t.Fatalf("POST /v1/agents/%s/sessions on n0: %v, want 409", agent, err)
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/node"
 )
 
@@ -53,13 +54,13 @@ func TestACopyAndMovesThroughTheCLIOverTCPAndQUIC(t *testing.T) {
 			if !ds[1].holdsWhole(agent) {
 				t.Fatal("n1 does not hold the whole capsule after sync wait")
 			}
-			holder := func(d *daemon) node.HolderReport {
+			holder := func(d *daemon) api.HolderReport {
 				t.Helper()
 				code, out, errs := ternQuiet(d.home, "holder", agent, "--json")
 				if code != 0 {
 					t.Fatalf("tern holder: exit %d: %s", code, errs)
 				}
-				var r node.HolderReport
+				var r api.HolderReport
 				if err := json.Unmarshal([]byte(out), &r); err != nil {
 					t.Fatalf("tern holder --json: %v: %s", err, out)
 				}

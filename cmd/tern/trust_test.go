@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/api"
 )
 
 // editAgentJSON changes agent.json's fields in a folder and accepts the
@@ -154,7 +154,7 @@ func TestAdoptMakesAForeignCapsuleANewAgentOfOurs(t *testing.T) {
 			t.Fatalf("adopt did not say %q:\n%s", want, errs)
 		}
 	}
-	var rep node.MembersReport
+	var rep api.MembersReport
 	json.Unmarshal([]byte(mustTern(t, mine, "", "member", "list", id, "--json")), &rep)
 	self, _, _ := strings.Cut(mustTern(t, mine, "", "id"), "\n")
 	if len(rep.Members) != 1 || rep.Members[0].Peer != self || rep.Open {

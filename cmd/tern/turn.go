@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
-	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/session"
 )
@@ -163,12 +163,12 @@ func turnCmd(e *env) *cobra.Command {
 }
 
 // turnByID asks the node for a turn by its id alone.
-func (e *env) turnByID(ctx context.Context, turnID string) (*node.Client, node.TurnInfo, error) {
+func (e *env) turnByID(ctx context.Context, turnID string) (*api.Client, api.TurnInfo, error) {
 	cl, err := e.client()
 	if err != nil {
-		return nil, node.TurnInfo{}, err
+		return nil, api.TurnInfo{}, err
 	}
-	var t node.TurnInfo
+	var t api.TurnInfo
 	err = cl.Do(ctx, http.MethodGet, "/v1/turns/"+url.PathEscape(turnID), nil, &t)
 	return cl, t, err
 }
@@ -211,7 +211,7 @@ func turnCancelCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var after node.TurnInfo
+			var after api.TurnInfo
 			path := "/v1/sessions/" + url.PathEscape(t.Session) + "/turns/" + url.PathEscape(t.ID) + "/cancel"
 			if err := cl.Do(cmd.Context(), http.MethodPost, path, nil, &after); err != nil {
 				return err
@@ -266,7 +266,7 @@ func (e *env) runTurn(ctx context.Context, sessionID string, req map[string]any,
 // followTurn streams a turn from after its event after to its end, and
 // reports it. Ctrl-C stops following, not the turn: it says how to follow
 // or cancel it, and exits 130.
-func (e *env) followTurn(parent context.Context, cl *node.Client, sessionID, turnID string, after int, asJSON bool) error {
+func (e *env) followTurn(parent context.Context, cl *api.Client, sessionID, turnID string, after int, asJSON bool) error {
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt)
 	defer stop()
 	started := struct{ ID string }{turnID}
@@ -291,7 +291,7 @@ func (e *env) followTurn(parent context.Context, cl *node.Client, sessionID, tur
 		fmt.Fprintf(e.stderr, "the agent moved to %s; turn %s continues there (follow it on that machine)\n", moved, started.ID)
 		return nil
 	}
-	var t node.TurnInfo
+	var t api.TurnInfo
 	if err := cl.Do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(sessionID)+"/turns/"+started.ID, nil, &t); err != nil {
 		return err
 	}
@@ -333,7 +333,7 @@ func (p *turnPrinter) endLine() {
 	}
 }
 
-func (p *turnPrinter) item(it node.TurnItem) error {
+func (p *turnPrinter) item(it api.TurnItem) error {
 	if it.Event == "delta" {
 		var d struct {
 			Kind string `json:"kind"`
@@ -472,7 +472,7 @@ func actionsCmd(e *env) *cobra.Command {
 	return c
 }
 
-func pendingActions(ctx context.Context, e *env, agent string) ([]node.PendingAction, error) {
+func pendingActions(ctx context.Context, e *env, agent string) ([]api.PendingAction, error) {
 	cl, err := e.client()
 	if err != nil {
 		return nil, err
@@ -481,7 +481,7 @@ func pendingActions(ctx context.Context, e *env, agent string) ([]node.PendingAc
 	if agent != "" {
 		path = "/v1/agents/" + agent + "/actions"
 	}
-	var out []node.PendingAction
+	var out []api.PendingAction
 	err = cl.Do(ctx, http.MethodGet, path, nil, &out)
 	return out, err
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/tool"
 )
@@ -51,7 +52,7 @@ func importAgent(t *testing.T, home string, edit func(agent map[string]any)) str
 
 func pendingIDs(t *testing.T, home string) []string {
 	t.Helper()
-	var pending []node.PendingAction
+	var pending []api.PendingAction
 	if err := json.Unmarshal([]byte(mustTern(t, home, "", "actions", "--json")), &pending); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestATurnThroughTheCLIStreamsPausesAndIsAnswered(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "The client declined to run this call") {
 		t.Fatalf("deny a client call: exit %d %q %q", code, out, errs)
 	}
-	var status node.Status
+	var status api.Status
 	json.Unmarshal([]byte(mustTern(t, home, "", "status", "--json")), &status)
 	ws := filepath.Join(home, node.WorkspacesDir, id, "notes.md")
 	if b, err := os.ReadFile(ws); err != nil || string(b) != "hi" {
@@ -200,7 +201,7 @@ func TestAKillBetweenIntentAndOutcomeEndsInAReconcileActionNotASecondCall(t *tes
 	}
 
 	deadline := time.Now().Add(20 * time.Second)
-	var pending []node.PendingAction
+	var pending []api.PendingAction
 	for {
 		json.Unmarshal([]byte(mustTern(t, d.home, "", "actions", "--json")), &pending)
 		if len(pending) == 1 && pending[0].Kind == "reconcile" {

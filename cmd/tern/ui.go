@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/api"
 )
 
 func uiCmd(e *env) *cobra.Command {
@@ -29,7 +29,7 @@ func uiCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var code node.LoginCode
+			var code api.LoginCode
 			if err := cl.Do(cmd.Context(), http.MethodPost, "/v1/ui/codes", nil, &code); err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package node
+package api
 
 import (
 	"bytes"
@@ -56,140 +56,112 @@ type PendingAction struct {
 	Turn    string `json:"turn"`
 }
 
-func (n *Node) sessionRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/agents/{agent}/sessions", n.handleNewSession)
-	mux.HandleFunc("GET /v1/agents/{agent}/sessions", n.handleSessions)
-	mux.HandleFunc("GET /v1/agents/{agent}/memory", n.handleNotes)
-	mux.HandleFunc("POST /v1/agents/{agent}/memory", n.handleNote)
-	mux.HandleFunc("GET /v1/agents/{agent}/memory/search", n.handleSearch)
-	mux.HandleFunc("POST /v1/agents/{agent}/memory/reindex", n.handleReindex)
-	mux.HandleFunc("GET /v1/agents/{agent}/mcp", n.handleMCP)
-	mux.HandleFunc("DELETE /v1/agents/{agent}/memory/{note}", n.handleForget)
-	mux.HandleFunc("GET /v1/agents/{agent}/actions", n.handleActions)
-	mux.HandleFunc("GET /v1/actions", n.handleActions)
-	mux.HandleFunc("POST /v1/sessions/{session}/turns", n.handleNewTurn)
-	mux.HandleFunc("GET /v1/sessions/{session}/turns", n.handleTurns)
-	mux.HandleFunc("GET /v1/sessions/{session}/turns/{turn}", n.handleTurn)
-	mux.HandleFunc("GET /v1/sessions/{session}/turns/{turn}/events", n.handleTurnEvents)
-	mux.HandleFunc("POST /v1/sessions/{session}/turns/{turn}/cancel", n.handleCancelTurn)
-	mux.HandleFunc("GET /v1/turns/{turn}", n.handleTurnByID)
+func (srv *Server) sessionRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/agents/{agent}/sessions", srv.handleNewSession)
+	mux.HandleFunc("GET /v1/agents/{agent}/sessions", srv.handleSessions)
+	mux.HandleFunc("GET /v1/agents/{agent}/memory", srv.handleNotes)
+	mux.HandleFunc("POST /v1/agents/{agent}/memory", srv.handleNote)
+	mux.HandleFunc("GET /v1/agents/{agent}/memory/search", srv.handleSearch)
+	mux.HandleFunc("POST /v1/agents/{agent}/memory/reindex", srv.handleReindex)
+	mux.HandleFunc("GET /v1/agents/{agent}/mcp", srv.handleMCP)
+	mux.HandleFunc("DELETE /v1/agents/{agent}/memory/{note}", srv.handleForget)
+	mux.HandleFunc("GET /v1/agents/{agent}/actions", srv.handleActions)
+	mux.HandleFunc("GET /v1/actions", srv.handleActions)
+	mux.HandleFunc("POST /v1/sessions/{session}/turns", srv.handleNewTurn)
+	mux.HandleFunc("GET /v1/sessions/{session}/turns", srv.handleTurns)
+	mux.HandleFunc("GET /v1/sessions/{session}/turns/{turn}", srv.handleTurn)
+	mux.HandleFunc("GET /v1/sessions/{session}/turns/{turn}/events", srv.handleTurnEvents)
+	mux.HandleFunc("POST /v1/sessions/{session}/turns/{turn}/cancel", srv.handleCancelTurn)
+	mux.HandleFunc("GET /v1/turns/{turn}", srv.handleTurnByID)
 }
 
 // handleTurnByID is GET /v1/turns/{turn}: the turn of that id in whichever
 // session of the agents this node holds, as GET …/turns/{turn} answers it
 // (its session included): what a command given only a turn id needs.
-func (n *Node) handleTurnByID(w http.ResponseWriter, r *http.Request) {
+func (srv *Server) handleTurnByID(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("turn")
-	agents, err := n.store.List()
+	agents, err := srv.node.Agents()
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	for _, agent := range agents {
-		st, err := n.turns.state(agent)
+		st, err := srv.rt.State(agent)
 		if err != nil {
 			continue
 		}
 		for _, s := range st.Sessions {
 			if t := s.Turn(id); t != nil {
-				writeJSON(w, n.turnInfo(agent, t))
+				writeJSON(w, srv.turnInfo(agent, t))
 				return
 			}
 		}
 	}
-	n.httpError(w, http.StatusNotFound, fmt.Errorf("no turn %s in the agents this node holds (tern session list AGENT lists a session's last turn)", id))
+	srv.httpError(w, http.StatusNotFound, fmt.Errorf("no turn %s in the agents this node holds (tern session list AGENT lists a session's last turn)", id))
 }
 
 // pathAgent is the {agent} of the path, answered 400/404 if it is not an
 // agent the node holds.
-func (n *Node) pathAgent(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (srv *Server) pathAgent(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("agent")
 	if !capsule.ValidAgentID(id) {
-		n.httpError(w, http.StatusBadRequest, fmt.Errorf("%q is not an agent id", id))
+		srv.httpError(w, http.StatusBadRequest, fmt.Errorf("%q is not an agent id", id))
 		return "", false
 	}
-	if !n.store.Holds(id) {
-		n.httpError(w, http.StatusNotFound, fmt.Errorf("agent %s: %w", id, ErrUnknownAgent))
+	if !srv.node.Holds(id) {
+		srv.httpError(w, http.StatusNotFound, fmt.Errorf("agent %s: %w", id, ErrUnknownAgent))
 		return "", false
 	}
 	return id, true
 }
 
-// runsHere answers 409 naming the node that runs the agent when this one
-// does not: turns run only where the agent runs.
-func (n *Node) runsHere(w http.ResponseWriter, agent string) bool {
-	if n.runs(agent) {
-		return true
-	}
-	st, _ := n.holders.state(agent)
-	w.Header().Set("Content-Type", "application/json")
-	foreign := st.State == "copy" && n.foreign(agent)
-	if self := n.host.ID().String(); !foreign && (st.Holder.Peer == self || st.State == "frozen") {
-		// It is this node's to run, not yet or not now: a start-up check
-		// with the peers, or a migration under way.
-		why := "it checks with its paired peers before running the agent after a start (a few seconds)"
-		switch {
-		case st.Note != "":
-			why = st.Note // a full disk, an activation not complete yet
-		case st.State == "frozen":
-			why = "a migration has frozen the agent here"
-		}
-		w.Header().Set("Retry-After", "2")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		json.NewEncoder(w).Encode(map[string]any{"error": fmt.Sprintf("agent %s does not run on this node right now: %s; try again shortly (tern holder %s)", agent, why, agent)})
-		return false
-	}
-	w.WriteHeader(http.StatusConflict)
-	here := st.State
-	if here == "copy" {
-		here = "a copy"
-	}
-	msg := fmt.Sprintf("agent %s runs on %s, not on this node (it is %s here): send the request to that node, or move the agent here (on that node: tern migrate %s --to %s); if that machine is gone for good: tern migrate resolve %s --resume --force here",
-		agent, orNone(n.holders.peerNames([]string{st.Holder.Peer})), here, agent, n.id.Machine(), agent)
-	if foreign {
-		msg = foreignError(agent).Error()
-	}
-	json.NewEncoder(w).Encode(map[string]any{"error": msg, "peer": st.Holder.Peer})
-	return false
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
-}
-
-// runnable answers 409 and reports false when the agent's agent.json
-// cannot run: a hand edit not accepted, or what it runs or sends accepted
-// by no machine of this person's (capsule.Dir.RunnableAgent). A session
-// and a turn are refused before anything is written.
-func (n *Node) runnable(w http.ResponseWriter, agent string) bool {
-	err := n.store.With(agent, func(d *capsule.Dir) error { _, err := d.RunnableAgent(agent, n.ours); return err })
+// runsHere answers when the agent does not run on this node: turns run
+// only where the agent runs. 503 with Retry-After when it is this node's
+// to run, not yet or not now; 409 naming the node that runs it.
+func (srv *Server) runsHere(w http.ResponseWriter, agent string) bool {
+	err := srv.node.RunsHere(agent)
 	if err == nil {
 		return true
 	}
-	if !errors.Is(err, capsule.ErrNotAccepted) {
-		err = fmt.Errorf("agent %s: %w; through the node: tern capsule accept %s", agent, err, agent)
+	var nh *NotHere
+	if !errors.As(err, &nh) {
+		srv.httpError(w, StatusOf(err), err)
+		return false
 	}
-	n.httpError(w, http.StatusConflict, err)
+	w.Header().Set("Content-Type", "application/json")
+	if nh.Later {
+		w.Header().Set("Retry-After", "2")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]any{"error": nh.Error()})
+		return false
+	}
+	w.WriteHeader(http.StatusConflict)
+	json.NewEncoder(w).Encode(map[string]any{"error": nh.Error(), "peer": nh.Peer})
 	return false
 }
 
+// runnable answers 409 and reports false when the agent's agent.json
+// cannot run (Node.Runnable). A session and a turn are refused before
+// anything is written.
+func (srv *Server) runnable(w http.ResponseWriter, agent string) bool {
+	if err := srv.node.Runnable(agent); err != nil {
+		srv.httpError(w, http.StatusConflict, err)
+		return false
+	}
+	return true
+}
+
 // handleNewSession is POST /v1/agents/{agent}/sessions → 201 {"id"}.
-func (n *Node) handleNewSession(w http.ResponseWriter, r *http.Request) {
-	agent, ok := n.pathAgent(w, r)
-	if !ok || !n.runsHere(w, agent) || !n.runnable(w, agent) {
+func (srv *Server) handleNewSession(w http.ResponseWriter, r *http.Request) {
+	agent, ok := srv.pathAgent(w, r)
+	if !ok || !srv.runsHere(w, agent) || !srv.runnable(w, agent) {
 		return
 	}
-	id := newID("ses_")
-	if _, err := n.turns.appendTurn(r.Context(), agent, journal.Draft{Type: session.SessionCreated, Session: id, Body: json.RawMessage(`{}`)}); err != nil {
-		n.httpError(w, statusOf(err), err)
+	id, err := srv.rt.NewSession(r.Context(), agent)
+	if err != nil {
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
-	n.turns.mu.Lock()
-	n.turns.sessions[id] = agent
-	n.turns.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	json.NewEncoder(w).Encode(map[string]string{"id": id, "agent": agent})
@@ -198,14 +170,14 @@ func (n *Node) handleNewSession(w http.ResponseWriter, r *http.Request) {
 // handleSessions is GET /v1/agents/{agent}/sessions: each session with its
 // turns' count, its last turn's id and status, and the first words of its
 // first message, the session with the newest event first.
-func (n *Node) handleSessions(w http.ResponseWriter, r *http.Request) {
-	agent, ok := n.pathAgent(w, r)
+func (srv *Server) handleSessions(w http.ResponseWriter, r *http.Request) {
+	agent, ok := srv.pathAgent(w, r)
 	if !ok {
 		return
 	}
-	st, err := n.turns.state(agent)
+	st, err := srv.rt.State(agent)
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	type sessionInfo struct {
@@ -216,9 +188,9 @@ func (n *Node) handleSessions(w http.ResponseWriter, r *http.Request) {
 		Preview  string         `json:"preview,omitempty"` // the first words of its first message
 		clock    uint64         // of its newest event
 	}
-	evs, err := n.store.Events(agent, "")
+	evs, err := srv.node.Events(agent)
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	view, _ := journal.Readable(evs)
@@ -281,29 +253,29 @@ func previewOf(body []byte) string {
 // the actions can be answered) and GET /v1/agents/{agent}/actions (that
 // agent's, wherever it runs, from this node's copy): the pending required
 // actions, each session's in the order of its calls.
-func (n *Node) handleActions(w http.ResponseWriter, r *http.Request) {
+func (srv *Server) handleActions(w http.ResponseWriter, r *http.Request) {
 	var agents []string
 	if r.PathValue("agent") != "" {
-		agent, ok := n.pathAgent(w, r)
+		agent, ok := srv.pathAgent(w, r)
 		if !ok {
 			return
 		}
 		agents = []string{agent}
 	} else {
-		all, err := n.store.List()
+		all, err := srv.node.Agents()
 		if err != nil {
-			n.httpError(w, statusOf(err), err)
+			srv.httpError(w, StatusOf(err), err)
 			return
 		}
 		for _, a := range all {
-			if n.runs(a) {
+			if srv.node.Runs(a) {
 				agents = append(agents, a)
 			}
 		}
 	}
 	out := []PendingAction{}
 	for _, agent := range agents {
-		st, err := n.turns.state(agent)
+		st, err := srv.rt.State(agent)
 		if err != nil {
 			continue
 		}
@@ -328,72 +300,55 @@ type turnRequest struct {
 
 // sessionOf finds the session's agent, answering 404 if no agent this
 // node holds has it.
-func (n *Node) sessionOf(w http.ResponseWriter, r *http.Request) (agent, sessionID string, ok bool) {
+func (srv *Server) sessionOf(w http.ResponseWriter, r *http.Request) (agent, sessionID string, ok bool) {
 	sessionID = r.PathValue("session")
-	agent, err := n.turns.agentOf(sessionID)
+	agent, err := srv.rt.AgentOf(sessionID)
 	if err != nil {
-		n.httpError(w, http.StatusNotFound, err)
+		srv.httpError(w, http.StatusNotFound, err)
 		return "", "", false
 	}
 	return agent, sessionID, true
 }
 
 // handleNewTurn is POST /v1/sessions/{session}/turns → 201 {"id", "status"}.
-func (n *Node) handleNewTurn(w http.ResponseWriter, r *http.Request) {
-	agent, sessionID, ok := n.sessionOf(w, r)
+func (srv *Server) handleNewTurn(w http.ResponseWriter, r *http.Request) {
+	agent, sessionID, ok := srv.sessionOf(w, r)
 	if !ok {
 		return
 	}
 	var req turnRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxDraftLine))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxDraftLine))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		n.httpError(w, http.StatusBadRequest, fmt.Errorf("the request body: %v (want {\"text\": …} and/or {\"responses\": […]})", err))
+		srv.httpError(w, http.StatusBadRequest, fmt.Errorf("the request body: %v (want {\"text\": …} and/or {\"responses\": […]})", err))
 		return
 	}
 	if m := req.Model; m != nil {
 		s := provider.Settings{Provider: m.Provider, Model: m.Name}
 		if err := s.Check(); err != nil {
-			n.httpError(w, http.StatusUnprocessableEntity, fmt.Errorf("model: %w", err))
+			srv.httpError(w, http.StatusUnprocessableEntity, fmt.Errorf("model: %w", err))
 			return
 		}
 		if m.Provider == provider.Offline && m.Name != capsule.OfflineModel {
-			n.httpError(w, http.StatusUnprocessableEntity, fmt.Errorf("model: the offline provider has one model, %q", capsule.OfflineModel))
+			srv.httpError(w, http.StatusUnprocessableEntity, fmt.Errorf("model: the offline provider has one model, %q", capsule.OfflineModel))
 			return
 		}
 	}
-	if !n.runsHere(w, agent) {
+	if !srv.runsHere(w, agent) {
 		return
 	}
-	if !n.runnable(w, agent) {
+	if !srv.runnable(w, agent) {
 		return
 	}
-	rt := n.turns
-	// One request at a time per session: Plan reads the state the append
-	// extends.
-	unlock, _ := rt.sessionLocks.lock(context.Background(), sessionID)
-	defer unlock()
-	st, err := rt.state(agent)
+	turnID, active, err := srv.rt.NewTurn(r.Context(), agent, sessionID, session.Request{Text: req.Text, Responses: req.Responses, CancelActive: req.CancelActive, Model: req.Model})
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
-		return
-	}
-	turnID := newID("turn_")
-	plan := session.Request{Turn: turnID, Text: req.Text, Responses: req.Responses, CancelActive: req.CancelActive, Model: req.Model}
-	drafts, err := st.Plan(sessionID, plan)
-	if err != nil {
-		code := statusOf(err)
-		body := map[string]any{"error": n.homeRelative(err.Error())}
-		if errors.Is(err, session.ErrTurnRunning) {
-			body["active_turn"] = st.Session(sessionID).Active().ID
+		body := map[string]any{"error": srv.homeRelative(err.Error())}
+		if active != "" {
+			body["active_turn"] = active
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
+		w.WriteHeader(StatusOf(err))
 		json.NewEncoder(w).Encode(body)
-		return
-	}
-	if err := rt.begin(r.Context(), agent, sessionID, turnID, st, drafts, req.Responses); err != nil {
-		n.httpError(w, statusOf(err), err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -401,84 +356,60 @@ func (n *Node) handleNewTurn(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{"id": turnID, "session": sessionID, "status": session.Running})
 }
 
-// errAuthorizing wraps the failure of an MCP authorization a turn
-// request answered with: the request is refused, nothing written.
-var errAuthorizing = errors.New("the authorization given does not work")
-
-// begin writes a planned turn (drafts, from st.Plan under the session's
-// lock) and starts its runner. The MCP authorizations its answers (rs)
-// give are handed over first: one that fails writes nothing and wraps
-// errAuthorizing. A running turn the plan cancels is stopped before its
-// end is written.
-func (rt *agentRuntime) begin(ctx context.Context, agent, sessionID, turnID string, st *session.State, drafts []journal.Draft, rs []session.Response) error {
-	if err := rt.authorizeAnswers(ctx, agent, st.Session(sessionID).Pending(), rs); err != nil {
-		return fmt.Errorf("%w: %w", errAuthorizing, err)
-	}
-	if active := st.Session(sessionID).Active(); active != nil {
-		rt.stop(sessionID) // cancel_active: its runner stops before its end is written
-	}
-	if _, err := rt.appendTurn(ctx, agent, drafts...); err != nil {
-		return err
-	}
-	rt.start(agent, sessionID, turnID)
-	return nil
-}
 
 // turnInfo is the API's view of turn t of the agent.
-func (n *Node) turnInfo(agent string, t *session.Turn) TurnInfo {
+func (srv *Server) turnInfo(agent string, t *session.Turn) TurnInfo {
 	ti := TurnInfo{ID: t.ID, Session: t.Session, Agent: agent, Status: t.Status, Continues: t.Continues, ContinuedBy: t.ContinuedBy, Error: t.Error, Retryable: t.Retryable,
 		CancelledBy: t.CancelledBy, RequiredActions: t.Actions, Events: len(t.Events)}
 	if ti.RequiredActions == nil {
 		ti.RequiredActions = []session.Action{}
 	}
-	if t.Status == session.Running && !n.runs(agent) {
-		if st, err := n.holders.state(agent); err == nil && st.Holder.Peer != n.host.ID().String() {
-			ti.MovedTo = st.Holder.Peer
-		}
+	if t.Status == session.Running {
+		ti.MovedTo = srv.node.MovedTo(agent)
 	}
 	return ti
 }
 
 // handleTurns is GET /v1/sessions/{session}/turns: its turns, newest last.
-func (n *Node) handleTurns(w http.ResponseWriter, r *http.Request) {
-	agent, sessionID, ok := n.sessionOf(w, r)
+func (srv *Server) handleTurns(w http.ResponseWriter, r *http.Request) {
+	agent, sessionID, ok := srv.sessionOf(w, r)
 	if !ok {
 		return
 	}
-	st, err := n.turns.state(agent)
+	st, err := srv.rt.State(agent)
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	out := []TurnInfo{}
 	for _, t := range st.Session(sessionID).Turns {
-		out = append(out, n.turnInfo(agent, t))
+		out = append(out, srv.turnInfo(agent, t))
 	}
 	writeJSON(w, out)
 }
 
 // handleTurn is GET /v1/sessions/{session}/turns/{turn}.
-func (n *Node) handleTurn(w http.ResponseWriter, r *http.Request) {
-	agent, t, ok := n.pathTurn(w, r)
+func (srv *Server) handleTurn(w http.ResponseWriter, r *http.Request) {
+	agent, t, ok := srv.pathTurn(w, r)
 	if !ok {
 		return
 	}
-	writeJSON(w, n.turnInfo(agent, t))
+	writeJSON(w, srv.turnInfo(agent, t))
 }
 
-func (n *Node) pathTurn(w http.ResponseWriter, r *http.Request) (string, *session.Turn, bool) {
-	agent, sessionID, ok := n.sessionOf(w, r)
+func (srv *Server) pathTurn(w http.ResponseWriter, r *http.Request) (string, *session.Turn, bool) {
+	agent, sessionID, ok := srv.sessionOf(w, r)
 	if !ok {
 		return "", nil, false
 	}
-	st, err := n.turns.state(agent)
+	st, err := srv.rt.State(agent)
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return "", nil, false
 	}
 	t := st.Session(sessionID).Turn(r.PathValue("turn"))
 	if t == nil {
-		n.httpError(w, http.StatusNotFound, fmt.Errorf("session %s has no turn %q", sessionID, r.PathValue("turn")))
+		srv.httpError(w, http.StatusNotFound, fmt.Errorf("session %s has no turn %q", sessionID, r.PathValue("turn")))
 		return "", nil, false
 	}
 	return agent, t, true
@@ -487,35 +418,24 @@ func (n *Node) pathTurn(w http.ResponseWriter, r *http.Request) (string, *sessio
 // handleCancelTurn is POST /v1/sessions/{session}/turns/{turn}/cancel: a
 // running turn's runner stops and its end is written, cancelled; a turn
 // already ended is answered as it is.
-func (n *Node) handleCancelTurn(w http.ResponseWriter, r *http.Request) {
-	agent, t, ok := n.pathTurn(w, r)
+func (srv *Server) handleCancelTurn(w http.ResponseWriter, r *http.Request) {
+	agent, t, ok := srv.pathTurn(w, r)
 	if !ok {
 		return
 	}
 	if t.Status != session.Running {
-		writeJSON(w, n.turnInfo(agent, t))
+		writeJSON(w, srv.turnInfo(agent, t))
 		return
 	}
-	if !n.runsHere(w, agent) {
+	if !srv.runsHere(w, agent) {
 		return
 	}
-	rt := n.turns
-	unlock, _ := rt.sessionLocks.lock(context.Background(), t.Session)
-	defer unlock()
-	rt.stop(t.Session)
-	st, err := rt.state(agent)
+	cur, err := srv.rt.CancelTurn(r.Context(), agent, t)
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
-	if cur := st.Session(t.Session).Turn(t.ID); cur.Status == session.Running {
-		if _, err := rt.appendTurn(r.Context(), agent, draft(t.Session, t.ID, session.TurnEnded, map[string]any{"status": session.Cancelled})); err != nil {
-			n.httpError(w, statusOf(err), err)
-			return
-		}
-		st, _ = rt.state(agent)
-	}
-	writeJSON(w, n.turnInfo(agent, st.Session(t.Session).Turn(t.ID)))
+	writeJSON(w, srv.turnInfo(agent, cur))
 }
 
 // handleTurnEvents is GET /v1/sessions/{session}/turns/{turn}/events: the
@@ -526,19 +446,19 @@ func (n *Node) handleCancelTurn(w http.ResponseWriter, r *http.Request) {
 // runs, the stream goes on, relayed from the node that runs it now over
 // libp2p (relay.go); with ?relay=0, or when that node cannot be reached,
 // it ends with a "moved" event naming that node's peer ID instead.
-func (n *Node) handleTurnEvents(w http.ResponseWriter, r *http.Request) {
-	agent, t, ok := n.pathTurn(w, r)
+func (srv *Server) handleTurnEvents(w http.ResponseWriter, r *http.Request) {
+	agent, t, ok := srv.pathTurn(w, r)
 	if !ok {
 		return
 	}
 	after := 0
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		after, ok = parseAfter(w, n, "Last-Event-ID", v)
+		after, ok = srv.parseAfter(w, "Last-Event-ID", v)
 		if !ok {
 			return
 		}
 	} else if v := r.URL.Query().Get("after"); v != "" {
-		after, ok = parseAfter(w, n, "after", v)
+		after, ok = srv.parseAfter(w, "after", v)
 		if !ok {
 			return
 		}
@@ -550,14 +470,14 @@ func (n *Node) handleTurnEvents(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	out := &sseOut{w: w}
 	out.flusher, _ = w.(http.Flusher)
-	ctx, done := n.streams.add(r.Context())
+	ctx, done := srv.streams.add(r.Context())
 	defer done()
-	moved, sent := n.streamTurn(ctx, out, agent, t, after)
+	moved, sent := srv.streamTurn(ctx, out, agent, t, after)
 	for hops := 0; moved != "" && r.URL.Query().Get("relay") != "0" && hops < 3; hops++ {
-		next, n2, err := n.relayTurn(ctx, out, moved, agent, t, sent)
+		next, n2, err := srv.relayTurn(ctx, out, moved, agent, t, sent)
 		sent = n2
 		if err != nil {
-			n.log.Info("could not relay a moved turn's stream; the client is told where it went", "turn", t.ID, "peer", moved, "err", err)
+			srv.log.Info("could not relay a moved turn's stream; the client is told where it went", "turn", t.ID, "peer", moved, "err", err)
 			break
 		}
 		moved = next
@@ -630,9 +550,9 @@ func (o *sseOut) flush() bool {
 // live while it runs here. It returns the peer that runs the agent now if
 // the turn runs there (else ""), and the sequence number of the last event
 // written.
-func (n *Node) streamTurn(ctx context.Context, out *sseOut, agent string, t *session.Turn, after int) (movedTo string, sent int) {
+func (srv *Server) streamTurn(ctx context.Context, out *sseOut, agent string, t *session.Turn, after int) (movedTo string, sent int) {
 	for {
-		movedTo, sent, detached := n.streamTurnOnce(ctx, out, agent, t, after)
+		movedTo, sent, detached := srv.streamTurnOnce(ctx, out, agent, t, after)
 		if !detached {
 			return movedTo, sent
 		}
@@ -640,7 +560,7 @@ func (n *Node) streamTurn(ctx context.Context, out *sseOut, agent string, t *ses
 		// cancel about to write its end, a freeze, a runner resumed
 		// anew): find the turn again and go on from where the client is.
 		after = sent
-		st, err := n.turns.state(agent)
+		st, err := srv.rt.State(agent)
 		if err != nil || st.Session(t.Session) == nil || st.Session(t.Session).Turn(t.ID) == nil {
 			return "", sent
 		}
@@ -655,10 +575,9 @@ func (n *Node) streamTurn(ctx context.Context, out *sseOut, agent string, t *ses
 
 // streamTurnOnce is one attempt of streamTurn; detached reports that the
 // live stream it followed lost its runner.
-func (n *Node) streamTurnOnce(ctx context.Context, out *sseOut, agent string, t *session.Turn, after int) (movedTo string, sent int, detached bool) {
-	rt := n.turns
+func (srv *Server) streamTurnOnce(ctx context.Context, out *sseOut, agent string, t *session.Turn, after int) (movedTo string, sent int, detached bool) {
 	replay := func() int {
-		evs := rt.turnEvents(agent, t)
+		evs := srv.rt.TurnEvents(agent, t)
 		sent := after
 		for ; sent < len(evs); sent++ {
 			out.buf.Write(encodeFrame(itemFrame(sent+1, evs[sent])))
@@ -669,97 +588,68 @@ func (n *Node) streamTurnOnce(ctx context.Context, out *sseOut, agent string, t 
 	if t.Status != session.Running {
 		return "", replay(), false
 	}
-	if !n.runs(agent) {
-		if peer := n.holderElsewhere(ctx, agent); peer != "" {
+	if !srv.node.Runs(agent) {
+		if peer := srv.node.HolderElsewhere(ctx, agent); peer != "" {
 			return peer, replay(), false
 		}
 		// The migration that froze it here aborted: it runs here again.
 	}
-	lt := rt.liveOf(agent, t.Session, t.ID)
+	lt := srv.rt.Live(agent, t.Session, t.ID)
 	sent, step, deltas := after, -1, 0
-	tick := time.NewTicker(heartbeat)
+	tick := time.NewTicker(srv.heartbeat)
 	defer tick.Stop()
 	for {
-		s := lt.since(sent, step, deltas)
-		for _, f := range s.items {
+		s := lt.Since(sent, step, deltas)
+		for _, f := range s.Items {
 			sent++
 			out.buf.Write(f)
 		}
-		if s.step != step {
-			step, deltas = s.step, 0
+		if s.Step != step {
+			step, deltas = s.Step, 0
 		}
-		for _, f := range s.deltas {
+		for _, f := range s.Deltas {
 			deltas++
 			out.buf.Write(f)
 		}
-		if s.ended { // the snapshot holds every item, turn.ended the last
+		if s.Ended { // the snapshot holds every item, turn.ended the last
 			out.flush()
 			return "", sent, false
 		}
-		if s.movedTo != "" {
+		if s.MovedTo != "" {
 			out.flush()
-			return s.movedTo, sent, false
+			return s.MovedTo, sent, false
 		}
 		if !out.flush() {
 			return "", sent, false
 		}
-		if s.detached {
+		if s.Detached {
 			return "", sent, true
 		}
 		select {
 		case <-ctx.Done():
 			return "", sent, false
-		case <-s.changed:
+		case <-s.Changed:
 		case <-tick.C:
 			out.buf.Write(heartbeatFrame)
 		}
 	}
 }
 
-// holderElsewhere returns the peer that runs the agent, which this node
-// does not. While a migration has it frozen here, it waits (up to 30 s)
-// for the migration to end, and returns "" if the agent runs here again.
-func (n *Node) holderElsewhere(ctx context.Context, agent string) string {
-	self := n.host.ID().String()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if n.runs(agent) {
-			return ""
-		}
-		st, err := n.holders.state(agent)
-		if err == nil && st.State != "frozen" && st.Holder.Peer != self || time.Now().After(deadline) {
-			return orNone(st.Holder.Peer)
-		}
-		select {
-		case <-ctx.Done():
-			return orNone(st.Holder.Peer)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
 
-func parseAfter(w http.ResponseWriter, n *Node, name, v string) (int, bool) {
+func (srv *Server) parseAfter(w http.ResponseWriter, name, v string) (int, bool) {
 	after, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || after < 0 {
-		n.httpError(w, http.StatusBadRequest, fmt.Errorf("%s %q is not a sequence number (0, 1, 2, …)", name, v))
+		srv.httpError(w, http.StatusBadRequest, fmt.Errorf("%s %q is not a sequence number (0, 1, 2, …)", name, v))
 		return 0, false
 	}
 	return after, true
 }
 
-// turnEvents returns the turn's events in order, from the journal.
-func (rt *agentRuntime) turnEvents(agent string, t *session.Turn) []*journal.Event {
-	v, err := rt.load(agent, t.Session, t.ID)
-	if err != nil {
-		return nil
-	}
-	return v.turnEvents()
-}
 
-// maxFrame bounds one server-sent event that the client and the relay
+// MaxFrame bounds one server-sent event that the client and the relay
 // read: an event line (journal.MaxLineSize for what a node writes or takes
 // from a peer; a capsule's file may hold longer) with its id and name.
-const maxFrame = 64 << 20
+const MaxFrame = 64 << 20
 
 // itemFrame is the server-sent event of the turn's event number seq: id
 // its sequence number, event its type, data the event as the journal holds
@@ -787,6 +677,15 @@ func encodeFrame(f sse.Frame) []byte {
 	return b
 }
 
+// ItemFrame is the turn stream's encoded server-sent event of the
+// turn's event number seq (a live turn encodes each once, for every
+// stream that follows it).
+func ItemFrame(seq int, e *journal.Event) []byte { return encodeFrame(itemFrame(seq, e)) }
+
+// DeltaFrame is the turn stream's encoded server-sent event of a delta of
+// the model step in flight.
+func DeltaFrame(d provider.Delta) []byte { return encodeFrame(jsonFrame("delta", deltaJSON(d))) }
+
 // deltaJSON is a delta as the stream carries it.
 func deltaJSON(d provider.Delta) map[string]any {
 	kinds := map[provider.DeltaKind]string{provider.DeltaText: "text", provider.DeltaReasoning: "reasoning",
@@ -805,4 +704,11 @@ func deltaJSON(d provider.Delta) map[string]any {
 		m["name"] = d.Name
 	}
 	return m
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }

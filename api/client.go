@@ -1,4 +1,4 @@
-package node
+package api
 
 import (
 	"context"
@@ -169,7 +169,7 @@ func (c *Client) followOnce(ctx context.Context, sessionID, turnID string, after
 		return false, "", false, err
 	}
 	defer resp.Body.Close()
-	frames := sse.NewReader(resp.Body, maxFrame)
+	frames := sse.NewReader(resp.Body, MaxFrame)
 	for {
 		f, err := frames.Next()
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {

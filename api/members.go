@@ -1,4 +1,4 @@
-package node
+package api
 
 import (
 	"encoding/json"
@@ -31,49 +31,49 @@ func MembersReportOf(agent string, m journal.Members) MembersReport {
 	return MembersReport{Agent: agent, Open: m.Open(), Members: m.List()}
 }
 
-func (n *Node) handleMembers(w http.ResponseWriter, r *http.Request) {
-	id, ok := n.agentID(w, r)
+func (srv *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
+	id, ok := srv.agentID(w, r)
 	if !ok {
 		return
 	}
-	m, err := n.store.Members(id)
+	m, err := srv.node.Members(id)
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	writeJSON(w, MembersReportOf(id, m))
 }
 
-func (n *Node) handleAddMember(w http.ResponseWriter, r *http.Request) {
-	id, ok := n.agentID(w, r)
+func (srv *Server) handleAddMember(w http.ResponseWriter, r *http.Request) {
+	id, ok := srv.agentID(w, r)
 	if !ok {
 		return
 	}
 	var req MemberChange
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
-		n.httpError(w, http.StatusBadRequest, fmt.Errorf("the body is not {\"peer\": PEER-ID}: %w", err))
+		srv.httpError(w, http.StatusBadRequest, fmt.Errorf("the body is not {\"peer\": PEER-ID}: %w", err))
 		return
 	}
-	e, err := n.AddMember(r.Context(), id, req.Peer)
-	n.memberChanged(w, req.Peer, e, err)
+	e, err := srv.node.AddMember(r.Context(), id, req.Peer)
+	srv.memberChanged(w, req.Peer, e, err)
 }
 
-func (n *Node) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
-	id, ok := n.agentID(w, r)
+func (srv *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request) {
+	id, ok := srv.agentID(w, r)
 	if !ok {
 		return
 	}
 	p := r.PathValue("peer")
-	e, err := n.RemoveMember(r.Context(), id, p)
-	n.memberChanged(w, p, e, err)
+	e, err := srv.node.RemoveMember(r.Context(), id, p)
+	srv.memberChanged(w, p, e, err)
 }
 
 // memberChanged answers a change of members: a peer that is not a peer ID
 // or a change the members forbid (a removed machine added again, the last
 // member removed, this node not a member) is the client's 400 or 409.
-func (n *Node) memberChanged(w http.ResponseWriter, p string, e *journal.Event, err error) {
+func (srv *Server) memberChanged(w http.ResponseWriter, p string, e *journal.Event, err error) {
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	out := MemberChange{Peer: p}

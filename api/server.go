@@ -1,14 +1,13 @@
-package node
+package api
 
 import (
 	"bufio"
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,19 +17,69 @@ import (
 	"strings"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
-	"github.com/tern-dev/tern/protocol"
 )
+
+// Config is what a Server serves, and how.
+type Config struct {
+	Node    Node
+	Runtime Runtime
+	// Home is $TERN_HOME: errors name the paths inside it relative to it,
+	// and exports are staged in it.
+	Home string
+	// Info is node.json: the API's address, its bearer token, the peer ID.
+	Info Info
+	// Metrics serves /metrics; MetricsPublic serves it without the token.
+	Metrics       http.Handler
+	MetricsPublic bool
+	Log           *slog.Logger
+}
+
+// Server is the node's loopback HTTP API and web page (docs/API.md).
+type Server struct {
+	cfg     Config
+	node    Node
+	rt      Runtime
+	log     *slog.Logger
+	ui      uiAuth      // the web page's login codes and sessions
+	streams openStreams // the turn streams it serves
+	// heartbeat is how often a turn stream with nothing to say sends a
+	// comment.
+	heartbeat time.Duration
+}
+
+// New makes the API of cfg.Node.
+func New(cfg Config) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	srv := &Server{cfg: cfg, node: cfg.Node, rt: cfg.Runtime, log: cfg.Log, heartbeat: heartbeat}
+	srv.ui.cookie = uiCookie
+	if u, err := url.Parse(cfg.Info.API); err == nil {
+		srv.ui.cookie += u.Port()
+	}
+	return srv
+}
+
+// Handler is the API's handler: every route, behind the loopback, token
+// and CSRF checks.
+func (srv *Server) Handler() http.Handler { return srv.routes() }
+
+// CutStreams ends every turn stream the API serves, as dropped
+// connections would, and returns how many there were.
+func (srv *Server) CutStreams() int { return srv.streams.cut() }
+
+// SetHeartbeat sets how often an idle turn stream sends a comment (15 s).
+func (srv *Server) SetHeartbeat(d time.Duration) { srv.heartbeat = d }
 
 // maxImport bounds a capsule tar uploaded to the API.
 const maxImport = 64 << 30
 
-// maxDraftLine bounds one line of the drafts appended through the API.
-const maxDraftLine = 64 << 20
+// MaxDraftLine bounds one line of the drafts appended through the API.
+const MaxDraftLine = 64 << 20
 
 // routes is the loopback HTTP API. Every request must name the API as a
 // loopback address (see loopbackOnly) and carry the bearer token of
@@ -53,40 +102,41 @@ const maxDraftLine = 64 << 20
 //   - 500: the node failed: its disk, a damaged capsule of its own, a
 //     peers.json or shares.json it cannot reload.
 //   - 503: the node is shutting down; try again once it runs.
-func (n *Node) routes() http.Handler {
+func (srv *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", n.handleStatus)
-	mux.HandleFunc("GET /v1/capsules", n.handleList)
-	mux.HandleFunc("POST /v1/capsules", n.handleImport)
-	mux.HandleFunc("GET /v1/capsules/{id}/export", n.handleExport)
-	mux.HandleFunc("POST /v1/capsules/{id}/events", n.handleAppend)
-	mux.HandleFunc("POST /v1/capsules/{id}/heal", n.handleHeal)
-	mux.HandleFunc("POST /v1/capsules/{id}/accept", n.handleAccept)
-	mux.HandleFunc("GET /v1/capsules/{id}/members", n.handleMembers)
-	mux.HandleFunc("POST /v1/capsules/{id}/members", n.handleAddMember)
-	mux.HandleFunc("DELETE /v1/capsules/{id}/members/{peer}", n.handleRemoveMember)
-	mux.HandleFunc("POST /v1/capsules/{id}/snapshot", n.handleSnapshot)
-	mux.HandleFunc("POST /v1/capsules/{id}/migrate", n.handleMigrate)
-	mux.HandleFunc("GET /v1/capsules/{id}/holder", n.handleHolder)
-	mux.HandleFunc("POST /v1/capsules/{id}/resolve", n.handleResolve)
-	mux.HandleFunc("GET /v1/capsules/{id}/sync", n.handleSyncState)
-	mux.HandleFunc("POST /v1/capsules/{id}/model/test", n.handleModelTest)
-	mux.HandleFunc("POST /v1/peers/reload", n.handleReloadPeers)
-	mux.HandleFunc("GET /v1/peers/pending", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, n.gater.Pending()) })
-	mux.HandleFunc("POST /v1/shares/reload", n.handleReloadShares)
-	n.sessionRoutes(mux)
-	mux.HandleFunc("POST /v1/ui/codes", n.handleUICode)
+	mux.HandleFunc("GET /v1/status", srv.handleStatus)
+	mux.HandleFunc("GET /v1/capsules", srv.handleList)
+	mux.HandleFunc("POST /v1/capsules", srv.handleImport)
+	mux.HandleFunc("GET /v1/capsules/{id}/export", srv.handleExport)
+	mux.HandleFunc("POST /v1/capsules/{id}/events", srv.handleAppend)
+	mux.HandleFunc("POST /v1/capsules/{id}/heal", srv.handleHeal)
+	mux.HandleFunc("POST /v1/capsules/{id}/accept", srv.handleAccept)
+	mux.HandleFunc("GET /v1/capsules/{id}/members", srv.handleMembers)
+	mux.HandleFunc("POST /v1/capsules/{id}/members", srv.handleAddMember)
+	mux.HandleFunc("DELETE /v1/capsules/{id}/members/{peer}", srv.handleRemoveMember)
+	mux.HandleFunc("POST /v1/capsules/{id}/snapshot", srv.handleSnapshot)
+	mux.HandleFunc("POST /v1/capsules/{id}/migrate", srv.handleMigrate)
+	mux.HandleFunc("GET /v1/capsules/{id}/holder", srv.handleHolder)
+	mux.HandleFunc("POST /v1/capsules/{id}/resolve", srv.handleResolve)
+	mux.HandleFunc("GET /v1/capsules/{id}/sync", srv.handleSyncState)
+	mux.HandleFunc("POST /v1/capsules/{id}/model/test", srv.handleModelTest)
+	mux.HandleFunc("POST /v1/peers/reload", srv.handleReloadPeers)
+	mux.HandleFunc("GET /v1/peers/pending", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, srv.node.PendingPeers()) })
+	mux.HandleFunc("POST /v1/shares/reload", srv.handleReloadShares)
+	srv.sessionRoutes(mux)
+	mux.HandleFunc("POST /v1/ui/codes", srv.handleUICode)
 	root := http.NewServeMux()
-	n.uiRoutes(root)
-	metrics := n.stats.handler()
-	if !n.cfg.MetricsPublic {
-		metrics = n.auth(metrics)
+	srv.uiRoutes(root)
+	if metrics := srv.cfg.Metrics; metrics != nil {
+		if !srv.cfg.MetricsPublic {
+			metrics = srv.auth(metrics)
+		}
+		root.Handle("GET /metrics", metrics)
 	}
-	root.Handle("GET /metrics", metrics)
-	root.HandleFunc("GET "+mcpCallbackPath, n.handleMCPCallback) // admitted by its state: see there
-	root.Handle("/", n.auth(mux))
+	root.HandleFunc("GET "+MCPCallbackPath, srv.handleMCPCallback) // admitted by its state: see there
+	root.Handle("/", srv.auth(mux))
 	var host, port string // left empty (refusing every request) if the address does not parse
-	if api, err := url.Parse(n.info.API); err == nil {
+	if api, err := url.Parse(srv.cfg.Info.API); err == nil {
 		host, port = api.Hostname(), api.Port()
 	}
 	return loopbackOnly(host, port, root)
@@ -136,36 +186,36 @@ func loopbackOnly(listenHost, port string, next http.Handler) http.Handler {
 
 // auth admits a request with the bearer token, or from the web page: a
 // live session cookie and, for anything but GET and HEAD, the session's
-// CSRF token (node/ui.go).
-func (n *Node) auth(next http.Handler) http.Handler {
+// CSRF token (ui.go).
+func (srv *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store") // answers about this node now, for its clients only
-		if n.bearerOK(r) {
+		if srv.bearerOK(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if _, s, ok := n.ui.session(r); ok && r.Header.Get("Authorization") == "" {
+		if _, s, ok := srv.ui.session(r); ok && r.Header.Get("Authorization") == "" {
 			if r.Method != http.MethodGet && r.Method != http.MethodHead &&
 				subtle.ConstantTimeCompare([]byte(r.Header.Get(uiCSRFHeader)), []byte(s.csrf)) != 1 {
-				n.httpError(w, http.StatusForbidden, errors.New("the page's request lacks the session's CSRF token (X-CSRF-Token), or has a wrong one: reload the page"))
+				srv.httpError(w, http.StatusForbidden, errors.New("the page's request lacks the session's CSRF token (X-CSRF-Token), or has a wrong one: reload the page"))
 				return
 			}
 			next.ServeHTTP(w, r)
 			return
 		}
-		n.httpError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (see node.json)"))
+		srv.httpError(w, http.StatusUnauthorized, errors.New("missing or wrong bearer token (see node.json)"))
 	})
 }
 
 // bearerOK reports whether r carries the node's bearer token.
-func (n *Node) bearerOK(r *http.Request) bool {
-	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+n.info.Token)) == 1
+func (srv *Server) bearerOK(r *http.Request) bool {
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+srv.cfg.Info.Token)) == 1
 }
 
 // httpError answers with code and {"error": message}, the message naming
 // the paths inside $TERN_HOME relative to it (see homeRelative).
-func (n *Node) httpError(w http.ResponseWriter, code int, err error) {
-	writeError(w, code, n.homeRelative(err.Error()))
+func (srv *Server) httpError(w http.ResponseWriter, code int, err error) {
+	writeError(w, code, srv.homeRelative(err.Error()))
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
@@ -174,17 +224,20 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
-// homeRelative rewrites msg so that the paths inside $TERN_HOME it holds
-// are relative to it (capsules/<id>/manifest.json) and $TERN_HOME itself
+// homeRelative is HomeRelative of the node's home.
+func (srv *Server) homeRelative(msg string) string { return HomeRelative(srv.cfg.Home, msg) }
+
+// HomeRelative rewrites msg so that the paths inside home ($TERN_HOME) it
+// holds are relative to it (capsules/<id>/manifest.json) and home itself
 // reads "$TERN_HOME": where the node keeps its files is not the API's to
 // tell. It knows the home by every absolute spelling the node's errors
 // use: as given, cleaned, and with symbolic links resolved.
-func (n *Node) homeRelative(msg string) string {
+func HomeRelative(home, msg string) string {
 	var homes []string
-	if filepath.IsAbs(n.home) {
-		homes = append(homes, n.home)
+	if filepath.IsAbs(home) {
+		homes = append(homes, home)
 	}
-	if abs, err := filepath.Abs(n.home); err == nil {
+	if abs, err := filepath.Abs(home); err == nil {
 		homes = append(homes, abs)
 		if real, err := filepath.EvalSymlinks(abs); err == nil {
 			homes = append(homes, real)
@@ -287,94 +340,19 @@ type CapsuleStatus struct {
 	Damaged string `json:"damaged,omitempty"`
 }
 
-// whyNotConnected says why the paired peer p is not connected.
-func (n *Node) whyNotConnected(id peer.ID, p Peer) string {
-	n.mu.Lock()
-	dialErr, seen := n.dialErrs[id], n.seen[id]
-	n.mu.Unlock()
-	switch {
-	case dialErr != "" && strings.Contains(dialErr, "gater"):
-		return "this node refuses it: pair it again (tern peer add)"
-	case dialErr != "":
-		return "the last dial failed: " + dialErr + " (if it runs, has it paired this machine? tern peer add on it)"
-	case !seen.IsZero():
-		return "the connection ended at " + seen.Format(time.DateTime) + "; redialed every sync interval"
-	case len(p.Addrs) == 0 && n.cfg.NoMDNS:
-		return "never seen: no address to dial and LAN discovery is off; give one: tern peer add " + p.ID + " /ip4/…/tcp/4001"
-	case len(p.Addrs) == 0:
-		return "never seen: no address to dial, and not found on the LAN yet"
-	}
-	return "never seen: not dialed yet"
-}
-
-// Status reports the node's state.
-func (n *Node) Status() (Status, error) {
-	st := Status{PeerID: n.info.PeerID, Addrs: n.info.Addrs, API: n.info.API, Peers: []PeerStatus{}, Capsules: []CapsuleStatus{},
-		Transfers: n.transfers.list()}
-	for _, p := range n.peers.List() {
-		id, _ := peer.Decode(p.ID)
-		ps := PeerStatus{Peer: p, Connected: n.host.Network().Connectedness(id) == network.Connected}
-		if !ps.Connected {
-			ps.Why = n.whyNotConnected(id, p)
-			n.mu.Lock()
-			if seen, ok := n.seen[id]; ok {
-				ps.DisconnectedAt = &seen
-			}
-			n.mu.Unlock()
-		}
-		st.Peers = append(st.Peers, ps)
-	}
-	ids, err := n.store.List()
+func (srv *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := srv.node.Status()
 	if err != nil {
-		return st, err
-	}
-	for _, id := range ids {
-		cs, err := n.capsuleStatus(id)
-		if errors.Is(err, ErrStoreClosed) {
-			return st, err
-		}
-		if err != nil {
-			cs = CapsuleStatus{ID: id, Vector: journal.Vector{}, Forks: []journal.Fork{}, Damaged: n.homeRelative(err.Error())}
-		}
-		st.Capsules = append(st.Capsules, cs)
-	}
-	return st, nil
-}
-
-// capsuleStatus summarises one held capsule's journal, from what the
-// store kept of it when it is closed (opening nothing).
-func (n *Node) capsuleStatus(id string) (CapsuleStatus, error) {
-	sum, err := n.store.status(id)
-	if err != nil {
-		return CapsuleStatus{}, err
-	}
-	name := ""
-	if data, err := os.ReadFile(filepath.Join(n.store.dir, id, capsule.AgentFile)); err == nil {
-		if a, err := capsule.ParseAgent(data); err == nil {
-			name = a.Name
-		}
-	}
-	forks := sum.Forks
-	if forks == nil {
-		forks = []journal.Fork{}
-	}
-	return CapsuleStatus{ID: id, Name: name, Runs: n.runs(id), Events: sum.Events, Vector: sum.Vector, Forks: forks,
-		Quarantined: sum.Quarantined, Rejected: n.store.quarantine.count(id), Refused: n.store.Refused(id), Wants: len(sum.Wanted), Incomplete: len(sum.Wanted) > 0}, nil
-}
-
-func (n *Node) handleStatus(w http.ResponseWriter, r *http.Request) {
-	st, err := n.Status()
-	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	writeJSON(w, st)
 }
 
-func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
-	st, err := n.Status()
+func (srv *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	st, err := srv.node.Status()
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	writeJSON(w, st.Capsules)
@@ -383,19 +361,19 @@ func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
 // handleImport takes a capsule tar as the request body, unpacked as it
 // arrives (Node.ImportFrom): nothing of it is kept when it is cut short or
 // does not verify.
-func (n *Node) handleImport(w http.ResponseWriter, r *http.Request) {
+func (srv *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	body := &readErrors{r: http.MaxBytesReader(w, r.Body, maxImport)}
-	id, merged, err := n.ImportFrom(body)
+	id, merged, err := srv.node.ImportFrom(body)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(body.err, &tooLarge):
-		n.httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded tar is over the limit of %d bytes", maxImport))
+		srv.httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("the uploaded tar is over the limit of %d bytes", maxImport))
 		return
 	case body.err != nil:
-		n.httpError(w, http.StatusBadRequest, fmt.Errorf("reading the uploaded tar: %w", body.err))
+		srv.httpError(w, http.StatusBadRequest, fmt.Errorf("reading the uploaded tar: %w", body.err))
 		return
 	case err != nil:
-		n.httpError(w, statusOr(err, http.StatusBadRequest), fmt.Errorf("the uploaded tar: %w", err))
+		srv.httpError(w, statusOr(err, http.StatusBadRequest), fmt.Errorf("the uploaded tar: %w", err))
 		return
 	}
 	writeJSON(w, map[string]any{"id": id, "merged": merged})
@@ -416,20 +394,20 @@ func (r *readErrors) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (n *Node) handleExport(w http.ResponseWriter, r *http.Request) {
-	id, ok := n.agentID(w, r)
+func (srv *Server) handleExport(w http.ResponseWriter, r *http.Request) {
+	id, ok := srv.agentID(w, r)
 	if !ok {
 		return
 	}
-	tmp, err := os.MkdirTemp(n.home, ".export-*")
+	tmp, err := os.MkdirTemp(srv.cfg.Home, ".export-*")
 	if err != nil {
-		n.httpError(w, http.StatusInternalServerError, err)
+		srv.httpError(w, http.StatusInternalServerError, err)
 		return
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "capsule.tar")
-	if err := n.store.ExportFile(id, out); err != nil {
-		n.httpError(w, statusOf(err), err)
+	if err := srv.node.ExportFile(id, out); err != nil {
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
@@ -438,14 +416,14 @@ func (n *Node) handleExport(w http.ResponseWriter, r *http.Request) {
 
 // handleAppend appends draft events (one JSON object per line) signed by
 // this node, all or nothing, and returns their ids.
-func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
-	id, ok := n.agentID(w, r)
+func (srv *Server) handleAppend(w http.ResponseWriter, r *http.Request) {
+	id, ok := srv.agentID(w, r)
 	if !ok {
 		return
 	}
 	var drafts []journal.Draft
 	sc := bufio.NewScanner(r.Body)
-	sc.Buffer(make([]byte, 64<<10), maxDraftLine)
+	sc.Buffer(make([]byte, 64<<10), MaxDraftLine)
 	for line := 1; sc.Scan(); line++ {
 		b := strings.TrimSpace(sc.Text())
 		if b == "" {
@@ -453,21 +431,21 @@ func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
 		}
 		d, err := journal.ParseDraft([]byte(b))
 		if err != nil {
-			n.httpError(w, http.StatusBadRequest, fmt.Errorf("line %d: %w", line, err))
+			srv.httpError(w, http.StatusBadRequest, fmt.Errorf("line %d: %w", line, err))
 			return
 		}
 		drafts = append(drafts, d)
 	}
 	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
-		n.httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("a draft line is over the limit of %d bytes", maxDraftLine))
+		srv.httpError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("a draft line is over the limit of %d bytes", MaxDraftLine))
 		return
 	} else if err != nil {
-		n.httpError(w, http.StatusBadRequest, fmt.Errorf("reading the drafts: %w", err))
+		srv.httpError(w, http.StatusBadRequest, fmt.Errorf("reading the drafts: %w", err))
 		return
 	}
-	evs, err := n.Append(r.Context(), id, drafts)
+	evs, err := srv.node.Append(r.Context(), id, drafts)
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	ids := make([]string, len(evs))
@@ -480,14 +458,14 @@ func (n *Node) handleAppend(w http.ResponseWriter, r *http.Request) {
 // handleAccept accepts the hand edits of the node's copy of the agent
 // ({"accepted": [file names]}; empty when every file matches). A file
 // that does not parse is 400, naming it; damage to another file is 409.
-func (n *Node) handleAccept(w http.ResponseWriter, r *http.Request) {
-	id, ok := n.agentID(w, r)
+func (srv *Server) handleAccept(w http.ResponseWriter, r *http.Request) {
+	id, ok := srv.agentID(w, r)
 	if !ok {
 		return
 	}
-	names, err := n.Accept(r.Context(), id)
+	names, err := srv.node.Accept(r.Context(), id)
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	if names == nil {
@@ -505,8 +483,8 @@ type SnapshotRequest struct {
 // handleSnapshot records a folder on the node's machine as the agent's
 // workspace snapshot (see Node.Snapshot) and answers with the snapshot
 // event's body and the paths left out.
-func (n *Node) handleSnapshot(w http.ResponseWriter, r *http.Request) {
-	id, ok := n.agentID(w, r)
+func (srv *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	id, ok := srv.agentID(w, r)
 	if !ok {
 		return
 	}
@@ -514,16 +492,16 @@ func (n *Node) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		n.httpError(w, http.StatusBadRequest, fmt.Errorf("the request body: %v (want {\"workspace\": \"/abs/path\", \"exclude\": [...]})", err))
+		srv.httpError(w, http.StatusBadRequest, fmt.Errorf("the request body: %v (want {\"workspace\": \"/abs/path\", \"exclude\": [...]})", err))
 		return
 	}
 	if !filepath.IsAbs(req.Workspace) {
-		n.httpError(w, http.StatusBadRequest, fmt.Errorf("workspace %q: give the absolute path of a folder on the node's machine", req.Workspace))
+		srv.httpError(w, http.StatusBadRequest, fmt.Errorf("workspace %q: give the absolute path of a folder on the node's machine", req.Workspace))
 		return
 	}
-	body, left, err := n.Snapshot(r.Context(), id, req.Workspace, capsule.SnapshotOptions{Exclude: req.Exclude})
+	body, left, err := srv.node.Snapshot(r.Context(), id, req.Workspace, capsule.SnapshotOptions{Exclude: req.Exclude})
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	if left == nil {
@@ -535,14 +513,14 @@ func (n *Node) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 // handleHeal heals the forks of this node's own chain in the agent's
 // capsule (see capsule.Dir.Heal) and returns the ids of the events it
 // appended ({"ids": []} when there was nothing to heal).
-func (n *Node) handleHeal(w http.ResponseWriter, r *http.Request) {
-	id, ok := n.agentID(w, r)
+func (srv *Server) handleHeal(w http.ResponseWriter, r *http.Request) {
+	id, ok := srv.agentID(w, r)
 	if !ok {
 		return
 	}
-	evs, err := n.Heal(r.Context(), id)
+	evs, err := srv.node.Heal(r.Context(), id)
 	if err != nil && !errors.Is(err, journal.ErrNothingToHeal) {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	ids := make([]string, len(evs))
@@ -572,87 +550,46 @@ type SyncState struct {
 	InSync    bool       `json:"in_sync"`
 }
 
-func (n *Node) handleSyncState(w http.ResponseWriter, r *http.Request) {
-	id, ok := n.agentID(w, r)
+func (srv *Server) handleSyncState(w http.ResponseWriter, r *http.Request) {
+	id, ok := srv.agentID(w, r)
 	if !ok {
 		return
 	}
 	p, err := peer.Decode(r.URL.Query().Get("peer"))
 	if err != nil {
-		n.httpError(w, http.StatusBadRequest, fmt.Errorf("peer: %w", err))
+		srv.httpError(w, http.StatusBadRequest, fmt.Errorf("peer: %w", err))
 		return
 	}
-	st, err := n.syncState(r.Context(), p, id)
+	st, err := srv.node.SyncState(r.Context(), p, id)
 	if err != nil {
-		n.httpError(w, statusOf(err), err)
+		srv.httpError(w, StatusOf(err), err)
 		return
 	}
 	writeJSON(w, st)
 }
 
-// syncState says whether p holds the whole of agent's capsule; when it
-// does not, it starts a sync round with p.
-func (n *Node) syncState(ctx context.Context, p peer.ID, agent string) (SyncState, error) {
-	ours, err := n.store.Vector(agent)
+func (srv *Server) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
+	peers, err := srv.node.ReloadPeers()
 	if err != nil {
-		return SyncState{}, err
-	}
-	blobs, err := n.store.Blobs(agent)
-	if err != nil {
-		return SyncState{}, err
-	}
-	st := SyncState{Ours: ours, Blobs: len(blobs), PeerLacks: len(blobs), Transfers: []Transfer{}}
-	st.Peer, _ = n.synced.Get(syncKey{p, agent})
-	st.Events = st.Peer != nil && maps.Equal(ours, st.Peer)
-	if st.Events && len(blobs) > 0 {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		held, err := protocol.PeerHas(ctx, n.host, p, agent, blobs)
-		cancel()
-		if err == nil {
-			st.PeerLacks = len(blobs) - len(held)
-		}
-	}
-	for _, t := range n.transfers.list() {
-		if t.Agent == agent && t.Peer == p.String() {
-			st.Transfers = append(st.Transfers, t)
-		}
-	}
-	st.InSync = st.Events && st.PeerLacks == 0
-	if !st.Events {
-		n.goSync(p)
-	}
-	return st, nil
-}
-
-func (n *Node) handleReloadPeers(w http.ResponseWriter, r *http.Request) {
-	if err := n.peers.Reload(); err != nil {
-		n.httpError(w, http.StatusInternalServerError, fmt.Errorf("reload %s: %w", PeersFile, err))
+		srv.httpError(w, http.StatusInternalServerError, err)
 		return
 	}
-	// Close connections to peers that are no longer paired.
-	for _, p := range n.host.Network().Peers() {
-		if !n.peers.Allowed(p) {
-			n.host.Network().ClosePeer(p)
-		}
-	}
-	n.holders.repeer()
-	n.spawn(n.dialPeers)
-	writeJSON(w, n.peers.List())
+	writeJSON(w, peers)
 }
 
-func (n *Node) handleReloadShares(w http.ResponseWriter, r *http.Request) {
-	if err := n.store.shares.Reload(); err != nil {
-		n.httpError(w, http.StatusInternalServerError, fmt.Errorf("reload %s: %w", SharesFile, err))
+func (srv *Server) handleReloadShares(w http.ResponseWriter, r *http.Request) {
+	if err := srv.node.ReloadShares(); err != nil {
+		srv.httpError(w, http.StatusInternalServerError, err)
 		return
 	}
 	writeJSON(w, map[string]bool{"ok": true})
 }
 
 // agentID returns the request's agent id, or answers 400 if it is not one.
-func (n *Node) agentID(w http.ResponseWriter, r *http.Request) (string, bool) {
+func (srv *Server) agentID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
 	if !capsule.ValidAgentID(id) {
-		n.httpError(w, http.StatusBadRequest, fmt.Errorf("%q is not an agent id", id))
+		srv.httpError(w, http.StatusBadRequest, fmt.Errorf("%q is not an agent id", id))
 		return "", false
 	}
 	return id, true

@@ -1,4 +1,4 @@
-package node
+package api
 
 import (
 	"crypto/rand"
@@ -8,7 +8,6 @@ import (
 	"html"
 	"io/fs"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 )
@@ -112,11 +111,7 @@ func (u *uiAuth) logout(id string) {
 }
 
 // uiRoutes adds the page's routes to root (outside the bearer check).
-func (n *Node) uiRoutes(root *http.ServeMux) {
-	n.ui.cookie = uiCookie
-	if u, err := url.Parse(n.info.API); err == nil {
-		n.ui.cookie += u.Port()
-	}
+func (srv *Server) uiRoutes(root *http.ServeMux) {
 	static, _ := fs.Sub(uiFiles, "ui")
 	files := http.FileServerFS(static)
 	root.Handle("GET /ui/", http.StripPrefix("/ui/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -129,34 +124,34 @@ func (n *Node) uiRoutes(root *http.ServeMux) {
 	root.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/favicon.svg", http.StatusMovedPermanently)
 	})
-	root.HandleFunc("GET /ui/login", n.handleUILogin)
+	root.HandleFunc("GET /ui/login", srv.handleUILogin)
 	root.HandleFunc("GET /ui/session", func(w http.ResponseWriter, r *http.Request) {
-		_, s, ok := n.ui.session(r)
+		_, s, ok := srv.ui.session(r)
 		if !ok {
 			writeError(w, http.StatusUnauthorized, "no session: run tern ui on this machine and open the address it prints")
 			return
 		}
 		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, map[string]any{"csrf": s.csrf, "peer_id": n.info.PeerID})
+		writeJSON(w, map[string]any{"csrf": s.csrf, "peer_id": srv.cfg.Info.PeerID})
 	})
 	root.HandleFunc("POST /ui/logout", func(w http.ResponseWriter, r *http.Request) {
-		id, s, ok := n.ui.session(r)
+		id, s, ok := srv.ui.session(r)
 		if ok && subtle.ConstantTimeCompare([]byte(r.Header.Get(uiCSRFHeader)), []byte(s.csrf)) != 1 {
 			writeError(w, http.StatusForbidden, "the logout lacks the session's CSRF token (X-CSRF-Token), or has a wrong one")
 			return
 		}
 		if ok {
-			n.ui.logout(id)
+			srv.ui.logout(id)
 		}
-		http.SetCookie(w, &http.Cookie{Name: n.ui.cookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: srv.ui.cookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
 
 // handleUILogin is GET /ui/login?code=…: a code from tern ui becomes a
 // session cookie, once.
-func (n *Node) handleUILogin(w http.ResponseWriter, r *http.Request) {
-	id, ok := n.ui.login(r.URL.Query().Get("code"))
+func (srv *Server) handleUILogin(w http.ResponseWriter, r *http.Request) {
+	id, ok := srv.ui.login(r.URL.Query().Get("code"))
 	if !ok {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.WriteHeader(http.StatusUnauthorized)
@@ -165,25 +160,25 @@ func (n *Node) handleUILogin(w http.ResponseWriter, r *http.Request) {
 			"This login code is unknown, used or expired (a code works once, for five minutes). Run tern ui again for a new one."))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: n.ui.cookie, Value: id, Path: "/", MaxAge: int(uiSessionLife.Seconds()),
+	http.SetCookie(w, &http.Cookie{Name: srv.ui.cookie, Value: id, Path: "/", MaxAge: int(uiSessionLife.Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	n.log.Info("a web page session began", "from", r.RemoteAddr)
+	srv.log.Info("a web page session began", "from", r.RemoteAddr)
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther) // the code leaves the address bar
 }
 
 // LoginURL mints a one-time login code for the web page, as tern ui asks
-// for one (the demo's --web prints it).
-func (n *Node) LoginURL() LoginCode {
-	code, expires := n.ui.newCode()
-	return LoginCode{Code: code, URL: n.info.API + "/ui/login?code=" + code, Expires: expires}
+// for one.
+func (srv *Server) LoginURL() LoginCode {
+	code, expires := srv.ui.newCode()
+	return LoginCode{Code: code, URL: srv.cfg.Info.API + "/ui/login?code=" + code, Expires: expires}
 }
 
 // handleUICode is POST /v1/ui/codes, for a holder of the bearer token
 // only: a new one-time login code.
-func (n *Node) handleUICode(w http.ResponseWriter, r *http.Request) {
-	if !n.bearerOK(r) {
+func (srv *Server) handleUICode(w http.ResponseWriter, r *http.Request) {
+	if !srv.bearerOK(r) {
 		writeError(w, http.StatusForbidden, "a login code is minted with the bearer token only (tern ui), never from the page")
 		return
 	}
-	writeJSON(w, n.LoginURL())
+	writeJSON(w, srv.LoginURL())
 }
