@@ -356,7 +356,6 @@ func (srv *Server) handleNewTurn(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(map[string]any{"id": turnID, "session": sessionID, "status": session.Running})
 }
 
-
 // turnInfo is the API's view of turn t of the agent.
 func (srv *Server) turnInfo(agent string, t *session.Turn) TurnInfo {
 	ti := TurnInfo{ID: t.ID, Session: t.Session, Agent: agent, Status: t.Status, Continues: t.Continues, ContinuedBy: t.ContinuedBy, Error: t.Error, Retryable: t.Retryable,
@@ -635,7 +634,6 @@ func (srv *Server) streamTurnOnce(ctx context.Context, out *sseOut, agent string
 	}
 }
 
-
 func (srv *Server) parseAfter(w http.ResponseWriter, name, v string) (int, bool) {
 	after, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || after < 0 {
@@ -644,7 +642,6 @@ func (srv *Server) parseAfter(w http.ResponseWriter, name, v string) (int, bool)
 	}
 	return after, true
 }
-
 
 // MaxFrame bounds one server-sent event that the client and the relay
 // read: an event line (journal.MaxLineSize for what a node writes or takes
