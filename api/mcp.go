@@ -18,7 +18,7 @@ func (srv *Server) handleMCP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	states, err := srv.node.MCPServers(r.Context(), agent)
+	states, err := srv.rt.MCPServers(r.Context(), agent)
 	if err != nil {
 		srv.httpError(w, StatusOf(err), err)
 		return

@@ -22,7 +22,7 @@ func (srv *Server) handleReindex(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	count, err := srv.node.ReindexMemory(r.Context(), agent)
+	count, err := srv.rt.ReindexMemory(r.Context(), agent)
 	if err != nil {
 		srv.httpError(w, StatusOf(err), err)
 		return
@@ -35,7 +35,7 @@ func (srv *Server) handleNotes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	notes, err := srv.node.Notes(agent)
+	notes, err := srv.rt.Notes(agent)
 	if err != nil {
 		srv.httpError(w, StatusOf(err), err)
 		return
@@ -55,7 +55,7 @@ func (srv *Server) handleNote(w http.ResponseWriter, r *http.Request) {
 		srv.httpError(w, http.StatusBadRequest, fmt.Errorf("the request body: %v (want {\"text\": …, \"tags\": […], \"revise\": \"note_…\"})", err))
 		return
 	}
-	id, err := srv.node.Note(r.Context(), agent, req.Text, req.Tags, req.Revise)
+	id, err := srv.rt.Note(r.Context(), agent, req.Text, req.Tags, req.Revise)
 	if err != nil {
 		srv.httpError(w, StatusOf(err), err)
 		return
@@ -72,7 +72,7 @@ func (srv *Server) handleForget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	note := r.PathValue("note")
-	if err := srv.node.Forget(r.Context(), agent, note); err != nil {
+	if err := srv.rt.Forget(r.Context(), agent, note); err != nil {
 		srv.httpError(w, StatusOf(err), err)
 		return
 	}
@@ -90,7 +90,7 @@ func (srv *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
 		srv.httpError(w, http.StatusBadRequest, err)
 		return
 	}
-	results, err := srv.node.SearchMemory(r.Context(), agent, q)
+	results, err := srv.rt.SearchMemory(r.Context(), agent, q)
 	if err != nil {
 		srv.httpError(w, StatusOf(err), err)
 		return

@@ -19,7 +19,7 @@ func (srv *Server) handleModelTest(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Minute)
 	defer cancel()
-	s, err := srv.node.ModelSettings(id)
+	s, err := srv.rt.ModelSettings(id)
 	if err != nil {
 		srv.httpError(w, statusOr(err, http.StatusUnprocessableEntity), err) // agent.json or its secret
 		return

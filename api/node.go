@@ -23,7 +23,6 @@ type Node interface {
 	Capsules
 	Peers
 	Moves
-	Memory
 }
 
 // Capsules are the capsules the node holds and what it does to them.
@@ -46,8 +45,6 @@ type Capsules interface {
 	// Runnable is nil when the agent's agent.json may run here: accepted,
 	// and what it runs or sends accepted by a machine of this person's.
 	Runnable(agent string) error
-	ModelSettings(agent string) (provider.Settings, error)
-	MCPServers(ctx context.Context, agent string) ([]tool.MCPServerState, error)
 }
 
 // Peers are the node's paired peers and its sync with them.
@@ -90,8 +87,13 @@ type Memory interface {
 	ReindexMemory(ctx context.Context, agent string) (int, error)
 }
 
-// Runtime runs the turns of the agents that run on the node.
+// Runtime runs the turns of the agents that run on the node, with their
+// memory, models and MCP servers.
 type Runtime interface {
+	Memory
+	ModelSettings(agent string) (provider.Settings, error)
+	MCPServers(ctx context.Context, agent string) ([]tool.MCPServerState, error)
+
 	// State is the agent's sessions and turns.
 	State(agent string) (*session.State, error)
 	// AgentOf is the agent a session belongs to.

@@ -29,13 +29,10 @@
 //     peers.json and shares.json; moves.go: reaching a peer, moves, the
 //     holder report, where an agent runs; metrics.go: /metrics. The HTTP
 //     API that serves them is package api; node.go starts it.
-//   - turns.go, live.go: the runtime, which runs the turns of the agents
-//     the node runs as session.Next decides (model steps, tools with
-//     intents and outcomes, reconciliation, snapshots), and the turns in
-//     flight that the API's streams follow; relay.go: the libp2p side of
-//     following a turn that runs on another node.
-//   - mcp.go: the agents' MCP servers (connections, authorizations);
-//     memory.go: memory and search; model.go: an agent's model settings.
+//   - runtime.go: what the runtime (package turns) needs of the node:
+//     its capsules, the hold on an agent's appends a freeze waits for,
+//     appends and snapshots signed at the agent's epoch; relay.go: the
+//     libp2p side of following a turn that runs on another node.
 //   - members.go: who writes an agent's history (adding a paired peer as
 //     it is given the agent, foreign copies).
 //   - registry.go: $TERN_HOME/registry.json, the fencing machines' durable

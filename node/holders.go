@@ -28,6 +28,7 @@ import (
 	"github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/render"
 	"github.com/tern-dev/tern/tool"
+	"github.com/tern-dev/tern/turns"
 )
 
 // StagingDir holds, inside $TERN_HOME, what a node prepares for an agent
@@ -35,9 +36,9 @@ import (
 const StagingDir = "staging"
 
 // WorkspacesDir holds the workspace of every agent the node runs, one
-// folder per agent: the prepared workspace of a migration moves there when
-// the agent is activated here.
-const WorkspacesDir = "workspaces"
+// folder per agent (turns.WorkspacesDir): the prepared workspace of a
+// migration moves there when the agent is activated here.
+const WorkspacesDir = turns.WorkspacesDir
 
 // DefaultTick is how often the node ticks its fencing machines: the unit
 // of their timeouts (Timing).
@@ -551,7 +552,7 @@ func (hs *holders) stopWhenIdle(h *holder) {
 	stop := !h.runs()
 	h.mu.Unlock()
 	if stop {
-		hs.n.turns.stopAgent(h.agent)
+		hs.n.rt.StopAgent(h.agent)
 	}
 }
 
@@ -563,7 +564,7 @@ func (hs *holders) resumeIfRuns(h *holder) {
 	runs := h.runs()
 	h.mu.Unlock()
 	if runs {
-		hs.n.turns.resume(h.agent)
+		hs.n.rt.Resume(h.agent)
 	}
 }
 

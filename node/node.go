@@ -35,6 +35,7 @@ import (
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/turns"
 )
 
 // InfoFile is written by a running node inside $TERN_HOME (0600): how
@@ -107,7 +108,7 @@ type Node struct {
 	gossip    *gossip
 	holders   *holders
 	transfers *transfers
-	turns     *agentRuntime
+	rt        *turns.Runtime // runs the turns of the agents that run here
 	gater     *gater
 	// synced holds, per peer and agent, a vector of events both sides held
 	// when their last exchange ended: while ours still equals it, the peer
@@ -224,7 +225,8 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 			return nil, err
 		}
 	}
-	n.turns = newRuntime(n)
+	n.rt = turns.New(n.ctx, n, turns.Config{Home: home, Secrets: cfg.Secrets, API: func() string { return n.info.API },
+		Spawn: n.spawn, Disabled: n.harnessed(), Log: log})
 	if n.holders, err = startHolders(n); err != nil {
 		n.Close()
 		return nil, err
@@ -458,7 +460,7 @@ func (n *Node) Accept(ctx context.Context, agent string) ([]string, error) {
 // capsule.ErrBadWorkspace, and nothing is recorded.
 func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsule.SnapshotOptions) (capsule.SnapshotEventBody, []string, error) {
 	var body capsule.SnapshotEventBody
-	unlock, err := n.turns.workspaces.lock(ctx, agent)
+	unlock, err := n.rt.LockWorkspace(ctx, agent)
 	if err != nil {
 		return body, nil, err
 	}
@@ -606,8 +608,8 @@ func (n *Node) Close() error {
 	}
 	errs = append(errs, n.host.Close())
 	n.wg.Wait()
-	if n.turns != nil {
-		n.turns.closing.Wait()
+	if n.rt != nil {
+		n.rt.Wait()
 	}
 	errs = append(errs, n.store.Close())
 	if err := os.Remove(filepath.Join(n.home, InfoFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -643,7 +645,7 @@ func (n *Node) serveAPI() error {
 	for _, a := range n.host.Addrs() {
 		n.info.Addrs = append(n.info.Addrs, a.String()+"/p2p/"+n.host.ID().String())
 	}
-	n.apiSrv = api.New(api.Config{Node: n, Runtime: n.turns, Home: n.home, Info: n.info,
+	n.apiSrv = api.New(api.Config{Node: n, Runtime: n.rt, Home: n.home, Info: n.info,
 		Metrics: n.stats.handler(), MetricsPublic: n.cfg.MetricsPublic, Log: n.log})
 	n.host.SetStreamHandler(api.TurnRelayID, n.serveTurnRelay)
 	n.httpSrv = &http.Server{Handler: n.apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}

@@ -16,6 +16,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/procgroup"
 	"github.com/tern-dev/tern/tool"
+	"github.com/tern-dev/tern/turns"
 )
 
 // leftGroup makes what a node killed during a shell call leaves behind: a
@@ -40,7 +41,7 @@ func leftGroup(t *testing.T, home, name string) int {
 		t.Fatalf("no child's id in %q", line)
 	}
 	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
-	if err := procgroup.Dir(filepath.Join(home, ProcessesDir)).Keep(name, g); err != nil {
+	if err := procgroup.Dir(filepath.Join(home, turns.ProcessesDir)).Keep(name, g); err != nil {
 		t.Fatal(err)
 	}
 	in.Close()
@@ -81,7 +82,7 @@ func TestAReconcileActionIsAskedOnlyOnceTheCallsGroupIsGone(t *testing.T) {
 	sessionID := newSession(t, n, agent)
 	_, turn := startTurn(t, n, sessionID, map[string]any{"text": "!call shell {\"command\": \"echo ran > ran.txt; sleep 30\"}"})
 	turnID := turn["id"].(string)
-	records := filepath.Join(n.home, ProcessesDir)
+	records := filepath.Join(n.home, turns.ProcessesDir)
 	var opID string
 	eventually(t, "the command runs, recorded", func() bool {
 		ents, _ := os.ReadDir(records)
@@ -123,7 +124,7 @@ func TestANodesStartEndsTheGroupsAnEarlierRunLeft(t *testing.T) {
 	if alive(child) {
 		t.Fatalf("process %d of a group the earlier run left runs after the node started", child)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(home, ProcessesDir)); len(ents) != 0 {
+	if ents, _ := os.ReadDir(filepath.Join(home, turns.ProcessesDir)); len(ents) != 0 {
 		t.Fatalf("records after the start: %v", ents)
 	}
 }

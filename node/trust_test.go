@@ -118,7 +118,7 @@ func TestARuntimeRunsOnlyWhatAMachineOfOursAccepted(t *testing.T) {
 	if code != http.StatusConflict || !strings.Contains(body, "echo ran") || !strings.Contains(body, "tern capsule accept") {
 		t.Fatalf("a session of an agent.json only a stranger accepted: %d %s", code, body)
 	}
-	if _, err := n.MCPServers(ctx, agent); err == nil || !strings.Contains(err.Error(), "neither this machine nor a paired peer accepted it") {
+	if _, err := n.rt.MCPServers(ctx, agent); err == nil || !strings.Contains(err.Error(), "neither this machine nor a paired peer accepted it") {
 		t.Fatalf("mcp list through the node: %v", err)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -128,7 +128,7 @@ func TestARuntimeRunsOnlyWhatAMachineOfOursAccepted(t *testing.T) {
 	if _, err := n.Accept(ctx, agent); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.MCPServers(ctx, agent); err != nil {
+	if _, err := n.rt.MCPServers(ctx, agent); err != nil {
 		t.Fatalf("mcp list once accepted here: %v", err)
 	}
 	if _, err := os.Stat(marker); err != nil {

@@ -203,7 +203,8 @@ func BenchmarkTurnFirstDelta(b *testing.B) {
 	b.ReportMetric(pct(added, 0.5), "added-p50-ms")
 	b.ReportMetric(pct(added, 0.99), "added-p99-ms")
 	b.ReportMetric(pct(first, 0.5), "stub-first-byte-p50-ms")
-	b.ReportMetric(float64(n.turns.appends.Load())/float64(b.N), "appends/turn")
+	appends, _ := n.rt.Writes()
+	b.ReportMetric(float64(appends)/float64(b.N), "appends/turn")
 }
 
 // BenchmarkTurnFanOut1000: 1,000 SSE subscribers, each on its own TCP
@@ -286,7 +287,7 @@ func BenchmarkTurnDurableOverhead(b *testing.B) {
 	var appends, snapshots int64
 	for i := 0; i < b.N; i++ {
 		sessionID := postJSON(b, n, "/v1/agents/"+agent+"/sessions", "")
-		before, snapsBefore := n.turns.appends.Load(), n.turns.snapshots.Load()
+		before, snapsBefore := n.rt.Writes()
 		turnID := postJSON(b, n, "/v1/sessions/"+sessionID+"/turns", `{"text":"!call read_file {\"path\": \"x\"}\n!call write_file {\"path\": \"x\", \"content\": \"y\"}"}`)
 		drain(b, n, sessionID, turnID)
 		pending := []api.PendingAction{}
@@ -296,8 +297,9 @@ func BenchmarkTurnDurableOverhead(b *testing.B) {
 		}
 		next := postJSON(b, n, "/v1/sessions/"+sessionID+"/turns", fmt.Sprintf(`{"responses":[{"action_id":%q,"approve":true}]}`, pending[0].ID))
 		drain(b, n, sessionID, next)
-		appends += n.turns.appends.Load() - before
-		snapshots += n.turns.snapshots.Load() - snapsBefore
+		after, snapsAfter := n.rt.Writes()
+		appends += after - before
+		snapshots += snapsAfter - snapsBefore
 	}
 	// Per iteration: two turns (2 × turn.started + 2 × turn.ended, the
 	// answers with the second turn.started), two model steps, one pure call

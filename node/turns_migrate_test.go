@@ -245,10 +245,7 @@ func TestAfterAMoveTheTargetReconnectsToTheAgentsMCPServersWithItsOwnSecrets(t *
 	}
 	echo(a, "on the laptop")
 	mustMigrate(t, a, b, agent)
-	a.turns.mu.Lock()
-	held := a.turns.mcps[agent]
-	a.turns.mu.Unlock()
-	if held != nil {
+	if a.rt.MCPConnected(agent) {
 		t.Fatal("the source keeps its MCP connections after the move")
 	}
 	echo(b, "on the desktop")

@@ -219,7 +219,7 @@ type gatedModel struct {
 
 func gatedModels(n *Node) *gatedModel {
 	g := &gatedModel{open: make(chan struct{}), started: make(chan struct{}, 100)}
-	n.turns.models = func(s provider.Settings) (provider.Model, error) {
+	n.rt.SetModels(func(s provider.Settings) (provider.Model, error) {
 		m, err := provider.New(s)
 		if err != nil {
 			return nil, err
@@ -236,7 +236,7 @@ func gatedModels(n *Node) *gatedModel {
 			}
 			return m.Step(ctx, body, deltas)
 		}), nil
-	}
+	})
 	return g
 }
 
@@ -471,18 +471,6 @@ func TestAQuietStreamSendsHeartbeats(t *testing.T) {
 	if len(comments) == 0 || comments[0] != "heartbeat" {
 		t.Fatalf("comments %q before the stream ended or 30 s passed, want a heartbeat", comments)
 	}
-}
-
-// A turn asked to start while the node closes gets no runner, and stopping
-// its session does not wait for one that never started.
-func TestATurnStartedWhileTheNodeClosesLeavesNothingToWaitFor(t *testing.T) {
-	n := startNode(t, t.TempDir())
-	n.Close()
-	n.turns.start("agent", "ses_closing", "turn_closing")
-	returnsWithin(t, "stopping the session", 10*time.Second, func() error {
-		n.turns.stop("ses_closing")
-		return nil
-	})
 }
 
 // shellRunsUnasked is an agent whose shell runs without asking, with env

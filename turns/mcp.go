@@ -1,4 +1,4 @@
-package node
+package turns
 
 import (
 	"context"
@@ -20,11 +20,11 @@ import (
 // agent that runs here are the runtime's own (a server waiting for
 // authorization says so, with its URL); others are opened for the
 // question and closed.
-func (n *Node) MCPServers(ctx context.Context, agent string) ([]tool.MCPServerState, error) {
+func (rt *Runtime) MCPServers(ctx context.Context, agent string) ([]tool.MCPServerState, error) {
 	var a capsule.Agent
-	err := n.store.With(agent, func(d *capsule.Dir) error {
+	err := rt.node.With(agent, func(d *capsule.Dir) error {
 		var err error
-		a, err = d.RunnableAgent(agent, n.ours)
+		a, err = d.RunnableAgent(agent, rt.node.Ours)
 		return err
 	})
 	if err != nil {
@@ -33,18 +33,18 @@ func (n *Node) MCPServers(ctx context.Context, agent string) ([]tool.MCPServerSt
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	var m *tool.MCP
-	if n.runs(agent) {
-		ws, err := n.turns.workspace(agent)
+	if rt.node.Runs(agent) {
+		ws, err := rt.workspace(agent)
 		if err != nil {
 			return nil, err
 		}
-		m = n.turns.mcpOf(agent, a.MCPServers, ws)
+		m = rt.mcpOf(agent, a.MCPServers, ws)
 	} else {
-		ws := filepath.Join(n.home, WorkspacesDir, agent)
+		ws := filepath.Join(rt.cfg.Home, WorkspacesDir, agent)
 		if _, err := os.Stat(ws); err != nil {
-			ws = n.home
+			ws = rt.cfg.Home
 		}
-		m = tool.NewMCP(a.MCPServers, n.turns.mcpEnv(ws))
+		m = tool.NewMCP(a.MCPServers, rt.mcpEnv(ws))
 		defer m.Close()
 	}
 	states := tool.WithOverrides(m.Status(ctx), a.Tools)
@@ -58,7 +58,7 @@ func (n *Node) MCPServers(ctx context.Context, agent string) ([]tool.MCPServerSt
 // the responses answer mcp_auth actions with, before the continuing turn
 // is written: a code that does not work refuses the turn (422), and no
 // code or token reaches the journal.
-func (rt *agentRuntime) authorizeAnswers(ctx context.Context, agent string, pending []session.Action, rs []session.Response) error {
+func (rt *Runtime) authorizeAnswers(ctx context.Context, agent string, pending []session.Action, rs []session.Response) error {
 	byID := map[string]session.Action{}
 	for _, a := range pending {
 		byID[a.ID] = a
@@ -77,13 +77,13 @@ func (rt *agentRuntime) authorizeAnswers(ctx context.Context, agent string, pend
 
 // ActionByState finds the pending mcp_auth action whose authorization URL
 // carries state, among the agents that run here.
-func (rt *agentRuntime) ActionByState(state string) (agent, sessionID string, act session.Action, ok bool) {
-	agents, err := rt.n.store.List()
+func (rt *Runtime) ActionByState(state string) (agent, sessionID string, act session.Action, ok bool) {
+	agents, err := rt.node.Agents()
 	if err != nil {
 		return "", "", act, false
 	}
 	for _, a := range agents {
-		if !rt.n.runs(a) {
+		if !rt.node.Runs(a) {
 			continue
 		}
 		st, err := rt.state(a)
@@ -107,7 +107,7 @@ func (rt *agentRuntime) ActionByState(state string) (agent, sessionID string, ac
 // ContinueAuthorized continues the session's paused turn when every
 // action it waits for is an mcp_auth whose server is connected now: it
 // returns the new turn's id, or "" when other answers are needed.
-func (rt *agentRuntime) ContinueAuthorized(ctx context.Context, agent, sessionID string) (string, error) {
+func (rt *Runtime) ContinueAuthorized(ctx context.Context, agent, sessionID string) (string, error) {
 	unlock, _ := rt.sessionLocks.lock(context.Background(), sessionID) // as a turn request takes it
 	defer unlock()
 	st, err := rt.state(agent)

@@ -1,4 +1,4 @@
-package node
+package turns
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 )
 
 // agentMemory reads what the node's copy of agent holds of its memory.
-func (n *Node) agentMemory(agent string) (*capsule.Memory, error) {
+func (rt *Runtime) agentMemory(agent string) (*capsule.Memory, error) {
 	var m *capsule.Memory
-	err := n.store.With(agent, func(d *capsule.Dir) error {
+	err := rt.node.With(agent, func(d *capsule.Dir) error {
 		var err error
 		m, err = d.Memory()
 		return err
@@ -21,8 +21,8 @@ func (n *Node) agentMemory(agent string) (*capsule.Memory, error) {
 }
 
 // Notes returns the agent's live notes.
-func (n *Node) Notes(agent string) (memory.Notes, error) {
-	m, err := n.agentMemory(agent)
+func (rt *Runtime) Notes(agent string) (memory.Notes, error) {
+	m, err := rt.agentMemory(agent)
 	if err != nil {
 		return nil, err
 	}
@@ -32,8 +32,8 @@ func (n *Node) Notes(agent string) (memory.Notes, error) {
 // Note adds a note to the agent's memory, or revises the note revise
 // (settling a conflict), as an append of this node (see Append); it
 // returns the note's id.
-func (n *Node) Note(ctx context.Context, agent, text string, tags []string, revise string) (string, error) {
-	m, err := n.agentMemory(agent)
+func (rt *Runtime) Note(ctx context.Context, agent, text string, tags []string, revise string) (string, error) {
+	m, err := rt.agentMemory(agent)
 	if err != nil {
 		return "", err
 	}
@@ -41,13 +41,13 @@ func (n *Node) Note(ctx context.Context, agent, text string, tags []string, revi
 	if err != nil {
 		return "", err
 	}
-	_, err = n.Append(ctx, agent, []journal.Draft{d})
+	_, err = rt.node.Append(ctx, agent, []journal.Draft{d})
 	return id, err
 }
 
 // Forget removes a note from the agent's memory.
-func (n *Node) Forget(ctx context.Context, agent, note string) error {
-	m, err := n.agentMemory(agent)
+func (rt *Runtime) Forget(ctx context.Context, agent, note string) error {
+	m, err := rt.agentMemory(agent)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (n *Node) Forget(ctx context.Context, agent, note string) error {
 	if err != nil {
 		return err
 	}
-	_, err = n.Append(ctx, agent, []journal.Draft{d})
+	_, err = rt.node.Append(ctx, agent, []journal.Draft{d})
 	return err
 }
 
@@ -63,12 +63,12 @@ func (n *Node) Forget(ctx context.Context, agent, note string) error {
 // agent.json asks) with the embedder agent.json names, its key from the
 // node's secrets. An index a provider's embedder had left incomplete is
 // completed and kept.
-func (n *Node) SearchMemory(ctx context.Context, agent string, q memory.Query) ([]memory.Result, error) {
-	m, err := n.agentMemory(agent)
+func (rt *Runtime) SearchMemory(ctx context.Context, agent string, q memory.Query) ([]memory.Result, error) {
+	m, err := rt.agentMemory(agent)
 	if err != nil {
 		return nil, err
 	}
-	emb, err := n.embedderFor(agent, m)
+	emb, err := rt.embedderFor(agent, m)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (n *Node) SearchMemory(ctx context.Context, agent string, q memory.Query) (
 	if err != nil || completed == nil {
 		return results, err
 	}
-	err = n.store.With(agent, func(d *capsule.Dir) error {
+	err = rt.node.With(agent, func(d *capsule.Dir) error {
 		now, err := d.Memory()
 		if err != nil || completed.Missing(now.Items) > 0 || len(completed.Entries) != len(now.Items) {
 			return err // notes changed meanwhile: the next search completes it
@@ -84,7 +84,7 @@ func (n *Node) SearchMemory(ctx context.Context, agent string, q memory.Query) (
 		return d.WriteIndex(completed)
 	})
 	if err != nil {
-		n.log.Warn("could not keep the completed memory index", "agent", agent, "err", err)
+		rt.log.Warn("could not keep the completed memory index", "agent", agent, "err", err)
 	}
 	return results, nil
 }
@@ -92,24 +92,24 @@ func (n *Node) SearchMemory(ctx context.Context, agent string, q memory.Query) (
 // embedderFor returns the embedder of the agent's memory settings, with
 // its key from the node's secrets, unless it would send that key to a base
 // URL that no machine of the person's accepted (capsule.Reach).
-func (n *Node) embedderFor(agent string, m *capsule.Memory) (memory.Embedder, error) {
+func (rt *Runtime) embedderFor(agent string, m *capsule.Memory) (memory.Embedder, error) {
 	if s := m.Agent.Memory; s != nil && s.BaseURL != "" && s.KeySecret != "" {
-		err := n.store.With(agent, func(d *capsule.Dir) error { _, err := d.TrustedAgent(agent, n.ours); return err })
+		err := rt.node.With(agent, func(d *capsule.Dir) error { _, err := d.TrustedAgent(agent, rt.node.Ours); return err })
 		if err != nil {
 			return nil, err
 		}
 	}
-	return provider.EmbedderFor(m.Agent, n.cfg.Secrets)
+	return provider.EmbedderFor(m.Agent, rt.cfg.Secrets)
 }
 
 // ReindexMemory rebuilds the agent's working_memory.md and index from its
 // journal, reusing nothing, and returns how many texts it indexed.
-func (n *Node) ReindexMemory(ctx context.Context, agent string) (int, error) {
-	m, err := n.agentMemory(agent)
+func (rt *Runtime) ReindexMemory(ctx context.Context, agent string) (int, error) {
+	m, err := rt.agentMemory(agent)
 	if err != nil {
 		return 0, err
 	}
-	emb, err := n.embedderFor(agent, m)
+	emb, err := rt.embedderFor(agent, m)
 	if err != nil {
 		return 0, err
 	}
@@ -117,6 +117,6 @@ func (n *Node) ReindexMemory(ctx context.Context, agent string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	err = n.store.With(agent, func(d *capsule.Dir) error { return d.WriteIndex(idx) })
+	err = rt.node.With(agent, func(d *capsule.Dir) error { return d.WriteIndex(idx) })
 	return len(idx.Entries), err
 }

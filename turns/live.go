@@ -1,4 +1,4 @@
-package node
+package turns
 
 import (
 	"sync"
@@ -35,7 +35,7 @@ type liveTurn struct {
 
 // liveOf returns the turn's live stream, made from the journal the first
 // time.
-func (rt *agentRuntime) liveOf(agent, sessionID, turnID string) *liveTurn {
+func (rt *Runtime) liveOf(agent, sessionID, turnID string) *liveTurn {
 	rt.mu.Lock()
 	lt := rt.live[turnID]
 	if lt == nil {
@@ -61,7 +61,7 @@ func (rt *agentRuntime) liveOf(agent, sessionID, turnID string) *liveTurn {
 // subscribers see its end or its move if it had one; else it is detached,
 // and they find the turn again (a cancel's end, a resumed runner, the
 // node it moved to).
-func (rt *agentRuntime) dropLive(turnID string, lt *liveTurn) {
+func (rt *Runtime) dropLive(turnID string, lt *liveTurn) {
 	rt.mu.Lock()
 	if rt.live[turnID] == lt {
 		delete(rt.live, turnID)

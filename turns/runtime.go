@@ -1,4 +1,4 @@
-package node
+package turns
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/procgroup"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
@@ -26,32 +28,15 @@ import (
 	"github.com/tern-dev/tern/tool"
 )
 
-// The runtime runs the turns of the agents this node runs (holds active),
-// and only those (docs/SESSIONS.md, "The runtime"). Each running turn has
-// one goroutine, its runner, which loops:
-//
-//  1. reload the session from the journal (the journal is the state: a
-//     runner that stops anywhere, by a crash, a freeze or a cancel, is
-//     resumed by reloading, here or on another node);
-//  2. reconcile every operation intent without an outcome;
-//  3. settle every tool call without a result: run it (non-pure calls
-//     between an operation.intent and an operation.outcome), answer it
-//     from the continuing turn's answers, give a dangling call its error
-//     result, or ask for an action;
-//  4. pause the turn if actions are asked; complete it if the model
-//     answered without calls; else take one model step, appended whole.
-//
-// A safe point is the top of the loop and the moment before each tool
-// call: there the runner stops if the agent no longer runs here. Appends
-// hold the holder's gate for reading, so a freeze waits for an operation
-// between its intent and its outcome to finish, never splits it.
-
 // maxSteps bounds the model steps of one turn.
 const maxSteps = 24
 
-// agentRuntime is the node's turn runners and live streams.
-type agentRuntime struct {
-	n *Node
+// Runtime is the node's turn runners and live streams.
+type Runtime struct {
+	node Node
+	cfg  Config
+	log  *slog.Logger
+	ctx  context.Context // done when the node closes
 
 	mu           sync.Mutex
 	runners      map[string]*runner   // by session: its one running turn's runner
@@ -107,12 +92,25 @@ type runner struct {
 	done                 chan struct{}
 }
 
-func newRuntime(n *Node) *agentRuntime {
-	rt := &agentRuntime{n: n, runners: map[string]*runner{}, live: map[string]*liveTurn{}, sessions: map[string]string{},
+// New makes the runtime of node's agents; it ends the process groups a
+// killed run of the node left before it starts any of its own. Turns
+// run until ctx, the node's life, ends.
+func New(ctx context.Context, node Node, cfg Config) *Runtime {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.API == nil {
+		cfg.API = func() string { return "" }
+	}
+	rt := &Runtime{node: node, cfg: cfg, log: cfg.Log, ctx: ctx, runners: map[string]*runner{}, live: map[string]*liveTurn{}, sessions: map[string]string{},
 		models: func(s provider.Settings) (provider.Model, error) { return provider.New(s) }}
 	rt.endLeftovers()
 	return rt
 }
+
+// WorkspacesDir holds, inside $TERN_HOME, the workspace of every agent
+// the node runs, one folder per agent.
+const WorkspacesDir = "workspaces"
 
 // ProcessesDir is the folder of the node's home that records the process
 // group of each shell command and stdio MCP server the node runs, while
@@ -120,8 +118,8 @@ func newRuntime(n *Node) *agentRuntime {
 const ProcessesDir = "processes"
 
 // processes is the node's record of its running process groups.
-func (rt *agentRuntime) processes() procgroup.Dir {
-	return procgroup.Dir(filepath.Join(rt.n.home, ProcessesDir))
+func (rt *Runtime) processes() procgroup.Dir {
+	return procgroup.Dir(filepath.Join(rt.cfg.Home, ProcessesDir))
 }
 
 // leftoverWait bounds how long a node's start waits for the process
@@ -133,18 +131,18 @@ const leftoverWait = 10 * time.Second
 // running (it was killed, or crashed): what shell commands started in the
 // background, what stdio MCP servers started. It runs before the node
 // starts any process of its own.
-func (rt *agentRuntime) endLeftovers() {
-	if rt.n.harnessed() {
+func (rt *Runtime) endLeftovers() {
+	if rt.cfg.Disabled {
 		return // the simulator's nodes run no tools
 	}
-	ctx, cancel := context.WithTimeout(rt.n.ctx, leftoverWait)
+	ctx, cancel := context.WithTimeout(rt.ctx, leftoverWait)
 	defer cancel()
 	names, err := rt.processes().EndAll(ctx)
 	if len(names) > 0 {
-		rt.n.log.Info("ended the processes an earlier run of this node left running", "records", names)
+		rt.log.Info("ended the processes an earlier run of this node left running", "records", names)
 	}
 	if err != nil {
-		rt.n.log.Warn("could not end every process an earlier run of this node left running", "err", err)
+		rt.log.Warn("could not end every process an earlier run of this node left running", "err", err)
 	}
 }
 
@@ -161,8 +159,8 @@ func newID(prefix string) string {
 }
 
 // start runs the turn's runner unless one runs it already.
-func (rt *agentRuntime) start(agent, sessionID, turnID string) {
-	if rt.n.harnessed() {
+func (rt *Runtime) start(agent, sessionID, turnID string) {
+	if rt.cfg.Disabled {
 		return // the simulator's workload has no sessions
 	}
 	rt.mu.Lock()
@@ -170,11 +168,11 @@ func (rt *agentRuntime) start(agent, sessionID, turnID string) {
 	if r := rt.runners[sessionID]; r != nil && r.turn == turnID {
 		return
 	}
-	ctx, cancel := context.WithCancelCause(rt.n.ctx)
+	ctx, cancel := context.WithCancelCause(rt.ctx)
 	r := &runner{agent: agent, session: sessionID, turn: turnID, cancel: cancel, done: make(chan struct{})}
 	rt.runners[sessionID] = r
 	rt.sessions[sessionID] = agent
-	started := rt.n.spawn(func() {
+	started := rt.cfg.Spawn(func() {
 		defer close(r.done)
 		defer cancel(nil)
 		lt := rt.liveOf(agent, sessionID, turnID)
@@ -189,11 +187,11 @@ func (rt *agentRuntime) start(agent, sessionID, turnID string) {
 		}
 		switch {
 		case err == nil, ctx.Err() != nil && !errors.Is(err, errNotHere):
-		case errors.Is(err, errNotHere), errors.Is(err, ErrFrozen):
-			rt.n.log.Info("a turn stopped at a safe point: the agent does not run here now", "agent", agent, "turn", turnID)
+		case errors.Is(err, errNotHere), errors.Is(err, fencing.ErrFrozen):
+			rt.log.Info("a turn stopped at a safe point: the agent does not run here now", "agent", agent, "turn", turnID)
 			rt.handOver(agent, lt)
 		default:
-			rt.n.log.Warn("a turn's runner stopped", "agent", agent, "turn", turnID, "err", err)
+			rt.log.Warn("a turn's runner stopped", "agent", agent, "turn", turnID, "err", err)
 		}
 		rt.dropLive(turnID, lt)
 	})
@@ -205,7 +203,7 @@ func (rt *agentRuntime) start(agent, sessionID, turnID string) {
 }
 
 // stop stops the runner of the session, if any, and waits for it.
-func (rt *agentRuntime) stop(sessionID string) {
+func (rt *Runtime) stop(sessionID string) {
 	rt.mu.Lock()
 	r := rt.runners[sessionID]
 	rt.mu.Unlock()
@@ -215,10 +213,10 @@ func (rt *agentRuntime) stop(sessionID string) {
 	}
 }
 
-// stopAgent stops the runners of the agent's turns, which stay running in
+// StopAgent stops the runners of the agent's turns, which stay running in
 // the journal: the agent stopped running here (a migration committed).
 // A model step in flight is dropped; its node takes it again.
-func (rt *agentRuntime) stopAgent(agent string) {
+func (rt *Runtime) StopAgent(agent string) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	for _, r := range rt.runners {
@@ -234,7 +232,7 @@ func (rt *agentRuntime) stopAgent(agent string) {
 
 // closeMCP closes an agent's MCP connections in the background (a stdio
 // server may take a moment to stop); the node's Close waits for it.
-func (rt *agentRuntime) closeMCP(m *tool.MCP) {
+func (rt *Runtime) closeMCP(m *tool.MCP) {
 	rt.closing.Go(func() { m.Close() })
 }
 
@@ -248,14 +246,14 @@ type agentMCP struct {
 
 // mcpEnv is where an agent's MCP servers run on this node: its keyring,
 // the agent's workspace, and the node's callback for authorizations.
-func (rt *agentRuntime) mcpEnv(ws string) tool.MCPEnv {
-	return tool.MCPEnv{Secrets: rt.n.cfg.Secrets, Workspace: ws, RedirectURL: rt.n.info.API + api.MCPCallbackPath, Processes: rt.processes()}
+func (rt *Runtime) mcpEnv(ws string) tool.MCPEnv {
+	return tool.MCPEnv{Secrets: rt.cfg.Secrets, Workspace: ws, RedirectURL: rt.cfg.API() + api.MCPCallbackPath, Processes: rt.processes()}
 }
 
 // mcpOf returns the agent's MCP servers as the runtime connects them,
 // made on first use and again when agent.json changes them; closed when
 // the agent stops running here or the node stops.
-func (rt *agentRuntime) mcpOf(agent string, servers map[string]capsule.MCPServer, ws string) *tool.MCP {
+func (rt *Runtime) mcpOf(agent string, servers map[string]capsule.MCPServer, ws string) *tool.MCP {
 	key, _ := json.Marshal(servers)
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -270,8 +268,8 @@ func (rt *agentRuntime) mcpOf(agent string, servers map[string]capsule.MCPServer
 		am = &agentMCP{servers: string(key), m: tool.NewMCP(servers, rt.mcpEnv(ws))}
 		rt.mcps[agent] = am
 		m := am.m
-		rt.n.spawn(func() {
-			<-rt.n.ctx.Done()
+		rt.cfg.Spawn(func() {
+			<-rt.ctx.Done()
 			m.Close()
 		})
 	}
@@ -283,7 +281,7 @@ func (rt *agentRuntime) mcpOf(agent string, servers map[string]capsule.MCPServer
 // itself) and keeps them in v.mcp. A server that waits for authorization
 // is in v.mcpAuth; one that cannot be reached is logged, and its tools
 // are not offered.
-func (rt *agentRuntime) addMCPTools(ctx context.Context, agent string, v *view, ws string) {
+func (rt *Runtime) addMCPTools(ctx context.Context, agent string, v *view, ws string) {
 	if len(v.agent.MCPServers) == 0 {
 		return
 	}
@@ -296,11 +294,11 @@ func (rt *agentRuntime) addMCPTools(ctx context.Context, agent string, v *view, 
 		case tool.MCPUnavailable:
 			v.mcpDown[st.Name] = st.Error
 			if rt.mcpNews(agent, st.Name, st.Error) {
-				rt.n.log.Warn("an MCP server of the agent cannot be reached; its tools are not offered", "agent", agent, "server", st.Name, "err", st.Error)
+				rt.log.Warn("an MCP server of the agent cannot be reached; its tools are not offered", "agent", agent, "server", st.Name, "err", st.Error)
 			}
 		default:
 			if rt.mcpNews(agent, st.Name, "") {
-				rt.n.log.Info("an MCP server of the agent is reachable again", "agent", agent, "server", st.Name)
+				rt.log.Info("an MCP server of the agent is reachable again", "agent", agent, "server", st.Name)
 			}
 		}
 	}
@@ -316,7 +314,7 @@ func (rt *agentRuntime) addMCPTools(ctx context.Context, agent string, v *view, 
 // mcpNews records what the runtime last found of an agent's MCP server
 // ("" when reachable) and reports whether it differs from what it found
 // before, and so is worth a log line: once per change, not per step.
-func (rt *agentRuntime) mcpNews(agent, server, problem string) bool {
+func (rt *Runtime) mcpNews(agent, server, problem string) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	am := rt.mcps[agent]
@@ -357,11 +355,11 @@ func mcpAuthActions(v *view) []session.Action {
 
 // AuthorizeMCP gives the agent's MCP server the authorization a person
 // answered an mcp_auth action with.
-func (rt *agentRuntime) AuthorizeMCP(ctx context.Context, agent, server, value string) error {
+func (rt *Runtime) AuthorizeMCP(ctx context.Context, agent, server, value string) error {
 	var a capsule.Agent
-	if err := rt.n.store.With(agent, func(d *capsule.Dir) error {
+	if err := rt.node.With(agent, func(d *capsule.Dir) error {
 		var err error
-		a, err = d.RunnableAgent(agent, rt.n.ours)
+		a, err = d.RunnableAgent(agent, rt.node.Ours)
 		return err
 	}); err != nil {
 		return err
@@ -373,29 +371,29 @@ func (rt *agentRuntime) AuthorizeMCP(ctx context.Context, agent, server, value s
 	return rt.mcpOf(agent, a.MCPServers, ws).Authorize(ctx, server, value)
 }
 
-// resume starts a runner for every running turn of the agent: after the
+// Resume starts a runner for every running turn of the agent: after the
 // node starts running it (its start-up, a migration's commit).
-func (rt *agentRuntime) resume(agent string) {
-	if rt.n.harnessed() {
+func (rt *Runtime) Resume(agent string) {
+	if rt.cfg.Disabled {
 		return
 	}
 	st, err := rt.state(agent)
 	if err != nil {
-		rt.n.log.Warn("could not read the agent's sessions to resume its turns", "agent", agent, "err", err)
+		rt.log.Warn("could not read the agent's sessions to resume its turns", "agent", agent, "err", err)
 		return
 	}
 	for id, s := range st.Sessions {
 		if t := s.Active(); t != nil {
-			rt.n.log.Info("resuming a running turn", "agent", agent, "session", id, "turn", t.ID)
+			rt.log.Info("resuming a running turn", "agent", agent, "session", id, "turn", t.ID)
 			rt.start(agent, id, t.ID)
 		}
 	}
 }
 
 // state derives every session of the agent from its journal.
-func (rt *agentRuntime) state(agent string) (*session.State, error) {
+func (rt *Runtime) state(agent string) (*session.State, error) {
 	var st *session.State
-	err := rt.n.store.With(agent, func(d *capsule.Dir) error {
+	err := rt.node.With(agent, func(d *capsule.Dir) error {
 		evs, err := d.Events()
 		if err != nil {
 			return err
@@ -416,14 +414,14 @@ func (rt *agentRuntime) state(agent string) (*session.State, error) {
 
 // agentOf returns the agent a session belongs to, looking through every
 // capsule the node holds the first time a session is asked for.
-func (rt *agentRuntime) agentOf(sessionID string) (string, error) {
+func (rt *Runtime) agentOf(sessionID string) (string, error) {
 	rt.mu.Lock()
 	agent, ok := rt.sessions[sessionID]
 	rt.mu.Unlock()
 	if ok {
 		return agent, nil
 	}
-	agents, err := rt.n.store.List()
+	agents, err := rt.node.Agents()
 	if err != nil {
 		return "", err
 	}
@@ -450,10 +448,10 @@ type view struct {
 	mcpDown map[string]string
 }
 
-func (rt *agentRuntime) load(agent, sessionID, turnID string) (*view, error) {
+func (rt *Runtime) load(agent, sessionID, turnID string) (*view, error) {
 	v := &view{}
-	err := rt.n.store.With(agent, func(d *capsule.Dir) error {
-		a, err := d.RunnableAgent(agent, rt.n.ours)
+	err := rt.node.With(agent, func(d *capsule.Dir) error {
+		a, err := d.RunnableAgent(agent, rt.node.Ours)
 		if err != nil {
 			return err
 		}
@@ -488,8 +486,8 @@ func (rt *agentRuntime) load(agent, sessionID, turnID string) (*view, error) {
 // hold runs f while the agent runs here, with appends held in: a freeze
 // for a migration waits until f returns. f's appends go through
 // rt.appendHeld with the epoch it is given.
-func (rt *agentRuntime) hold(agent string, f func(epoch uint64) error) error {
-	epoch, release, err := rt.n.holders.appendEpoch(agent)
+func (rt *Runtime) hold(agent string, f func(epoch uint64) error) error {
+	epoch, release, err := rt.node.Hold(agent)
 	if err != nil {
 		return err
 	}
@@ -502,13 +500,12 @@ func (rt *agentRuntime) hold(agent string, f func(epoch uint64) error) error {
 
 // appendHeld appends drafts at epoch (inside hold), gossips them and hands
 // each event of a turn to that turn's live stream.
-func (rt *agentRuntime) appendHeld(ctx context.Context, agent string, epoch uint64, drafts []journal.Draft) ([]*journal.Event, error) {
-	evs, err := rt.n.store.AppendReserved(ctx, agent, rt.n.id, epoch, drafts)
+func (rt *Runtime) appendHeld(ctx context.Context, agent string, epoch uint64, drafts []journal.Draft) ([]*journal.Event, error) {
+	evs, err := rt.node.AppendAt(ctx, agent, epoch, drafts)
 	if err != nil {
 		return nil, err
 	}
 	rt.appends.Add(1)
-	rt.n.gossip.publish(ctx, agent, evs)
 	rt.mu.Lock()
 	for _, e := range evs {
 		if lt := rt.live[e.Turn]; lt != nil {
@@ -523,7 +520,7 @@ func (rt *agentRuntime) appendHeld(ctx context.Context, agent string, epoch uint
 }
 
 // appendTurn appends drafts while the agent runs here.
-func (rt *agentRuntime) appendTurn(ctx context.Context, agent string, drafts ...journal.Draft) ([]*journal.Event, error) {
+func (rt *Runtime) appendTurn(ctx context.Context, agent string, drafts ...journal.Draft) ([]*journal.Event, error) {
 	var evs []*journal.Event
 	err := rt.hold(agent, func(epoch uint64) error {
 		var err error
@@ -544,7 +541,7 @@ func draft(sessionID, turnID, typ string, body any) journal.Draft {
 
 // run is a runner's loop (see the top of this file): it reloads the
 // turn, asks session.Next what to do, and does it.
-func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error {
+func (rt *Runtime) run(ctx context.Context, r *runner, lt *liveTurn) error {
 	ws, err := rt.workspace(r.agent)
 	if err != nil {
 		return rt.fail(ctx, r, fmt.Sprintf("the agent's workspace could not be prepared: %v", err))
@@ -553,7 +550,7 @@ func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !rt.n.runs(r.agent) {
+		if !rt.node.Runs(r.agent) {
 			return errNotHere // a safe point: a migration froze it, or it moved
 		}
 		v, err := rt.load(r.agent, r.session, r.turn)
@@ -597,7 +594,7 @@ func (rt *agentRuntime) run(ctx context.Context, r *runner, lt *liveTurn) error 
 }
 
 // fail ends the turn as failed, saying why.
-func (rt *agentRuntime) fail(ctx context.Context, r *runner, why string) error {
+func (rt *Runtime) fail(ctx context.Context, r *runner, why string) error {
 	_, err := rt.appendTurn(ctx, r.agent, draft(r.session, r.turn, session.TurnEnded, map[string]any{"status": session.Failed, "error": why}))
 	return err
 }
@@ -684,7 +681,7 @@ func policyOf(a capsule.Agent, name string, args json.RawMessage, mcpTools map[s
 // returns the decision. Nothing of an unfinished call may still run while
 // the runtime decides what became of it: a node killed during the call
 // left its record, and the group is ended (and gone) first.
-func (rt *agentRuntime) settle(ctx context.Context, r *runner, v *view, ws string) (session.Decision, error) {
+func (rt *Runtime) settle(ctx context.Context, r *runner, v *view, ws string) (session.Decision, error) {
 	unlock, err := rt.workspaces.lock(ctx, r.agent)
 	if err != nil {
 		return session.Decision{}, err
@@ -733,7 +730,7 @@ func (rt *agentRuntime) settle(ctx context.Context, r *runner, v *view, ws strin
 // check runs the status check of the unfinished operation d names: what
 // its tool says became of it, or CheckUnknown when it has no check or the
 // check cannot tell.
-func (rt *agentRuntime) check(ctx context.Context, r *runner, v *view, ws string, d session.Decision) session.Check {
+func (rt *Runtime) check(ctx context.Context, r *runner, v *view, ws string, d session.Decision) session.Check {
 	p := policyOf(v.agent, d.Tool, d.Arguments, v.mcp)
 	if !p.isBuilt {
 		return session.CheckUnknown
@@ -778,17 +775,17 @@ func toolNames(a capsule.Agent) string {
 // searches through the node, notes appended under the call's hold (epoch)
 // as events of the turn.
 type turnMemory struct {
-	rt    *agentRuntime
+	rt    *Runtime
 	r     *runner
 	epoch uint64
 }
 
 func (m *turnMemory) Search(ctx context.Context, q memory.Query) ([]memory.Result, error) {
-	return m.rt.n.SearchMemory(ctx, m.r.agent, q)
+	return m.rt.SearchMemory(ctx, m.r.agent, q)
 }
 
 func (m *turnMemory) Notes() (memory.Notes, error) {
-	mem, err := m.rt.n.agentMemory(m.r.agent)
+	mem, err := m.rt.agentMemory(m.r.agent)
 	if err != nil {
 		return nil, err
 	}
@@ -829,15 +826,15 @@ func toolResult(sessionID, turnID, callID, text string, isError bool) journal.Dr
 // variables the agent's environment (environment/spec.json) declares, its
 // secrets from this node's store (tool.DeclaredEnv); a secret that does not
 // resolve here is a Go error saying how to set it, and nothing runs.
-func (rt *agentRuntime) runBuiltin(ctx context.Context, agent string, p callPolicy, c tool.Call) (tool.Result, error) {
+func (rt *Runtime) runBuiltin(ctx context.Context, agent string, p callPolicy, c tool.Call) (tool.Result, error) {
 	if p.builtin.Name == "shell" {
 		var spec capsule.EnvSpec
-		err := rt.n.store.With(agent, func(d *capsule.Dir) (err error) {
+		err := rt.node.With(agent, func(d *capsule.Dir) (err error) {
 			spec, err = d.AcceptedEnvironment()
 			return err
 		})
 		if err == nil {
-			c.Env, err = tool.DeclaredEnv(spec, rt.n.cfg.Secrets)
+			c.Env, err = tool.DeclaredEnv(spec, rt.cfg.Secrets)
 		}
 		if err != nil {
 			return tool.Result{}, fmt.Errorf("the command did not run: %w", err)
@@ -849,11 +846,11 @@ func (rt *agentRuntime) runBuiltin(ctx context.Context, agent string, p callPoli
 // callTool runs one call of a built-in tool. A non-pure call runs between
 // its operation.intent (unless retrying one: then the intent is there) and
 // its operation.outcome, all under one hold, so a freeze never splits it.
-func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID string, p callPolicy, c tool.Call, retry bool) error {
+func (rt *Runtime) callTool(ctx context.Context, r *runner, callID, opID string, p callPolicy, c tool.Call, retry bool) error {
 	return rt.hold(r.agent, func(epoch uint64) error {
 		c.Memory = &turnMemory{rt, r, epoch}
 		c.Processes = rt.processes()
-		c.Home = rt.n.home // what a confined shell command may not read
+		c.Home = rt.cfg.Home // what a confined shell command may not read
 		pure := p.effect == tool.Pure
 		if !pure {
 			c.OperationID = opID
@@ -872,7 +869,7 @@ func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID st
 			if errors.Is(err, tool.ErrUncertain) && !pure && !retry {
 				// The intent stays without outcome: the next pass
 				// reconciles it (a person says, for an at-most-once call).
-				rt.n.log.Warn("a tool call may or may not have taken effect; it is reconciled, not run again blind", "agent", r.agent, "call", callID, "err", err)
+				rt.log.Warn("a tool call may or may not have taken effect; it is reconciled, not run again blind", "agent", r.agent, "call", callID, "err", err)
 				if p.writes() {
 					rt.snapshotHeld(ctx, r.agent, epoch, c.Workspace) // whatever it did to the workspace moves with it
 				}
@@ -905,7 +902,7 @@ func (rt *agentRuntime) callTool(ctx context.Context, r *runner, callID, opID st
 // agentBlobs gives render the blobs of an agent's capsule: the images and
 // files of its messages and tool results.
 type agentBlobs struct {
-	store *Store
+	node  Node
 	agent string
 }
 
@@ -913,7 +910,7 @@ type agentBlobs struct {
 const maxRequestBlob = 64 << 20
 
 func (b agentBlobs) Blob(cid string) (data []byte, err error) {
-	err = b.store.With(b.agent, func(d *capsule.Dir) error {
+	err = b.node.With(b.agent, func(d *capsule.Dir) error {
 		data, err = d.ReadBlob(cid, maxRequestBlob)
 		return err
 	})
@@ -922,12 +919,12 @@ func (b agentBlobs) Blob(cid string) (data []byte, err error) {
 
 // toolResultOf is the tool_result draft of res: its text, and its images
 // and files stored as blobs of the capsule first, named by CID.
-func (rt *agentRuntime) toolResultOf(r *runner, callID string, res tool.Result) (journal.Draft, error) {
+func (rt *Runtime) toolResultOf(r *runner, callID string, res tool.Result) (journal.Draft, error) {
 	if len(res.Parts) == 0 {
 		return toolResult(r.session, r.turn, callID, res.Output, res.IsError), nil
 	}
 	var content []any
-	err := rt.n.store.With(r.agent, func(d *capsule.Dir) error {
+	err := rt.node.With(r.agent, func(d *capsule.Dir) error {
 		for _, p := range res.Parts {
 			m := p.Media
 			if m == nil {
@@ -956,7 +953,7 @@ func (rt *agentRuntime) toolResultOf(r *runner, callID string, res tool.Result) 
 // step whole. A provider's error fails the turn with its words; a request
 // over the context window is fitted to three quarters of its estimate and
 // sent once more.
-func (rt *agentRuntime) step(ctx context.Context, r *runner, v *view, lt *liveTurn) error {
+func (rt *Runtime) step(ctx context.Context, r *runner, v *view, lt *liveTurn) error {
 	s, err := rt.settings(r.agent, v)
 	if err != nil {
 		return rt.fail(ctx, r, err.Error())
@@ -968,7 +965,7 @@ func (rt *agentRuntime) step(ctx context.Context, r *runner, v *view, lt *liveTu
 	target := render.Target{Provider: s.Wire(), Model: s.Model, Host: s.Host(), Stream: true}
 	var res *provider.Result
 	for attempt := 0; ; attempt++ {
-		req, err := render.Render(render.Request{Events: v.events, Agent: v.agent, Target: target, Blobs: agentBlobs{rt.n.store, r.agent}})
+		req, err := render.Render(render.Request{Events: v.events, Agent: v.agent, Target: target, Blobs: agentBlobs{rt.node, r.agent}})
 		if err != nil {
 			return rt.fail(ctx, r, fmt.Sprintf("the request could not be rendered: %v", err))
 		}
@@ -1007,17 +1004,17 @@ var defaultKeySecrets = map[string]string{
 
 // settings are the model settings of the turn: agent.json's, or those the
 // turn asked for.
-func (rt *agentRuntime) settings(agent string, v *view) (provider.Settings, error) {
+func (rt *Runtime) settings(agent string, v *view) (provider.Settings, error) {
 	a := v.agent
 	m := v.turn.Model
 	if m == nil || (m.Provider == a.Provider && m.Name == a.Model) {
-		return provider.SettingsFor(a, rt.n.cfg.Secrets)
+		return provider.SettingsFor(a, rt.cfg.Secrets)
 	}
 	if m.Provider != a.Provider {
 		a.BaseURL, a.KeySecret = "", defaultKeySecrets[m.Provider]
 	}
 	a.Provider, a.Model = m.Provider, m.Name
-	s, err := provider.SettingsFor(a, rt.n.cfg.Secrets)
+	s, err := provider.SettingsFor(a, rt.cfg.Secrets)
 	if err != nil && a.KeySecret != "" {
 		err = fmt.Errorf("the turn asks for %s model %s, whose key comes from the secret %s on the node that runs the agent: %w", m.Provider, m.Name, a.KeySecret, err)
 	}
@@ -1026,15 +1023,15 @@ func (rt *agentRuntime) settings(agent string, v *view) (provider.Settings, erro
 
 // workspace returns the agent's workspace folder on this node,
 // materializing it from the capsule's snapshot if it is not there.
-func (rt *agentRuntime) workspace(agent string) (string, error) {
-	ws := filepath.Join(rt.n.home, WorkspacesDir, agent)
+func (rt *Runtime) workspace(agent string) (string, error) {
+	ws := filepath.Join(rt.cfg.Home, WorkspacesDir, agent)
 	if _, err := os.Stat(ws); err == nil {
 		return ws, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(ws), 0o700); err != nil {
 		return "", err
 	}
-	err := rt.n.store.With(agent, func(d *capsule.Dir) error { return d.Materialize(ws) })
+	err := rt.node.With(agent, func(d *capsule.Dir) error { return d.Materialize(ws) })
 	return ws, err
 }
 
@@ -1042,35 +1039,32 @@ func (rt *agentRuntime) workspace(agent string) (string, error) {
 // that may have changed it, so the change syncs and migrates: inside the
 // call's hold (rt.hold), so a freeze for a migration waits for it too. A
 // failure is logged: the next call's snapshot takes the change with it.
-func (rt *agentRuntime) snapshotHeld(ctx context.Context, agent string, epoch uint64, ws string) {
+func (rt *Runtime) snapshotHeld(ctx context.Context, agent string, epoch uint64, ws string) {
 	rt.snapshots.Add(1)
-	err := rt.n.store.sign(ctx, agent, rt.n.id.Machine(), false, func(d *capsule.Dir) error {
-		_, err := d.SnapshotAt(ctx, rt.n.id, epoch, ws)
-		return err
-	})
+	err := rt.node.SnapshotAt(ctx, agent, epoch, ws)
 	if err != nil {
-		rt.n.log.Warn("could not snapshot the workspace after a tool call", "agent", agent, "err", err)
+		rt.log.Warn("could not snapshot the workspace after a tool call", "agent", agent, "err", err)
 	}
 }
 
 // handOver waits for the migration that stopped a runner to end: if the
 // agent runs here again (the migration aborted), its turns resume; if it
 // runs elsewhere, the turn's live stream says where.
-func (rt *agentRuntime) handOver(agent string, lt *liveTurn) {
+func (rt *Runtime) handOver(agent string, lt *liveTurn) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		if rt.n.runs(agent) {
+		if rt.node.Runs(agent) {
 			rt.dropLive(lt.turn, lt) // its subscribers follow the resumed runner
-			rt.resume(agent)
+			rt.Resume(agent)
 			return
 		}
-		st, err := rt.n.holders.state(agent)
-		if err == nil && st.State != "frozen" && st.Holder.Peer != "" && st.Holder.Peer != rt.n.host.ID().String() {
+		st, err := rt.node.HolderState(agent)
+		if err == nil && st.State != "frozen" && st.Holder.Peer != "" && st.Holder.Peer != rt.node.Self() {
 			lt.move(st.Holder.Peer)
 			return
 		}
 		select {
-		case <-rt.n.ctx.Done():
+		case <-rt.ctx.Done():
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -1082,7 +1076,7 @@ func (rt *agentRuntime) handOver(agent string, lt *liveTurn) {
 // give are handed over first: one that fails writes nothing and wraps
 // api.ErrAuthorizing. A running turn the plan cancels is stopped before its
 // end is written.
-func (rt *agentRuntime) begin(ctx context.Context, agent, sessionID, turnID string, st *session.State, drafts []journal.Draft, rs []session.Response) error {
+func (rt *Runtime) begin(ctx context.Context, agent, sessionID, turnID string, st *session.State, drafts []journal.Draft, rs []session.Response) error {
 	if err := rt.authorizeAnswers(ctx, agent, st.Session(sessionID).Pending(), rs); err != nil {
 		return fmt.Errorf("%w: %w", api.ErrAuthorizing, err)
 	}
@@ -1097,7 +1091,7 @@ func (rt *agentRuntime) begin(ctx context.Context, agent, sessionID, turnID stri
 }
 
 // TurnEvents returns the turn's events in order, from the journal.
-func (rt *agentRuntime) TurnEvents(agent string, t *session.Turn) []*journal.Event {
+func (rt *Runtime) TurnEvents(agent string, t *session.Turn) []*journal.Event {
 	v, err := rt.load(agent, t.Session, t.ID)
 	if err != nil {
 		return nil
@@ -1108,13 +1102,13 @@ func (rt *agentRuntime) TurnEvents(agent string, t *session.Turn) []*journal.Eve
 // The runtime as the API drives it (api.Runtime).
 
 // State is the agent's sessions and turns.
-func (rt *agentRuntime) State(agent string) (*session.State, error) { return rt.state(agent) }
+func (rt *Runtime) State(agent string) (*session.State, error) { return rt.state(agent) }
 
 // AgentOf is the agent a session belongs to.
-func (rt *agentRuntime) AgentOf(sessionID string) (string, error) { return rt.agentOf(sessionID) }
+func (rt *Runtime) AgentOf(sessionID string) (string, error) { return rt.agentOf(sessionID) }
 
 // NewSession writes a new session of the agent and returns its id.
-func (rt *agentRuntime) NewSession(ctx context.Context, agent string) (string, error) {
+func (rt *Runtime) NewSession(ctx context.Context, agent string) (string, error) {
 	id := newID("ses_")
 	if _, err := rt.appendTurn(ctx, agent, journal.Draft{Type: session.SessionCreated, Session: id, Body: json.RawMessage(`{}`)}); err != nil {
 		return "", err
@@ -1128,7 +1122,7 @@ func (rt *agentRuntime) NewSession(ctx context.Context, agent string) (string, e
 // NewTurn plans a turn of req in the session and begins it. A session
 // whose turn runs refuses it (session.ErrTurnRunning), naming that turn
 // (active).
-func (rt *agentRuntime) NewTurn(ctx context.Context, agent, sessionID string, req session.Request) (turn, active string, err error) {
+func (rt *Runtime) NewTurn(ctx context.Context, agent, sessionID string, req session.Request) (turn, active string, err error) {
 	// One request at a time per session: Plan reads the state the append
 	// extends.
 	unlock, _ := rt.sessionLocks.lock(context.Background(), sessionID)
@@ -1153,7 +1147,7 @@ func (rt *agentRuntime) NewTurn(ctx context.Context, agent, sessionID string, re
 
 // CancelTurn stops a running turn's runner and writes its end, cancelled,
 // and returns the turn as it is then.
-func (rt *agentRuntime) CancelTurn(ctx context.Context, agent string, t *session.Turn) (*session.Turn, error) {
+func (rt *Runtime) CancelTurn(ctx context.Context, agent string, t *session.Turn) (*session.Turn, error) {
 	unlock, _ := rt.sessionLocks.lock(context.Background(), t.Session)
 	defer unlock()
 	rt.stop(t.Session)
@@ -1173,6 +1167,37 @@ func (rt *agentRuntime) CancelTurn(ctx context.Context, agent string, t *session
 }
 
 // Live is the turn's live stream.
-func (rt *agentRuntime) Live(agent, sessionID, turnID string) api.Live {
+func (rt *Runtime) Live(agent, sessionID, turnID string) api.Live {
 	return rt.liveOf(agent, sessionID, turnID)
+}
+
+// LockWorkspace takes the agent's workspace folder, as a tool call and
+// the snapshot after it do: a snapshot by hand takes it too.
+func (rt *Runtime) LockWorkspace(ctx context.Context, agent string) (unlock func(), err error) {
+	return rt.workspaces.lock(ctx, agent)
+}
+
+// Wait waits for the MCP connections being closed in the background; the
+// node's Close calls it.
+func (rt *Runtime) Wait() { rt.closing.Wait() }
+
+// SetModels makes the model of each step with models instead of
+// provider.New: tests put theirs in between.
+func (rt *Runtime) SetModels(models func(provider.Settings) (provider.Model, error)) {
+	rt.models = models
+}
+
+// Writes counts what the runtime wrote, for the benchmarks: durable
+// appends (each one group commit: one write and one fsync of the
+// journal) and workspace snapshots.
+func (rt *Runtime) Writes() (appends, snapshots int64) {
+	return rt.appends.Load(), rt.snapshots.Load()
+}
+
+// MCPConnected reports whether the runtime holds sessions with the
+// agent's MCP servers (it does while the agent runs here).
+func (rt *Runtime) MCPConnected(agent string) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.mcps[agent] != nil
 }

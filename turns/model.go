@@ -1,4 +1,4 @@
-package node
+package turns
 
 import (
 	"github.com/tern-dev/tern/capsule"
@@ -7,15 +7,15 @@ import (
 
 // ModelSettings returns the model settings of an agent this node holds:
 // agent.json's, with the key from the node's secrets.
-func (n *Node) ModelSettings(agent string) (provider.Settings, error) {
+func (rt *Runtime) ModelSettings(agent string) (provider.Settings, error) {
 	var a capsule.Agent
-	err := n.store.With(agent, func(d *capsule.Dir) error {
+	err := rt.node.With(agent, func(d *capsule.Dir) error {
 		var err error
-		a, err = d.TrustedAgent(agent, n.ours)
+		a, err = d.TrustedAgent(agent, rt.node.Ours)
 		return err
 	})
 	if err != nil {
 		return provider.Settings{}, err
 	}
-	return provider.SettingsFor(a, n.cfg.Secrets)
+	return provider.SettingsFor(a, rt.cfg.Secrets)
 }
