@@ -77,6 +77,11 @@ type Store struct {
 	// channel closed once it has run (s.mu guards the map).
 	beforeSign func(ctx context.Context, agent string)
 	checked    map[string]chan struct{}
+
+	// slowDisk, in tests, runs before the store opens (op "open") or
+	// closes ("close") a capsule, outside its lock: a disk that is slow
+	// for one agent.
+	slowDisk func(op, agent string)
 }
 
 // folderLock is the lock of one capsule folder, kept while anyone holds
@@ -119,7 +124,7 @@ func (s *Store) Refused(agent string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.refused[agent]
-	if oc, ok := s.open[agent]; ok {
+	if oc, ok := s.open[agent]; ok && oc.d != nil {
 		n += oc.d.Refused()
 	}
 	return n
@@ -138,12 +143,23 @@ func (s *Store) keepRefused(agent string, oc *openCapsule) {
 
 // openCapsule is a capsule the store holds open.
 type openCapsule struct {
-	d     *capsule.Dir
-	users int       // uses in progress
-	last  time.Time // when the last use ended
+	d     *capsule.Dir // nil until ready
+	users int          // uses in progress, and uses waiting for it to open
+	last  time.Time    // when the last use ended
+
+	// ready is closed once the capsule is open (d) or failed to open
+	// (err); the store's lock is not held while it opens.
+	ready chan struct{}
+	err   error
 
 	claimMu sync.Mutex
 	claim   *ChainClaim // this machine's chain of the agent, once the node signed here; released at close
+}
+
+// idle reports whether oc is open, unused, and has been for idle. s.mu
+// held.
+func (oc *openCapsule) idle(idle time.Duration) bool {
+	return oc.d != nil && oc.users == 0 && time.Since(oc.last) >= idle
 }
 
 // close records this machine's chain head (if the node signed here) and
@@ -303,17 +319,36 @@ func (s *Store) use(agent string) (d *capsule.Dir, done func(), err error) {
 	return oc.d, done, nil
 }
 
-// useOpen is use, returning the open capsule itself.
+// useOpen is use, returning the open capsule itself. A capsule that is
+// not open is opened outside the store's lock (its OS lock, its journal
+// read and checked): the other agents' uses go on meanwhile, and other
+// uses of this one wait for the opening (openCapsule.ready).
 func (s *Store) useOpen(agent string) (oc *openCapsule, done func(), err error) {
 	s.gate.RLock()
 	unlock := s.lockFolder(agent, false)
 	s.mu.Lock()
+	opener := false
 	if s.shut {
 		err = ErrStoreClosed
-	} else if oc, err = s.get(agent); err == nil {
+	} else if oc = s.open[agent]; oc == nil {
+		oc, opener = &openCapsule{ready: make(chan struct{})}, true
+		s.open[agent] = oc
+	}
+	if err == nil {
 		oc.users++
 	}
 	s.mu.Unlock()
+	if err == nil {
+		if opener {
+			s.openInto(agent, oc)
+		}
+		<-oc.ready
+		if err = oc.err; err != nil {
+			s.mu.Lock()
+			oc.users--
+			s.mu.Unlock()
+		}
+	}
 	if err != nil {
 		unlock()
 		s.gate.RUnlock()
@@ -334,28 +369,52 @@ func (s *Store) useOpen(agent string) (oc *openCapsule, done func(), err error) 
 // closed. An open capsule holds its journal in memory, a file and a
 // goroutine; a node holding many capsules runs this on a timer.
 func (s *Store) CloseIdle(idle time.Duration) (int, error) {
+	s.gate.RLock() // Close waits for what this closes
+	defer s.gate.RUnlock()
 	s.mu.Lock()
-	var errs []error
-	closed := 0
-	kept := map[string]summary{}
+	var idleOnes []string
 	for id, oc := range s.open {
-		if oc.users > 0 || time.Since(oc.last) < idle {
-			continue
-		}
-		sum, keep := s.summarize(id, oc.d)
-		s.keepRefused(id, oc)
-		if err := oc.close(); err != nil {
-			errs = append(errs, fmt.Errorf("close capsule %s: %w", id, err))
-		}
-		delete(s.open, id)
-		closed++
-		if keep {
-			if sum, ok := s.keepSummary(id, sum); ok {
-				kept[id] = sum
-			}
+		if oc.idle(idle) {
+			idleOnes = append(idleOnes, id)
 		}
 	}
 	s.mu.Unlock()
+	var errs []error
+	closed := 0
+	kept := map[string]summary{}
+	for _, id := range idleOnes {
+		// The folder's lock for writing: no use of this capsule runs while
+		// it closes, and one that starts waits, then opens it anew. The
+		// store's lock is not held across the close (a seal, an fsync):
+		// the other agents go on.
+		unlock := s.lockFolder(id, true)
+		s.mu.Lock()
+		oc := s.open[id]
+		if oc == nil || !oc.idle(idle) {
+			s.mu.Unlock()
+			unlock()
+			continue
+		}
+		delete(s.open, id)
+		s.keepRefused(id, oc)
+		s.mu.Unlock()
+		sum, keep := s.summarize(id, oc.d)
+		if s.slowDisk != nil {
+			s.slowDisk("close", id)
+		}
+		if err := oc.close(); err != nil {
+			errs = append(errs, fmt.Errorf("close capsule %s: %w", id, err))
+		}
+		closed++
+		if keep {
+			s.mu.Lock()
+			if sum, ok := s.keepSummary(id, sum); ok {
+				kept[id] = sum
+			}
+			s.mu.Unlock()
+		}
+		unlock()
+	}
 	s.writeSummaries(kept)
 	return closed, errors.Join(errs...)
 }
@@ -399,10 +458,32 @@ func (s *Store) List() ([]string, error) {
 	return ids, nil
 }
 
-// get returns the open capsule of agent id, opening it. s.mu held.
-func (s *Store) get(id string) (*openCapsule, error) {
-	if oc, ok := s.open[id]; ok {
-		return oc, nil
+// openInto opens the agent's capsule for oc, the placeholder useOpen put
+// in s.open, and makes it ready: with the capsule, or with the error that
+// kept it closed (then oc leaves s.open, and the next use tries again).
+// s.mu is not held: opening reads the journal.
+func (s *Store) openInto(id string, oc *openCapsule) {
+	d, err := s.openDir(id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer close(oc.ready)
+	if err != nil {
+		oc.err = err
+		if s.open[id] == oc {
+			delete(s.open, id)
+		}
+		return
+	}
+	oc.d, oc.last = d, time.Now()
+	s.opens.Add(1)
+	delete(s.closed, id) // open, it may change
+}
+
+// openDir opens the agent's capsule folder, noting a damaged one (s.mu
+// not held).
+func (s *Store) openDir(id string) (*capsule.Dir, error) {
+	if s.slowDisk != nil {
+		s.slowDisk("open", id)
 	}
 	if !capsule.ValidAgentID(id) {
 		return nil, fmt.Errorf("%q is not an agent id", id)
@@ -412,18 +493,15 @@ func (s *Store) get(id string) (*openCapsule, error) {
 		return nil, fmt.Errorf("agent %s: %w", id, ErrUnknownAgent)
 	}
 	d, err := capsule.OpenDir(noWait, path, s.log)
-	if err != nil {
-		if !errors.Is(err, capsule.ErrLocked) {
-			s.damaged[id] = err.Error()
-		}
-		return nil, err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		delete(s.damaged, id)
+	case !errors.Is(err, capsule.ErrLocked):
+		s.damaged[id] = err.Error()
 	}
-	delete(s.damaged, id)
-	s.opens.Add(1)
-	oc := &openCapsule{d: d, last: time.Now()}
-	s.open[id] = oc
-	delete(s.closed, id) // open, it may change
-	return oc, nil
+	return d, err
 }
 
 // summary returns what the store kept of the agent's capsule when it
@@ -896,13 +974,16 @@ func (s *Store) ImportFrom(r io.Reader) (string, bool, error) {
 	}
 	// Merge with the held copy, then swap folders.
 	s.mu.Lock()
-	if oc, ok := s.open[id]; ok {
+	oc := s.open[id] // no use runs: the import holds the folder's lock
+	if oc != nil {
 		s.keepRefused(id, oc)
-		oc.close()
 		delete(s.open, id)
 	}
 	delete(s.closed, id)
 	s.mu.Unlock()
+	if oc != nil {
+		oc.close() // outside the store's lock: the other agents go on
+	}
 	held, err := capsule.Open(final)
 	if err != nil {
 		return "", false, err

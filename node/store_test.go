@@ -228,3 +228,52 @@ func sameCapsules(t *testing.T, want, got []api.CapsuleStatus) {
 		}
 	}
 }
+
+// A disk that is slow for one agent's capsule holds up that agent only:
+// the store opens and closes a capsule outside the lock every other
+// agent's use takes.
+func TestASlowCapsuleHoldsUpNoOtherAgent(t *testing.T) {
+	for _, op := range []string{"open", "close"} {
+		t.Run("while it does not "+op, func(t *testing.T) {
+			_, id, s := newTestStore(t)
+			slow, _ := importNew(t, s, id, "slow")
+			other, _ := importNew(t, s, id, "other")
+			if _, err := s.CloseIdle(0); err != nil { // both closed: the next use opens them
+				t.Fatal(err)
+			}
+			if op == "close" {
+				for _, agent := range []string{slow, other} {
+					if _, err := s.Vector(agent); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			stuck, release := make(chan struct{}), make(chan struct{})
+			s.slowDisk = func(o, agent string) {
+				if o == op && agent == slow {
+					close(stuck)
+					<-release
+				}
+			}
+			finished := make(chan error, 1)
+			go func() {
+				if op == "open" {
+					_, err := s.Vector(slow)
+					finished <- err
+					return
+				}
+				_, err := s.CloseIdle(0)
+				finished <- err
+			}()
+			<-stuck // the slow capsule's disk is busy now
+			returnsWithin(t, "a use of another agent's capsule", 10*time.Second, func() error {
+				_, err := s.Vector(other)
+				return err
+			})
+			close(release)
+			if err := <-finished; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
