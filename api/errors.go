@@ -2,11 +2,13 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"syscall"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
 	"github.com/tern-dev/tern/provider"
@@ -29,7 +31,7 @@ var (
 	// machine right now (another command, or the running node).
 	ErrChainBusy = errors.New("another writer signs this agent's events as this machine")
 	// ErrDiskFull is what a write to a full disk fails with.
-	ErrDiskFull = errors.New("the disk is full")
+	ErrDiskFull = atomicfile.ErrDiskFull
 	// ErrForeign means the node's copy of an agent belongs to someone
 	// else: none of its members is this machine or a paired peer.
 	ErrForeign = errors.New("a foreign copy: none of the agent's members is this machine or a paired peer")
@@ -39,6 +41,12 @@ var (
 	// request answered with: the request is refused, nothing written.
 	ErrAuthorizing = errors.New("the authorization given does not work")
 )
+
+// ForeignError is ErrForeign for a person: what the copy is and the ways
+// forward.
+func ForeignError(agent string) error {
+	return fmt.Errorf("agent %s: %w, so it never runs here: pair this node with one of its machines and migrate it here from the one that runs it (add this machine as a member there first: tern member add), or make a new agent of its state: tern capsule adopt %s", agent, ErrForeign, agent)
+}
 
 // errorStatuses is the one table from an error to the HTTP status the API
 // answers it with: the first row whose error the chain wraps wins.

@@ -12,11 +12,10 @@
 //     a time, resuming from $TERN_HOME/partial; transfers.go: the
 //     transfers in flight, both ways, that tern status lists.
 //   - gossip.go: one GossipSub topic per agent and its validator.
-//   - holders.go: the fencing machine of every agent the node holds, and
-//     what the node does for it (the registry, moves, the tail, the
-//     promotion, stepping down when a peer knows a newer activation);
-//     ownchain.go: taking this machine's own chain from the peers before
-//     signing, and healing a fork of it on contact.
+//   - custody.go: what the fencing of held agents (package custody)
+//     needs of the node: its capsules, its paired peers, the sync before
+//     a move; ownchain.go: taking this machine's own chain from the peers
+//     before signing, and healing a fork of it on contact.
 //   - store.go: the capsules under $TERN_HOME/capsules, opened on use and
 //     closed when idle; it answers the sync and blob protocols.
 //     quarantine.go keeps aside the events peers sent that did not check.
@@ -35,8 +34,6 @@
 //     libp2p side of following a turn that runs on another node.
 //   - members.go: who writes an agent's history (adding a paired peer as
 //     it is given the agent, foreign copies).
-//   - registry.go: $TERN_HOME/registry.json, the fencing machines' durable
-//     record.
 //   - chains.go: which copy this machine signed an agent in last
 //     ($TERN_HOME/chains); home.go: the node's lock on its home.
 //   - peeraddrs.go: a paired peer's stored address follows the port it

@@ -72,10 +72,10 @@ func TestAFullDiskStopsNothingForGoodAndTheNodeCarriesOnWhenSpaceReturns(t *test
 	a = tcp.startWith(t, home, cfg)
 	free := fill(t, home)
 	eventually(t, "the node says the disk is full", func() bool {
-		st, _ := a.holders.state(agent)
+		st, _ := a.holders.State(agent)
 		return strings.Contains(st.Note, "is full") && strings.Contains(st.Note, "free some space")
 	})
-	st, _ := a.holders.state(agent)
+	st, _ := a.holders.State(agent)
 	t.Logf("tern holder: %s: %s", st.State, st.Note)
 	if a.runs(agent) {
 		t.Fatal("the agent runs though its record could not be written")
@@ -91,7 +91,7 @@ func TestAFullDiskStopsNothingForGoodAndTheNodeCarriesOnWhenSpaceReturns(t *test
 
 	free()
 	eventually(t, "the node runs the agent once space is freed, without a restart", func() bool { return a.runs(agent) })
-	if st, _ := a.holders.state(agent); st.State != "active" || st.Note != "" {
+	if st, _ := a.holders.State(agent); st.State != "active" || st.Note != "" {
 		t.Fatalf("after the space returned: %s: %s", st.State, st.Note)
 	}
 	newSession(t, a, agent)

@@ -50,7 +50,7 @@ func (n *Node) driven() bool { return n.cfg.Harness != nil && n.cfg.Harness.Driv
 
 // TickFencing is one tick of every agent's fencing machine: what the
 // node does on its own every DefaultTick, for a Driven harness to call.
-func (n *Node) TickFencing() { n.holders.tick() }
+func (n *Node) TickFencing() { n.holders.Tick() }
 
 // TickSync is one tick of anti-entropy: a round with every connected
 // peer, a dial of the others, idle capsules closed; what the node does on
@@ -66,30 +66,22 @@ func (n *Node) Runs(agent string) bool { return n.runs(agent) }
 // HolderState is what this node knows of agent's holder, without asking
 // its peers (Holder asks them).
 func (n *Node) HolderState(agent string) (protocol.HolderState, error) {
-	return n.holders.state(agent)
+	return n.holders.State(agent)
 }
 
 // FencingIdle reports whether agent's fencing machine has nothing in
 // flight: no migration, override or tail, and nothing left to apply.
-func (n *Node) FencingIdle(agent string) (bool, error) {
-	h, err := n.holders.get(agent)
-	if err != nil {
-		return false, err
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.m.Idle() && !h.m.HasReady(), nil
-}
+func (n *Node) FencingIdle(agent string) (bool, error) { return n.holders.Idle(agent) }
 
 // SavedRecord is agent's record in the holder registry on disk.
 func (n *Node) SavedRecord(agent string) (fencing.Record, bool, error) {
-	return n.holders.reg.Load(agent)
+	return n.holders.SavedRecord(agent)
 }
 
 // NewestEpoch is the highest epoch an event of agent's journal here
 // carries.
 func (n *Node) NewestEpoch(agent string) (uint64, error) {
-	return n.holders.newestEpoch(agent)
+	return n.holders.NewestEpoch(agent)
 }
 
 // held returns f as it is, or f waiting for the harness's gate to let it

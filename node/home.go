@@ -9,11 +9,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
 )
 
@@ -106,35 +105,17 @@ func inUse(home string) string {
 	return strings.Join(what, ", ")
 }
 
-// damagedHomeFile is the refusal of a home file that does not parse: it
-// names the file, what is wrong, and what to do.
 // ErrDiskFull is what a write to a full disk in the home fails with
 // (match it with errors.Is); the error says which file's disk is full and
 // that the node retries.
-var ErrDiskFull = api.ErrDiskFull
-
-// diskFullError is a write that failed because the disk holding path has
-// no space left.
-type diskFullError struct {
-	path string
-	err  error
-}
-
-func (e *diskFullError) Error() string {
-	return fmt.Sprintf("the disk holding %s is full: free some space there; the node retries on its own", e.path)
-}
-func (e *diskFullError) Is(target error) bool { return target == ErrDiskFull }
-func (e *diskFullError) Unwrap() error        { return e.err }
+var ErrDiskFull = atomicfile.ErrDiskFull
 
 // diskFull says, of a write to path that failed because its disk is full,
 // what is wrong and what to do; any other error it returns as it is.
-func diskFull(path string, err error) error {
-	if err == nil || !errors.Is(err, syscall.ENOSPC) {
-		return err
-	}
-	return &diskFullError{path: path, err: err}
-}
+func diskFull(path string, err error) error { return atomicfile.DiskFull(path, err) }
 
+// damagedHomeFile is the refusal of a home file that does not parse: it
+// names the file, what is wrong, and what to do.
 func damagedHomeFile(path string, err error, todo string) error {
 	return fmt.Errorf("%s is damaged: %v; %s", path, err, todo)
 }

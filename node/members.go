@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
 
@@ -54,11 +53,8 @@ func (n *Node) foreign(agent string) bool {
 	return f
 }
 
-// foreignError is ErrForeign for a person: what the copy is and the ways
-// forward.
-func foreignError(agent string) error {
-	return fmt.Errorf("agent %s: %w, so it never runs here: pair this node with one of its machines and migrate it here from the one that runs it (add this machine as a member there first: tern member add), or make a new agent of its state: tern capsule adopt %s", agent, ErrForeign, agent)
-}
+// foreignError is ErrForeign for a person (api.ForeignError).
+func foreignError(agent string) error { return api.ForeignError(agent) }
 
 // tendMembers writes what this node owes the members of an agent it
 // holds. Of a capsule from before members, it names the first members

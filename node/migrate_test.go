@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/custody"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
@@ -93,7 +94,7 @@ func heldBy(t testing.TB, n *Node, edit func(dir string)) string {
 		t.Fatal(err)
 	}
 	eventually(t, "the creator runs its agent", func() bool {
-		st, _ := n.holders.state(id)
+		st, _ := n.holders.State(id)
 		return st.State == "active" && n.runs(id)
 	})
 	return id
@@ -126,7 +127,7 @@ func mustMigrate(t *testing.T, from, to *Node, agent string) Outcome {
 
 func holderState(t *testing.T, n *Node, agent string) (string, uint64) {
 	t.Helper()
-	st, err := n.holders.state(agent)
+	st, err := n.holders.State(agent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,10 +452,10 @@ func TestEveryPhaseUnderEveryFaultEndsWithOneRunner(t *testing.T) {
 					// A target left staging by a crashed source drops it after
 					// Staging ticks of silence (12 s at these ticks); a warmed
 					// workspace lingers as long.
-					wait := time.Duration(timing.Staging+100) * 20 * time.Millisecond
+					wait := time.Duration(custody.Timing.Staging+100) * 20 * time.Millisecond
 					within(t, wait, "exactly one node runs the agent, the other has retired it or holds a copy", func() bool {
-						sa, _ := a.holders.state(agent)
-						sb, _ := b.holders.state(agent)
+						sa, _ := a.holders.State(agent)
+						sb, _ := b.holders.State(agent)
 						one := (a.runs(agent) && sa.State == "active" && (sb.State == "copy" || sb.State == "retired")) ||
 							(b.runs(agent) && sb.State == "active" && (sa.State == "copy" || sa.State == "retired"))
 						return one && (want == nil || want.runs(agent))
@@ -644,7 +645,7 @@ func TestTwoNodesThatLostTheirRegistriesWaitUntilAnOperatorResumesOne(t *testing
 	connectAll(t, a, b)
 	for _, n := range []*Node{a, b} {
 		eventually(t, "the node says it waits for a peer that lost its registry too", func() bool {
-			st, err := n.holders.state(agent)
+			st, err := n.holders.State(agent)
 			return err == nil && st.State == "unknown" && strings.Contains(st.Note, "lost its registry too") &&
 				strings.Contains(st.Note, "tern migrate resolve "+agent+" --resume --force")
 		})
@@ -661,7 +662,7 @@ func TestTwoNodesThatLostTheirRegistriesWaitUntilAnOperatorResumesOne(t *testing
 		t.Fatalf("b is %s at %d after resume (%s): want active above epoch 2", st, e, msg)
 	}
 	eventually(t, "a relearns that b holds the agent", func() bool {
-		st, err := a.holders.state(agent)
+		st, err := a.holders.State(agent)
 		return err == nil && st.State == "copy" && st.Holder.Epoch == e && !a.runs(agent)
 	})
 	if ev := say(t, b, agent, "resumed"); ev.Epoch != e {
@@ -805,7 +806,7 @@ func TestAnActivationThatCannotCompleteRunsNothingUntilItDoes(t *testing.T) {
 		}
 		mustMigrate(t, a, b, agent)
 		eventually(t, "b says its activation is not complete, and why", func() bool {
-			st, _ := b.holders.state(agent)
+			st, _ := b.holders.State(agent)
 			return st.State == "active" && strings.Contains(st.Note, "activation is complete") && strings.Contains(st.Note, "last try failed")
 		})
 		if b.runs(agent) {
@@ -822,7 +823,7 @@ func TestAnActivationThatCannotCompleteRunsNothingUntilItDoes(t *testing.T) {
 		b = tr.startAt(t, homeB)
 		connectAll(t, a, b)
 		eventually(t, "b, restarted, still waits for its activation", func() bool {
-			st, _ := b.holders.state(agent)
+			st, _ := b.holders.State(agent)
 			return st.State == "active" && strings.Contains(st.Note, "last try failed")
 		})
 		if err := os.Remove(blocker); err != nil {

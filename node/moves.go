@@ -35,15 +35,15 @@ func (n *Node) Reach(ctx context.Context, p peer.ID) error {
 	return fmt.Errorf("%s is %w; start its node, or check tern status", n.peerName(p), ErrNotConnected)
 }
 
-// Migrate moves the agent to target (see holders.migrate).
+// Migrate moves the agent to target (custody.Holders.Migrate).
 func (n *Node) Migrate(ctx context.Context, agent string, target peer.ID) (Outcome, error) {
-	return n.holders.migrate(ctx, agent, target)
+	return n.holders.Migrate(ctx, agent, target)
 }
 
 // Holder reports where the agent stands here and on every paired peer that
 // answers within a few seconds.
 func (n *Node) Holder(ctx context.Context, agent string) (api.HolderReport, error) {
-	st, err := n.holders.state(agent)
+	st, err := n.holders.State(agent)
 	if err != nil {
 		return api.HolderReport{}, err
 	}
@@ -75,16 +75,16 @@ func (n *Node) Holder(ctx context.Context, agent string) (api.HolderReport, erro
 	if rep.State == "retired" {
 		for _, p := range rep.Peers {
 			if p.State == "active" && p.Epoch > rep.Holder.Epoch {
-				rep.Note = fmt.Sprintf("superseded: %s holds it at epoch %d (as it answers now)", n.holders.peerNames([]string{p.Peer}), p.Epoch)
+				rep.Note = fmt.Sprintf("superseded: %s holds it at epoch %d (as it answers now)", n.holders.PeerNames([]string{p.Peer}), p.Epoch)
 			}
 		}
 	}
 	return rep, nil
 }
 
-// Resolve carries out an operator's override (see holders.resolve).
+// Resolve carries out an operator's override (custody.Holders.Resolve).
 func (n *Node) Resolve(ctx context.Context, agent, action string) (string, error) {
-	return n.holders.resolve(ctx, agent, action)
+	return n.holders.Resolve(ctx, agent, action)
 }
 
 // RunsHere is nil when the agent runs on this node, else an *api.NotHere
@@ -93,7 +93,7 @@ func (n *Node) RunsHere(agent string) error {
 	if n.runs(agent) {
 		return nil
 	}
-	st, _ := n.holders.state(agent)
+	st, _ := n.holders.State(agent)
 	foreign := st.State == "copy" && n.foreign(agent)
 	if self := n.host.ID().String(); !foreign && (st.Holder.Peer == self || st.State == "frozen") {
 		// It is this node's to run, not yet or not now: a start-up check
@@ -112,7 +112,7 @@ func (n *Node) RunsHere(agent string) error {
 		here = "a copy"
 	}
 	msg := fmt.Sprintf("agent %s runs on %s, not on this node (it is %s here): send the request to that node, or move the agent here (on that node: tern migrate %s --to %s); if that machine is gone for good: tern migrate resolve %s --resume --force here",
-		agent, orNone(n.holders.peerNames([]string{st.Holder.Peer})), here, agent, n.id.Machine(), agent)
+		agent, orNone(n.holders.PeerNames([]string{st.Holder.Peer})), here, agent, n.id.Machine(), agent)
 	if foreign {
 		msg = foreignError(agent).Error()
 	}
@@ -143,7 +143,7 @@ func (n *Node) MovedTo(agent string) string {
 	if n.runs(agent) {
 		return ""
 	}
-	if st, err := n.holders.state(agent); err == nil && st.Holder.Peer != n.host.ID().String() {
+	if st, err := n.holders.State(agent); err == nil && st.Holder.Peer != n.host.ID().String() {
 		return st.Holder.Peer
 	}
 	return ""
@@ -159,7 +159,7 @@ func (n *Node) HolderElsewhere(ctx context.Context, agent string) string {
 		if n.runs(agent) {
 			return ""
 		}
-		st, err := n.holders.state(agent)
+		st, err := n.holders.State(agent)
 		if err == nil && st.State != "frozen" && st.Holder.Peer != self || time.Now().After(deadline) {
 			return orNone(st.Holder.Peer)
 		}

@@ -29,6 +29,7 @@ import (
 
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/custody"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
@@ -106,7 +107,7 @@ type Node struct {
 	stats    *metrics
 
 	gossip    *gossip
-	holders   *holders
+	holders   *custody.Holders // the fencing of every agent held
 	transfers *transfers
 	rt        *turns.Runtime // runs the turns of the agents that run here
 	gater     *gater
@@ -227,7 +228,13 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	n.rt = turns.New(n.ctx, n, turns.Config{Home: home, Secrets: cfg.Secrets, API: func() string { return n.info.API },
 		Spawn: n.spawn, Disabled: n.harnessed(), Log: log})
-	if n.holders, err = startHolders(n); err != nil {
+	ccfg := custody.Config{Home: home, Host: h, Signer: id, Secrets: cfg.Secrets, Strict: cfg.Strict, Tick: n.tickEvery(),
+		Spawn: n.spawn, Context: n.ctx, Log: log, Off: n.harnessed(), LoseMigrate: cfg.loseMigrate}
+	if hn := cfg.Harness; hn != nil {
+		ccfg.Incarnation, ccfg.Flaw, ccfg.MigrateFate = hn.Incarnation, hn.Flaw, hn.MigrateFate
+		ccfg.Saving, ccfg.Event, ccfg.Runs = hn.Saving, hn.Event, hn.Runs
+	}
+	if n.holders, err = custody.Start(n, n.rt, ccfg); err != nil {
 		n.Close()
 		return nil, err
 	}
@@ -236,7 +243,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 			n.tendMembers(n.ctx, id)
 		}
 	}
-	protocol.HandleMigrate(h, migrateNode{n.holders}, log)
+	protocol.HandleMigrate(h, n.holders.Protocol(), log)
 	protocol.HandleSync(h, offerAware{store, n}, log)
 	protocol.HandleBlob(h, servedBlobs{store, n.transfers}, log)
 	protocol.HandleCapsules(h, givingStore{store, n}, log)
@@ -297,7 +304,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	if !n.driven() {
 		n.wg.Go(n.antiEntropy)
-		n.wg.Go(func() { n.holders.run(n.tickEvery()) })
+		n.wg.Go(func() { n.holders.Run(n.tickEvery()) })
 	}
 	log.Info("node running", "peer", h.ID(), "addrs", h.Addrs(), "api", n.info.API)
 	started = true
@@ -414,7 +421,7 @@ func (n *Node) HandlePeerFound(pi peer.AddrInfo) {
 // that holds a copy they are offline edits (epoch 0). While a migration
 // has frozen the agent here, appends fail with ErrFrozen.
 func (n *Node) Append(ctx context.Context, agent string, drafts []journal.Draft) ([]*journal.Event, error) {
-	epoch, release, err := n.holders.appendEpoch(agent)
+	epoch, release, err := n.holders.AppendEpoch(agent)
 	if err != nil {
 		return nil, err
 	}
@@ -434,7 +441,7 @@ func (n *Node) Append(ctx context.Context, agent string, drafts []journal.Draft)
 func (n *Node) Accept(ctx context.Context, agent string) ([]string, error) {
 	// Held like an append, so a freeze for a migration waits for it; the
 	// file.updated events are signed at epoch 0, as every edit by hand is.
-	_, release, err := n.holders.appendEpoch(agent)
+	_, release, err := n.holders.AppendEpoch(agent)
 	if err != nil {
 		return nil, err
 	}
@@ -465,7 +472,7 @@ func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsul
 		return body, nil, err
 	}
 	defer unlock()
-	epoch, release, err := n.holders.appendEpoch(agent)
+	epoch, release, err := n.holders.AppendEpoch(agent)
 	if err != nil {
 		return body, nil, err
 	}
@@ -549,7 +556,7 @@ func (n *Node) imported(id string, merged bool, err error) (string, bool, error)
 		return "", false, err
 	}
 	n.tendMembers(context.Background(), id)
-	if _, err := n.holders.get(id); err != nil {
+	if err := n.holders.Adopt(id); err != nil {
 		n.log.Warn("no fencing for an imported capsule", "agent", id, "err", err)
 	}
 	if err := n.gossip.join(id); err != nil {
@@ -569,7 +576,7 @@ func (n *Node) Pair(p Peer) error {
 	if err := n.peers.Add(p); err != nil {
 		return err
 	}
-	n.holders.repeer()
+	n.holders.Repeer()
 	if !n.driven() { // a driving harness connects the nodes itself
 		n.spawn(n.dialPeers)
 	}

@@ -92,7 +92,7 @@ func (n *Node) healSoon(agent string) {
 			delete(n.healing, agent)
 			n.mu.Unlock()
 		}()
-		n.holders.signed(agent)
+		n.holders.Signed(agent)
 		n.healOwnChain(n.ctx, agent)
 	})
 }
@@ -111,7 +111,7 @@ func (n *Node) healOwnChain(ctx context.Context, agent string) {
 	}); err != nil || problem == nil {
 		return
 	}
-	_, release, err := n.holders.appendEpoch(agent)
+	_, release, err := n.holders.AppendEpoch(agent)
 	if err != nil {
 		n.log.Info("this machine's chain of the agent needs healing; it is healed once the agent is writable here", "agent", agent, "problem", problem, "why", err)
 		return

@@ -140,7 +140,7 @@ func (n *Node) ReloadPeers() ([]Peer, error) {
 			n.host.Network().ClosePeer(p)
 		}
 	}
-	n.holders.repeer()
+	n.holders.Repeer()
 	n.spawn(n.dialPeers)
 	return n.peers.List(), nil
 }

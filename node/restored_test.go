@@ -79,7 +79,7 @@ func TestAHomeRestoredFromABackupStepsDownAndLosesNothingAcknowledged(t *testing
 				b = tr.startAt(t, homeB)
 				connectAll(t, restored, b)
 				eventually(t, "the restored node steps down, naming b at epoch 2", func() bool {
-					st, _ := restored.holders.state(agent)
+					st, _ := restored.holders.State(agent)
 					return st.State == "retired" && st.Holder == (fencing.Holder{Peer: b.info.PeerID, Epoch: 2}) && !restored.runs(agent)
 				})
 				var refused map[string]any

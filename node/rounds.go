@@ -85,7 +85,7 @@ func (n *Node) connected(p peer.ID) {
 	n.forgetSynced(p) // it may have restarted from another state
 	// Every agent held active here asks the peer what it knows: one that
 	// knows a newer activation makes this node step down at once.
-	n.spawn(func() { n.holders.connected(p) })
+	n.spawn(func() { n.holders.Connected(p) })
 	if leads(n.host.ID(), p) {
 		n.goSync(p)
 	} else {
@@ -251,7 +251,7 @@ func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
 	if got != id {
 		return fmt.Errorf("asked the peer for capsule %s, it sent capsule %s", id, got)
 	}
-	if _, err := n.holders.get(id); err != nil {
+	if err := n.holders.Adopt(id); err != nil {
 		n.log.Warn("no fencing for a capsule a peer shares", "agent", id, "err", err)
 	}
 	return n.gossip.join(id)

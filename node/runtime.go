@@ -22,7 +22,7 @@ func (n *Node) Ours(machine string) bool { return n.ours(machine) }
 // a migration waits for it; epoch is the epoch to append at, 0 when the
 // agent does not run here.
 func (n *Node) Hold(agent string) (epoch uint64, release func(), err error) {
-	return n.holders.appendEpoch(agent)
+	return n.holders.AppendEpoch(agent)
 }
 
 // AppendAt signs drafts as this machine at epoch (inside Hold), appends
@@ -44,3 +44,7 @@ func (n *Node) SnapshotAt(ctx context.Context, agent string, epoch uint64, ws st
 		return err
 	})
 }
+
+// runs reports whether the agent runs on this node now (its fencing says
+// so).
+func (n *Node) runs(agent string) bool { return n.holders.Runs(agent) }

@@ -1,4 +1,4 @@
-package node
+package custody
 
 import (
 	"errors"
@@ -56,7 +56,7 @@ func openRegistry(home string, held []string) (*fileRegistry, error) {
 	}
 	recs, err := fencing.DecodeRegistry(data)
 	if err != nil {
-		return nil, damagedHomeFile(g.path, err, "restore it from a backup of this home; or move it away, and the node relearns every agent's epochs from its peers before it runs any (it runs nothing until every paired peer has answered)")
+		return nil, fmt.Errorf("%s is damaged: %v; %s", g.path, err, "restore it from a backup of this home; or move it away, and the node relearns every agent's epochs from its peers before it runs any (it runs nothing until every paired peer has answered)")
 	}
 	g.recs = recs
 	return g, nil
@@ -98,7 +98,7 @@ func (g *fileRegistry) Save(agent string, rec fencing.Record) error {
 		return fmt.Errorf("save %s: %w", agent, err)
 	}
 	if err := atomicfile.WriteFile(g.path, data, 0o600); err != nil {
-		if full := diskFull(g.path, err); full != err {
+		if full := atomicfile.DiskFull(g.path, err); full != err {
 			return full
 		}
 		return fmt.Errorf("save the holder registry %s: %w", g.path, err)

@@ -1,4 +1,4 @@
-package node
+package custody
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -49,25 +50,25 @@ const DefaultTick = 100 * time.Millisecond
 // the staging area: a retry soon after writes only what changed; after
 // that, it is discarded. As long as a silent staging area lasts (a minute
 // at DefaultTick).
-var warmLinger = timing.Staging
+var warmLinger = Timing.Staging
 
-// timing is the machines' timing in ticks of DefaultTick: retry after
+// Timing is the machines' timing in ticks of DefaultTick: retry after
 // half a second, give up a silent target after 30 s (preparing a large
 // workspace is silent), drop a staging area after a minute of silence,
 // run after 3 s of waiting for peers at startup.
-var timing = fencing.Timing{Retry: 5, Abort: 300, Staging: 600, Startup: 30}
+var Timing = fencing.Timing{Retry: 5, Abort: 300, Staging: 600, Startup: 30}
 
-// ErrFrozen means the agent is migrating away from this node: appends
-// wait until the migration ends.
-var ErrFrozen = fencing.ErrFrozen
-
-// holders runs the fencing machine of every agent whose capsule the node
+// Holders runs the fencing machine of every agent whose capsule the node
 // holds (docs/MIGRATION.md): the node's side of migrations, the startup
 // check, relearning after a lost registry. Machines are pure; holders
 // does what their Ready asks, in its order, and sends their messages over
 // /tern/migrate/1.0.0.
-type holders struct {
-	n   *Node
+type Holders struct {
+	n   Node
+	rt  Runtime
+	cfg Config
+	log *slog.Logger
+	ctx context.Context
 	reg *fileRegistry
 	inc uint64 // this start's incarnation
 
@@ -123,13 +124,10 @@ type migration struct {
 	vector  []byte         // the canonical vector the journal's entry digests
 	started time.Time
 	frozen  time.Time // when appends stopped
-	phases  []Phase
+	phases  []api.Phase
 	mark    time.Time // when the current phase began
 	bytes   int64
 }
-
-// Phase is one phase of a migration (api.Phase).
-type Phase = api.Phase
 
 // enter ends the current phase and starts name, unless it is current.
 func (mg *migration) enter(name string) {
@@ -137,7 +135,7 @@ func (mg *migration) enter(name string) {
 		return
 	}
 	mg.end()
-	mg.phases = append(mg.phases, Phase{Name: name})
+	mg.phases = append(mg.phases, api.Phase{Name: name})
 	mg.mark = time.Now()
 }
 
@@ -154,62 +152,62 @@ func newIncarnation() uint64 {
 	return binary.LittleEndian.Uint64(b[:]) | 1
 }
 
-// startHolders opens the registry and starts a machine for every capsule
-// the node holds.
-func startHolders(n *Node) (*holders, error) {
-	ids, err := n.store.List()
+// Start opens the registry in cfg.Home and starts a machine for every
+// capsule the node holds.
+func Start(n Node, rt Runtime, cfg Config) (*Holders, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = DefaultTick
+	}
+	ids, err := n.Agents()
 	if err != nil {
 		return nil, err
 	}
-	reg, err := openRegistry(n.home, ids)
+	reg, err := openRegistry(cfg.Home, ids)
 	if err != nil {
 		return nil, err
 	}
-	hs := &holders{n: n, reg: reg, inc: newIncarnation(), by: map[string]*holder{}}
-	context.AfterFunc(n.ctx, func() { // wake whoever waits for appends in flight
+	hs := &Holders{n: n, rt: rt, cfg: cfg, log: cfg.Log, ctx: cfg.Context, reg: reg, inc: newIncarnation(), by: map[string]*holder{}}
+	context.AfterFunc(hs.ctx, func() { // wake whoever waits for appends in flight
 		for _, h := range hs.all() {
 			h.mu.Lock()
 			h.idle.Broadcast()
 			h.mu.Unlock()
 		}
 	})
-	if hn := n.cfg.Harness; hn != nil {
-		reg.saving = hn.Saving
-		if hn.Incarnation != 0 {
-			hs.inc = hn.Incarnation
-		}
+	reg.saving = cfg.Saving
+	if cfg.Incarnation != 0 {
+		hs.inc = cfg.Incarnation
 	}
 	for _, id := range ids {
 		if _, err := hs.adopt(id); err != nil {
-			n.log.Warn("no fencing for a held capsule", "agent", id, "err", err)
+			hs.log.Warn("no fencing for a held capsule", "agent", id, "err", err)
 		}
 	}
 	return hs, nil
 }
 
 // config is the machine config of agent on this node.
-func (hs *holders) config(h *holder) fencing.Config {
-	cfg := fencing.Config{Self: hs.n.id.Machine(), Agent: h.agent, Peers: hs.peerIDs(), Incarnation: hs.inc,
-		Timing: timing, Strict: hs.n.cfg.Strict, Have: func(f fencing.File) bool { return hs.have(h, f) }}
-	if hn := hs.n.cfg.Harness; hn != nil {
-		cfg.Flaw = hn.Flaw
-	}
-	return cfg
+func (hs *Holders) config(h *holder) fencing.Config {
+	return fencing.Config{Self: hs.self(), Agent: h.agent, Peers: hs.peerIDs(), Incarnation: hs.inc,
+		Timing: Timing, Strict: hs.cfg.Strict, Have: func(f fencing.File) bool { return hs.have(h, f) }, Flaw: hs.cfg.Flaw}
 }
 
 // peerIDs is the paired peers' ids.
-func (hs *holders) peerIDs() []string {
+func (hs *Holders) peerIDs() []string {
 	var peers []string
-	for _, p := range hs.n.peers.List() {
+	for _, p := range hs.n.PairedPeers() {
 		peers = append(peers, p.ID)
 	}
 	return peers
 }
 
-// peerNames lists peers by name where they have one ("desktop (12D3…)").
-func (hs *holders) peerNames(ids []string) string {
+// PeerNames lists peers by name where they have one ("desktop (12D3…)").
+func (hs *Holders) PeerNames(ids []string) string {
 	names := map[string]string{}
-	for _, p := range hs.n.peers.List() {
+	for _, p := range hs.n.PairedPeers() {
 		names[p.ID] = p.Name
 	}
 	out := make([]string, len(ids))
@@ -222,10 +220,10 @@ func (hs *holders) peerNames(ids []string) string {
 	return strings.Join(out, ", ")
 }
 
-// repeer gives every idle machine the paired peers as they are now (a
+// Repeer gives every idle machine the paired peers as they are now (a
 // pairing changed). A busy machine keeps its peers until its work ends;
 // migrate tries again before it starts.
-func (hs *holders) repeer() {
+func (hs *Holders) Repeer() {
 	peers := hs.peerIDs()
 	hs.mu.Lock()
 	all := make([]*holder, 0, len(hs.by))
@@ -237,7 +235,7 @@ func (hs *holders) repeer() {
 		h.mu.Lock()
 		if h.failed == nil {
 			if err := h.m.SetPeers(peers); err != nil && !errors.Is(err, fencing.ErrBusy) {
-				hs.n.log.Warn("fencing: new peers refused", "agent", h.agent, "err", err)
+				hs.log.Warn("fencing: new peers refused", "agent", h.agent, "err", err)
 			}
 		}
 		h.mu.Unlock()
@@ -250,7 +248,7 @@ func (hs *holders) repeer() {
 // its holder at epoch 1, and the manifest says so; any other is a copy,
 // held by the holder its manifest names. A registry lost while the node
 // held the capsule makes the machine relearn from the peers.
-func (hs *holders) adopt(agent string) (*holder, error) {
+func (hs *Holders) adopt(agent string) (*holder, error) {
 	hs.mu.Lock()
 	h, ok := hs.by[agent]
 	if ok {
@@ -259,7 +257,7 @@ func (hs *holders) adopt(agent string) (*holder, error) {
 	}
 	// Locked before anyone can find it: no one uses its machine before
 	// it is started.
-	h = &holder{agent: agent, m: new(fencing.Machine), tick: hs.n.tickEvery(), strict: hs.n.cfg.Strict}
+	h = &holder{agent: agent, m: new(fencing.Machine), tick: hs.cfg.Tick, strict: hs.cfg.Strict}
 	h.idle.L = &h.mu
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -278,12 +276,12 @@ const bootRetry = 10
 
 // boot starts h's machine from its record in the registry, or from its
 // first record, and applies what it asks. h.mu held.
-func (hs *holders) boot(h *holder) error {
+func (hs *Holders) boot(h *holder) error {
 	agent := h.agent
 	rec, found, err := hs.reg.Load(agent)
 	switch {
 	case errors.Is(err, fencing.ErrRegistryLost):
-		hs.n.log.Warn("the holder registry was lost: relearning the agent's epochs from every peer; it runs nothing meanwhile", "agent", agent)
+		hs.log.Warn("the holder registry was lost: relearning the agent's epochs from every peer; it runs nothing meanwhile", "agent", agent)
 		err = h.m.RestartLost(hs.config(h))
 	case err != nil:
 	case found:
@@ -304,7 +302,7 @@ func (hs *holders) boot(h *holder) error {
 	if h.m.State() != fencing.Staging && !unpromoted {
 		// What an earlier run warmed or staged for a migration that
 		// never came to be.
-		os.RemoveAll(filepath.Join(hs.n.home, StagingDir, agent))
+		os.RemoveAll(filepath.Join(hs.cfg.Home, StagingDir, agent))
 	}
 	hs.apply(h)
 	return nil
@@ -313,59 +311,59 @@ func (hs *holders) boot(h *holder) error {
 // unpromoted reports whether the registry says this node activated the
 // agent at an epoch its capsule's manifest does not name yet: the node
 // stopped between the activation and the end of its promotion. h.mu held.
-func (hs *holders) unpromoted(h *holder) bool {
+func (hs *Holders) unpromoted(h *holder) bool {
 	rec := h.m.Record()
 	if rec.State != fencing.Active || h.m.Lost() {
 		return false
 	}
 	var mh capsule.Holder
-	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error { mh = d.Manifest().Holder; return nil }); err != nil {
+	if err := hs.n.With(h.agent, func(d *capsule.Dir) error { mh = d.Manifest().Holder; return nil }); err != nil {
 		return false
 	}
-	return mh.Peer != hs.n.id.Machine() || mh.Epoch < rec.Epoch
+	return mh.Peer != hs.self() || mh.Epoch < rec.Epoch
 }
 
 // first makes the record of an agent this node has no record of. h.mu held.
-func (hs *holders) first(h *holder) error {
+func (hs *Holders) first(h *holder) error {
 	var mh capsule.Holder
-	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error { mh = d.Manifest().Holder; return nil }); err != nil {
+	if err := hs.n.With(h.agent, func(d *capsule.Dir) error { mh = d.Manifest().Holder; return nil }); err != nil {
 		return err
 	}
-	self := hs.n.id.Machine()
+	self := hs.self()
 	rec := fencing.Joined(fencing.Holder{Peer: mh.Peer, Epoch: mh.Epoch})
-	if mh.Peer == self && mh.Epoch <= 1 && !hs.n.foreign(h.agent) {
+	if mh.Peer == self && mh.Epoch <= 1 && !hs.n.Foreign(h.agent) {
 		rec = fencing.Created(self) // a foreign copy is a copy, whatever its manifest says
 	}
 	if err := hs.reg.Save(h.agent, rec); err != nil {
 		return err
 	}
 	if rec.State == fencing.Active && mh.Epoch == 0 {
-		if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+		if err := hs.n.With(h.agent, func(d *capsule.Dir) error {
 			return d.SetHolder(capsule.Holder{Peer: self, Epoch: 1})
 		}); err != nil {
 			return err
 		}
-		hs.n.log.Info("this node holds the agent at epoch 1", "agent", h.agent)
+		hs.log.Info("this node holds the agent at epoch 1", "agent", h.agent)
 	}
 	return h.m.Restart(hs.config(h), rec)
 }
 
 // get returns the holder of an agent the node holds.
-func (hs *holders) get(agent string) (*holder, error) {
+func (hs *Holders) get(agent string) (*holder, error) {
 	hs.mu.Lock()
 	h, ok := hs.by[agent]
 	hs.mu.Unlock()
 	if ok {
 		return h, nil
 	}
-	if !hs.n.store.Holds(agent) {
-		return nil, fmt.Errorf("agent %s: %w", agent, ErrUnknownAgent)
+	if !hs.n.Holds(agent) {
+		return nil, fmt.Errorf("agent %s: %w", agent, api.ErrUnknownAgent)
 	}
 	return hs.adopt(agent)
 }
 
 // step hands msg to the agent's machine and carries out what it asks.
-func (hs *holders) step(h *holder, msg fencing.Message) error {
+func (hs *Holders) step(h *holder, msg fencing.Message) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.failed != nil {
@@ -379,7 +377,7 @@ func (hs *holders) step(h *holder, msg fencing.Message) error {
 		}
 	}
 	err := h.m.Step(msg)
-	if from, derr := peer.Decode(msg.From); errors.Is(err, fencing.ErrUnknownPeer) && derr == nil && hs.n.peers.Allowed(from) {
+	if from, derr := peer.Decode(msg.From); errors.Is(err, fencing.ErrUnknownPeer) && derr == nil && hs.n.Paired(from) {
 		// Paired since the machine took its peers: it takes them now, if
 		// it is idle (a busy machine keeps them until its work ends).
 		if serr := h.m.SetPeers(hs.peerIDs()); serr == nil {
@@ -393,11 +391,11 @@ func (hs *holders) step(h *holder, msg fencing.Message) error {
 	return nil
 }
 
-// connected tells every machine that p is reachable again: those that
+// Connected tells every machine that p is reachable again: those that
 // hold their agent active ask it what it knows, and step down if it knows
 // a newer activation (fencing.Machine.Connected).
-func (hs *holders) connected(p peer.ID) {
-	if !hs.n.peers.Allowed(p) {
+func (hs *Holders) Connected(p peer.ID) {
+	if !hs.n.Paired(p) {
 		return
 	}
 	for _, h := range hs.all() {
@@ -411,7 +409,7 @@ func (hs *holders) connected(p peer.ID) {
 }
 
 // all returns every holder, in the order of their agents.
-func (hs *holders) all() []*holder {
+func (hs *Holders) all() []*holder {
 	hs.mu.Lock()
 	all := make([]*holder, 0, len(hs.by))
 	for _, h := range hs.by {
@@ -422,20 +420,20 @@ func (hs *holders) all() []*holder {
 	return all
 }
 
-// tick advances every machine with a timer armed by one tick, in the
+// Tick advances every machine with a timer armed by one tick, in the
 // order of their agents.
-func (hs *holders) tick() {
+func (hs *Holders) Tick() {
 	for _, h := range hs.all() {
 		h.mu.Lock()
 		if h.failed != nil {
 			if h.bootIn--; h.bootIn <= 0 {
 				if err := hs.boot(h); err != nil {
 					if err.Error() != h.failed.Error() {
-						hs.n.log.Error("fencing cannot start for an agent; retrying", "agent", h.agent, "err", err)
+						hs.log.Error("fencing cannot start for an agent; retrying", "agent", h.agent, "err", err)
 					}
 					h.failed, h.bootIn = err, bootRetry
 				} else {
-					hs.n.log.Info("fencing started for an agent after all", "agent", h.agent)
+					hs.log.Info("fencing started for an agent after all", "agent", h.agent)
 					h.failed = nil
 				}
 			}
@@ -447,23 +445,23 @@ func (hs *holders) tick() {
 			if h.warmAge++; h.warmAge > warmLinger {
 				h.warmAge = 0
 				h.wsStale = true
-				hs.n.spawn(func() { hs.freshWorkspace(h) })
+				hs.cfg.Spawn(func() { hs.freshWorkspace(h) })
 			}
 		}
 		h.mu.Unlock()
 	}
 }
 
-// run ticks the machines until the node closes.
-func (hs *holders) run(every time.Duration) {
+// Run ticks the machines until the node closes.
+func (hs *Holders) Run(every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
-		case <-hs.n.ctx.Done():
+		case <-hs.ctx.Done():
 			return
 		case <-t.C:
-			hs.tick()
+			hs.Tick()
 		}
 	}
 }
@@ -473,19 +471,19 @@ func (hs *holders) run(every time.Duration) {
 // durable. Messages go out in the background. A record that cannot be
 // written leaves the Ready pending (stuck): the next tick applies it again,
 // and the node carries on once the disk takes it. h.mu held.
-func (hs *holders) apply(h *holder) {
+func (hs *Holders) apply(h *holder) {
 	for h.m.HasReady() {
 		rd := h.m.Ready()
-		if rd.Stop && !hs.n.harnessed() {
-			hs.n.spawn(func() { hs.stopWhenIdle(h) }) // its turns continue where it runs next
+		if rd.Stop && !hs.cfg.Off {
+			hs.cfg.Spawn(func() { hs.stopWhenIdle(h) }) // its turns continue where it runs next
 		}
-		staging := filepath.Join(hs.n.home, StagingDir, h.agent)
+		staging := filepath.Join(hs.cfg.Home, StagingDir, h.agent)
 		if rd.ClearStaging {
 			// The blobs go now; the workspace, which prepare may be
 			// writing, goes under its own lock.
 			os.RemoveAll(filepath.Join(staging, "blobs"))
 			h.wsStale = true
-			hs.n.spawn(func() { hs.freshWorkspace(h) })
+			hs.cfg.Spawn(func() { hs.freshWorkspace(h) })
 		}
 		for _, c := range rd.Stage {
 			hs.stage(staging, c)
@@ -495,13 +493,13 @@ func (hs *holders) apply(h *holder) {
 				// Nothing that depends on the record may happen; the
 				// Ready stays pending, and the next tick applies it again.
 				if h.stuck == nil || h.stuck.Error() != err.Error() {
-					hs.n.log.Error("fencing waits: the holder registry could not be written; nothing runs or is appended for the agent until it can", "agent", h.agent, "err", err)
+					hs.log.Error("fencing waits: the holder registry could not be written; nothing runs or is appended for the agent until it can", "agent", h.agent, "err", err)
 				}
 				h.stuck = err
 				return
 			}
 			if h.stuck != nil {
-				hs.n.log.Info("fencing goes on: the holder registry was written", "agent", h.agent)
+				hs.log.Info("fencing goes on: the holder registry was written", "agent", h.agent)
 				h.stuck = nil
 			}
 		}
@@ -509,7 +507,7 @@ func (hs *holders) apply(h *holder) {
 		if rd.Promote {
 			promoted = hs.promote(h, staging, h.m.Record())
 			if promoted != nil && (h.promoteErr == nil || h.promoteErr.Error() != promoted.Error()) {
-				hs.n.log.Error("the activation here is not complete: the agent runs once it is; retrying", "agent", h.agent, "err", promoted)
+				hs.log.Error("the activation here is not complete: the agent runs once it is; retrying", "agent", h.agent, "err", promoted)
 			}
 			h.promoteErr = promoted
 		}
@@ -517,12 +515,12 @@ func (hs *holders) apply(h *holder) {
 			hs.send(hs.outgoing(h, msg))
 		}
 		if rd.Run {
-			if !hs.n.harnessed() {
-				hs.n.spawn(func() { hs.resumeIfRuns(h) }) // the turns it left running continue here
+			if !hs.cfg.Off {
+				hs.cfg.Spawn(func() { hs.resumeIfRuns(h) }) // the turns it left running continue here
 			}
-			if hn := hs.n.cfg.Harness; hn != nil && hn.Runs != nil {
+			if hs.cfg.Runs != nil {
 				saved, _, _ := hs.reg.Load(h.agent)
-				hn.Runs(h.agent, saved)
+				hs.cfg.Runs(h.agent, saved)
 			}
 		}
 		for _, ev := range rd.Events {
@@ -534,7 +532,7 @@ func (hs *holders) apply(h *holder) {
 			h.m.PromoteDone(promoted)
 		}
 		if prepare != 0 {
-			hs.n.spawn(func() { hs.prepare(h, prepare) })
+			hs.cfg.Spawn(func() { hs.prepare(h, prepare) })
 		}
 	}
 }
@@ -542,29 +540,29 @@ func (hs *holders) apply(h *holder) {
 // stopWhenIdle stops the agent's turns on this node once the appends and
 // tool calls in flight have ended (a freeze never splits a tool call from
 // its outcome), unless it runs here again by then.
-func (hs *holders) stopWhenIdle(h *holder) {
+func (hs *Holders) stopWhenIdle(h *holder) {
 	h.runtime.Lock()
 	defer h.runtime.Unlock()
 	h.mu.Lock()
-	for h.inflight > 0 && !h.runs() && hs.n.ctx.Err() == nil {
+	for h.inflight > 0 && !h.runs() && hs.ctx.Err() == nil {
 		h.idle.Wait()
 	}
 	stop := !h.runs()
 	h.mu.Unlock()
 	if stop {
-		hs.n.rt.StopAgent(h.agent)
+		hs.rt.StopAgent(h.agent)
 	}
 }
 
 // resumeIfRuns resumes the agent's running turns if it runs here.
-func (hs *holders) resumeIfRuns(h *holder) {
+func (hs *Holders) resumeIfRuns(h *holder) {
 	h.runtime.Lock()
 	defer h.runtime.Unlock()
 	h.mu.Lock()
 	runs := h.runs()
 	h.mu.Unlock()
 	if runs {
-		hs.n.rt.Resume(h.agent)
+		hs.rt.Resume(h.agent)
 	}
 }
 
@@ -589,33 +587,33 @@ func (h *holder) runs() bool { return h.m.Running() && h.stuck == nil && !h.m.Ha
 // stage writes a transferred file into the staging area: a blob's bytes,
 // to be adopted at promotion. (The journal's entry is a digest: its events
 // came through sync, and prepare checks they are all here.)
-func (hs *holders) stage(staging string, c fencing.Chunk) {
+func (hs *Holders) stage(staging string, c fencing.Chunk) {
 	if c.File.Name == capsule.JournalFile {
 		return
 	}
 	dir := filepath.Join(staging, "blobs")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		hs.n.log.Warn("staging", "err", err)
+		hs.log.Warn("staging", "err", err)
 		return
 	}
 	if err := atomicfile.WriteFile(filepath.Join(dir, hex.EncodeToString(c.File.Sum[:])), c.Data, 0o600); err != nil {
-		hs.n.log.Warn("staging", "err", err)
+		hs.log.Warn("staging", "err", err)
 	}
 }
 
 // promote makes a prepared migration this node's: staged blobs join the
 // capsule, the prepared workspace becomes the agent's, and the manifest
 // names this node as the holder.
-func (hs *holders) promote(h *holder, staging string, rec fencing.Record) error {
+func (hs *Holders) promote(h *holder, staging string, rec fencing.Record) error {
 	blobs, _ := os.ReadDir(filepath.Join(staging, "blobs"))
 	for _, b := range blobs {
-		if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+		if err := hs.n.With(h.agent, func(d *capsule.Dir) error {
 			return d.AdoptBlob(b.Name(), filepath.Join(staging, "blobs", b.Name()))
 		}); err != nil {
 			return err
 		}
 	}
-	ws := filepath.Join(hs.n.home, WorkspacesDir, h.agent)
+	ws := filepath.Join(hs.cfg.Home, WorkspacesDir, h.agent)
 	if _, err := os.Stat(filepath.Join(staging, "workspace")); err == nil {
 		os.MkdirAll(filepath.Dir(ws), 0o700)
 		if _, err := os.Stat(ws); err == nil {
@@ -623,7 +621,7 @@ func (hs *holders) promote(h *holder, staging string, rec fencing.Record) error 
 			// takes time the frozen window need not spend.
 			old := ws + ".old-" + fmt.Sprint(time.Now().UnixNano())
 			if os.Rename(ws, old) == nil {
-				hs.n.spawn(func() { os.RemoveAll(old) })
+				hs.cfg.Spawn(func() { os.RemoveAll(old) })
 			}
 		}
 		if err := os.Rename(filepath.Join(staging, "workspace"), ws); err != nil {
@@ -638,8 +636,8 @@ func (hs *holders) promote(h *holder, staging string, rec fencing.Record) error 
 	if err := hs.markActivation(h, rec); err != nil {
 		return err
 	}
-	self := hs.n.id.Machine()
-	return hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+	self := hs.self()
+	return hs.n.With(h.agent, func(d *capsule.Dir) error {
 		return d.SetHolder(capsule.Holder{Peer: self, Epoch: rec.Epoch})
 	})
 }
@@ -650,7 +648,7 @@ func (hs *holders) promote(h *holder, staging string, rec fencing.Record) error 
 // migration aborts before the point of no return rather than moving an
 // agent that cannot run here. A node without a secret store (tests, the
 // simulator) checks nothing: the names were checked when the spec was.
-func (hs *holders) secretsResolve(env capsule.EnvSpec, agent capsule.Agent) error {
+func (hs *Holders) secretsResolve(env capsule.EnvSpec, agent capsule.Agent) error {
 	// Each stdio MCP server's command must run here: the agent would
 	// otherwise lose its tools on arrival.
 	for _, name := range slices.Sorted(maps.Keys(agent.MCPServers)) {
@@ -660,7 +658,7 @@ func (hs *holders) secretsResolve(env capsule.EnvSpec, agent capsule.Agent) erro
 			}
 		}
 	}
-	store := hs.n.cfg.Secrets
+	store := hs.cfg.Secrets
 	if store == nil {
 		return nil
 	}
@@ -685,10 +683,10 @@ func (hs *holders) secretsResolve(env capsule.EnvSpec, agent capsule.Agent) erro
 // reader sets aside what the old holder writes under that epoch from now
 // on, and carries the old holder's signed handover, which proves this
 // node's custody of the epoch (journal.Custody). h.mu held.
-func (hs *holders) markActivation(h *holder, rec fencing.Record) error {
-	self := hs.n.id.Machine()
+func (hs *Holders) markActivation(h *holder, rec fencing.Record) error {
+	self := hs.self()
 	written := false
-	if err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+	if err := hs.n.With(h.agent, func(d *capsule.Dir) error {
 		evs, err := d.Events()
 		written = slices.ContainsFunc(evs, func(e *journal.Event) bool {
 			return e.Type == journal.ActivatedType && e.Machine == self && e.Epoch == rec.Epoch
@@ -704,11 +702,11 @@ func (hs *holders) markActivation(h *holder, rec fencing.Record) error {
 	if err != nil {
 		// Lost with the home (restored from a backup between activate
 		// and here): without it no reader would take the event.
-		hs.n.log.Warn("fencing: the old holder's handover is not here; the activation is not recorded in the journal, and the old holder's stale writes are not set aside", "agent", h.agent, "epoch", rec.Epoch, "err", err)
+		hs.log.Warn("fencing: the old holder's handover is not here; the activation is not recorded in the journal, and the old holder's stale writes are not set aside", "agent", h.agent, "epoch", rec.Epoch, "err", err)
 		return nil
 	}
 	source, from := ho.From.Peer, ho.From.Epoch
-	v, err := hs.n.store.Vector(h.agent)
+	v, err := hs.n.Vector(h.agent)
 	if err != nil {
 		return err
 	}
@@ -720,11 +718,9 @@ func (hs *holders) markActivation(h *holder, rec fencing.Record) error {
 	if err != nil {
 		return err
 	}
-	evs, err := hs.n.store.AppendReserved(context.Background(), h.agent, hs.n.id, rec.Epoch, []journal.Draft{{Type: journal.ActivatedType, Body: body}})
-	if err != nil {
+	if _, err := hs.n.AppendAt(context.Background(), h.agent, rec.Epoch, []journal.Draft{{Type: journal.ActivatedType, Body: body}}); err != nil {
 		return err
 	}
-	hs.n.gossip.publish(hs.n.ctx, h.agent, evs)
 	os.Remove(hs.handoverPath(h.agent))
 	return nil
 }
@@ -732,9 +728,9 @@ func (hs *holders) markActivation(h *holder, rec fencing.Record) error {
 // targetIsMember makes a paired target a member of the agent if it is not
 // one yet (Node.tendMembers), and refuses a target that cannot be one: a
 // machine that is not a member could not write the agent's history there.
-func (hs *holders) targetIsMember(ctx context.Context, agent string, target peer.ID) error {
-	hs.n.tendMembers(ctx, agent, target)
-	m, err := hs.n.store.Members(agent)
+func (hs *Holders) targetIsMember(ctx context.Context, agent string, target peer.ID) error {
+	hs.n.TendMembers(ctx, agent, target)
+	m, err := hs.n.Members(agent)
 	if err != nil {
 		return err
 	}
@@ -743,10 +739,10 @@ func (hs *holders) targetIsMember(ctx context.Context, agent string, target peer
 	}
 	for _, x := range m.List() {
 		if x.Peer == target.String() && x.Removed {
-			return fmt.Errorf("migrate %s: %s was removed from the agent's members, and a removed machine never holds it again: %w", agent, hs.peerNames([]string{target.String()}), journal.ErrNotMember)
+			return fmt.Errorf("migrate %s: %s was removed from the agent's members, and a removed machine never holds it again: %w", agent, hs.PeerNames([]string{target.String()}), journal.ErrNotMember)
 		}
 	}
-	return fmt.Errorf("migrate %s: %s is not a member of the agent, and this node could not make it one (is the agent shared with it? tern member add %s %s): %w", agent, hs.peerNames([]string{target.String()}), agent, target, journal.ErrNotMember)
+	return fmt.Errorf("migrate %s: %s is not a member of the agent, and this node could not make it one (is the agent shared with it? tern member add %s %s): %w", agent, hs.PeerNames([]string{target.String()}), agent, target, journal.ErrNotMember)
 }
 
 // HandoversDir holds, inside $TERN_HOME, the old holder's signed handover
@@ -754,17 +750,17 @@ func (hs *holders) targetIsMember(ctx context.Context, agent string, target peer
 // event carries it.
 const HandoversDir = "handovers"
 
-func (hs *holders) handoverPath(agent string) string {
-	return filepath.Join(hs.n.home, HandoversDir, agent+".json")
+func (hs *Holders) handoverPath(agent string) string {
+	return filepath.Join(hs.cfg.Home, HandoversDir, agent+".json")
 }
 
 // handover signs, as this node holding the agent, the handover an
 // activate carries: from the epoch it holds to the target at the epoch
 // proposed. h.mu held.
-func (hs *holders) handover(h *holder, msg fencing.Message) []byte {
-	ho, err := journal.SignHandover(hs.n.id, h.agent, h.m.Record().Epoch, msg.To, msg.Epoch)
+func (hs *Holders) handover(h *holder, msg fencing.Message) []byte {
+	ho, err := journal.SignHandover(hs.cfg.Signer, h.agent, h.m.Record().Epoch, msg.To, msg.Epoch)
 	if err != nil {
-		hs.n.log.Error("fencing: could not sign the handover", "agent", h.agent, "err", err)
+		hs.log.Error("fencing: could not sign the handover", "agent", h.agent, "err", err)
 		return nil
 	}
 	data, _ := json.Marshal(ho)
@@ -775,12 +771,12 @@ func (hs *holders) handover(h *holder, msg fencing.Message) []byte {
 // sender for this machine at the epoch activated) and keeps it on disk.
 // An activate without a valid one is refused: the journal would refuse
 // the activation it leads to.
-func (hs *holders) keepHandover(agent string, msg fencing.Message) error {
+func (hs *Holders) keepHandover(agent string, msg fencing.Message) error {
 	var ho journal.Handover
 	if err := json.Unmarshal(msg.Handover, &ho); err != nil {
 		return fmt.Errorf("activate %s at epoch %d from %s: no handover: %w", agent, msg.Epoch, msg.From, journal.ErrNoCustody)
 	}
-	if ho.From.Peer != msg.From || ho.To.Peer != hs.n.id.Machine() || ho.To.Epoch != msg.Epoch {
+	if ho.From.Peer != msg.From || ho.To.Peer != hs.self() || ho.To.Epoch != msg.Epoch {
 		return fmt.Errorf("activate %s at epoch %d from %s: the handover is from %s to %s at %d: %w", agent, msg.Epoch, msg.From, ho.From.Peer, ho.To.Peer, ho.To.Epoch, journal.ErrNoCustody)
 	}
 	if err := ho.Check(agent); err != nil {
@@ -794,7 +790,7 @@ func (hs *holders) keepHandover(agent string, msg fencing.Message) error {
 }
 
 // keptHandover reads the handover kept for agent's activation at epoch.
-func (hs *holders) keptHandover(agent string, epoch uint64) (journal.Handover, error) {
+func (hs *Holders) keptHandover(agent string, epoch uint64) (journal.Handover, error) {
 	var ho journal.Handover
 	data, err := os.ReadFile(hs.handoverPath(agent))
 	if err != nil {
@@ -811,31 +807,31 @@ func (hs *holders) keptHandover(agent string, epoch uint64) (journal.Handover, e
 
 // send sends a machine's message to its peer in the background; a lost
 // message is the machine's to retry.
-func (hs *holders) send(msg fencing.Message) {
+func (hs *Holders) send(msg fencing.Message) {
 	to, err := peer.Decode(msg.To)
 	if err != nil {
 		return
 	}
-	if lose := hs.n.cfg.loseMigrate; lose != nil && lose(msg) {
+	if lose := hs.cfg.LoseMigrate; lose != nil && lose(msg) {
 		return
 	}
 	delays := []time.Duration{0}
-	if hn := hs.n.cfg.Harness; hn != nil && hn.MigrateFate != nil {
-		delays = hn.MigrateFate(msg)
+	if hs.cfg.MigrateFate != nil {
+		delays = hs.cfg.MigrateFate(msg)
 	}
 	for _, delay := range delays {
-		hs.n.spawn(func() {
+		hs.cfg.Spawn(func() {
 			if delay > 0 {
 				select {
 				case <-time.After(delay):
-				case <-hs.n.ctx.Done():
+				case <-hs.ctx.Done():
 					return
 				}
 			}
-			ctx, cancel := context.WithTimeout(hs.n.ctx, 10*time.Second)
+			ctx, cancel := context.WithTimeout(hs.ctx, 10*time.Second)
 			defer cancel()
-			if err := protocol.SendMigrate(ctx, hs.n.host, to, msg); err != nil {
-				hs.n.log.Debug("migrate message not delivered", "to", msg.To, "type", msg.Type, "err", err)
+			if err := protocol.SendMigrate(ctx, hs.cfg.Host, to, msg); err != nil {
+				hs.log.Debug("migrate message not delivered", "to", msg.To, "type", msg.Type, "err", err)
 			}
 		})
 	}
@@ -844,7 +840,7 @@ func (hs *holders) send(msg fencing.Message) {
 // outgoing fills a transfer's bytes, which the machine leaves to its
 // caller, and follows the phases of a migration this node started.
 // h.mu held.
-func (hs *holders) outgoing(h *holder, msg fencing.Message) fencing.Message {
+func (hs *Holders) outgoing(h *holder, msg fencing.Message) fencing.Message {
 	if msg.Type == fencing.MsgActivate {
 		msg.Handover = hs.handover(h, msg)
 	}
@@ -869,7 +865,7 @@ func (hs *holders) outgoing(h *holder, msg fencing.Message) fencing.Message {
 // blob its bytes, if it fits a frame (a larger one was to come by a blob
 // fetch; without it the target refuses the epoch and the migration
 // aborts).
-func (hs *holders) fileBytes(agent string, mg *migration, i int) []byte {
+func (hs *Holders) fileBytes(agent string, mg *migration, i int) []byte {
 	if i < 0 || i >= len(mg.files) {
 		return nil
 	}
@@ -881,7 +877,7 @@ func (hs *holders) fileBytes(agent string, mg *migration, i int) []byte {
 		return nil
 	}
 	var data []byte
-	hs.n.store.With(agent, func(d *capsule.Dir) error {
+	hs.n.With(agent, func(d *capsule.Dir) error {
 		data, _ = os.ReadFile(filepath.Join(d.Path, filepath.FromSlash(f.Name)))
 		return nil
 	})
@@ -889,17 +885,17 @@ func (hs *holders) fileBytes(agent string, mg *migration, i int) []byte {
 }
 
 // event logs what happened and ends a migration this node started.
-func (hs *holders) event(h *holder, ev fencing.Event) {
-	log := hs.n.log.Info
+func (hs *Holders) event(h *holder, ev fencing.Event) {
+	log := hs.log.Info
 	if ev.Err != nil {
-		log = hs.n.log.Warn
+		log = hs.log.Warn
 	}
 	log("fencing: "+ev.Kind.String(), "agent", h.agent, "epoch", ev.Epoch, "peer", ev.Peer, "err", ev.Err)
-	if hn := hs.n.cfg.Harness; hn != nil && hn.Event != nil {
-		hn.Event(h.agent, ev)
+	if hs.cfg.Event != nil {
+		hs.cfg.Event(h.agent, ev)
 	}
 	if ev.Kind == fencing.EvOverride || ev.Kind == fencing.EvOverrideRefused {
-		hs.n.log.Warn("fencing: an operator's override", "agent", h.agent, "outcome", ev.Kind.String(), "epoch", ev.Epoch, "what", ev.Err)
+		hs.log.Warn("fencing: an operator's override", "agent", h.agent, "outcome", ev.Kind.String(), "epoch", ev.Epoch, "what", ev.Err)
 		if h.resolve != nil {
 			msg := ev.Kind.String()
 			if ev.Err != nil {
@@ -930,20 +926,20 @@ func (hs *holders) event(h *holder, ev fencing.Event) {
 // have reports whether this node holds f of a proposal (fencing
 // Config.Have): the journal's entry is the digest of the source's vector,
 // which ours must equal; a blob must be held.
-func (hs *holders) have(h *holder, f fencing.File) bool {
+func (hs *Holders) have(h *holder, f fencing.File) bool {
 	if f.Name == capsule.JournalFile {
 		h.journal = f.Sum // h.mu is held: Have runs inside Step
 		d, err := hs.journalDigest(h.agent)
 		return err == nil && d == f.Sum
 	}
 	hexSum := hex.EncodeToString(f.Sum[:])
-	return f.Name == capsule.BlobPath(hexSum) && hs.n.store.HoldsBlob(h.agent, "", hexSum)
+	return f.Name == capsule.BlobPath(hexSum) && hs.n.HoldsBlob(h.agent, hexSum)
 }
 
 // journalDigest is the sha256 of the canonical JSON of the agent's
 // version vector: equal on two nodes exactly when they hold the same
 // events.
-func (hs *holders) journalDigest(agent string) ([32]byte, error) {
+func (hs *Holders) journalDigest(agent string) ([32]byte, error) {
 	b, err := hs.vectorBytes(agent)
 	if err != nil {
 		return [32]byte{}, err
@@ -951,8 +947,8 @@ func (hs *holders) journalDigest(agent string) ([32]byte, error) {
 	return sha256.Sum256(b), nil
 }
 
-func (hs *holders) vectorBytes(agent string) ([]byte, error) {
-	v, err := hs.n.store.Vector(agent)
+func (hs *Holders) vectorBytes(agent string) ([]byte, error) {
+	v, err := hs.n.Vector(agent)
 	if err != nil {
 		return nil, err
 	}
@@ -965,13 +961,13 @@ func (hs *holders) vectorBytes(agent string) ([]byte, error) {
 
 // files is what a proposal of agent moves: the journal, as the digest of
 // its vector (returned too), and every blob the capsule holds.
-func (hs *holders) files(agent string) ([]fencing.File, []byte, error) {
+func (hs *Holders) files(agent string) ([]fencing.File, []byte, error) {
 	vb, err := hs.vectorBytes(agent)
 	if err != nil {
 		return nil, nil, err
 	}
 	files := []fencing.File{{Name: capsule.JournalFile, Sum: sha256.Sum256(vb), Size: int64(len(vb))}}
-	err = hs.n.store.With(agent, func(d *capsule.Dir) error {
+	err = hs.n.With(agent, func(d *capsule.Dir) error {
 		for _, hexSum := range d.HeldBlobs() {
 			var f fencing.File
 			b, _ := hex.DecodeString(hexSum)
@@ -990,18 +986,18 @@ func (hs *holders) files(agent string) ([]fencing.File, []byte, error) {
 // every blob hash-checked, the environment spec parses (every secret is a
 // declared name; no keyring resolves values yet), and the journal renders
 // for the agent's provider. It reports to the machine.
-func (hs *holders) prepare(h *holder, epoch uint64) {
+func (hs *Holders) prepare(h *holder, epoch uint64) {
 	err := hs.prepareFiles(h)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err != nil {
-		hs.n.log.Warn("could not prepare an agent migrating here", "agent", h.agent, "epoch", epoch, "err", err)
+		hs.log.Warn("could not prepare an agent migrating here", "agent", h.agent, "epoch", epoch, "err", err)
 	}
 	h.m.PrepareDone(epoch, err)
 	hs.apply(h)
 }
 
-func (hs *holders) prepareFiles(h *holder) error {
+func (hs *Holders) prepareFiles(h *holder) error {
 	h.mu.Lock()
 	want := h.journal
 	h.mu.Unlock()
@@ -1013,7 +1009,7 @@ func (hs *holders) prepareFiles(h *holder) error {
 	if err := hs.warm(h); err != nil {
 		return err
 	}
-	return hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+	return hs.n.With(h.agent, func(d *capsule.Dir) error {
 		env, err := d.Environment()
 		if err != nil {
 			return err
@@ -1044,7 +1040,7 @@ func (hs *holders) prepareFiles(h *holder) error {
 // snapshot, writing only what changed since it was last brought up to date
 // (everything, the first time): the warm pull calls it while the agent
 // still runs on the source, and prepare again inside the frozen window.
-func (hs *holders) warm(h *holder) error {
+func (hs *Holders) warm(h *holder) error {
 	h.ws.Lock()
 	defer h.ws.Unlock()
 	hs.discardStale(h)
@@ -1052,7 +1048,7 @@ func (hs *holders) warm(h *holder) error {
 	have := h.staged
 	h.staged = nil // until the update succeeds
 	h.mu.Unlock()
-	staging := filepath.Join(hs.n.home, StagingDir, h.agent)
+	staging := filepath.Join(hs.cfg.Home, StagingDir, h.agent)
 	ws := filepath.Join(staging, "workspace")
 	if have == nil {
 		os.RemoveAll(ws)
@@ -1061,7 +1057,7 @@ func (hs *holders) warm(h *holder) error {
 		}
 	}
 	var snap *capsule.Snapshot
-	err := hs.n.store.With(h.agent, func(d *capsule.Dir) error {
+	err := hs.n.With(h.agent, func(d *capsule.Dir) error {
 		var err error
 		snap, err = d.UpdateWorkspace(ws, have)
 		return err
@@ -1077,7 +1073,7 @@ func (hs *holders) warm(h *holder) error {
 
 // freshWorkspace discards the staging area's workspace if the machine
 // emptied the staging area.
-func (hs *holders) freshWorkspace(h *holder) {
+func (hs *Holders) freshWorkspace(h *holder) {
 	h.ws.Lock()
 	defer h.ws.Unlock()
 	hs.discardStale(h)
@@ -1085,7 +1081,7 @@ func (hs *holders) freshWorkspace(h *holder) {
 
 // discardStale removes the workspace of a staging area the machine
 // emptied. h.ws held.
-func (hs *holders) discardStale(h *holder) {
+func (hs *Holders) discardStale(h *holder) {
 	h.mu.Lock()
 	stale := h.wsStale
 	h.wsStale = false
@@ -1094,19 +1090,19 @@ func (hs *holders) discardStale(h *holder) {
 	}
 	h.mu.Unlock()
 	if stale {
-		staging := filepath.Join(hs.n.home, StagingDir, h.agent)
+		staging := filepath.Join(hs.cfg.Home, StagingDir, h.agent)
 		os.RemoveAll(filepath.Join(staging, "workspace"))
 		os.Remove(staging) // unless blobs of a newer proposal are there
 	}
 }
 
-// appendEpoch returns the epoch appends to agent are written under here
+// AppendEpoch returns the epoch appends to agent are written under here
 // (the held epoch while the agent runs here, 0 for an offline edit: the
 // machine's Appends) and a release to call when the append is done; a
 // freeze waits for every append in flight to be released. It fails with
 // ErrFrozen while a migration has stopped the agent, and says why while
 // the holder registry cannot be written.
-func (hs *holders) appendEpoch(agent string) (uint64, func(), error) {
+func (hs *Holders) AppendEpoch(agent string) (uint64, func(), error) {
 	h, err := hs.get(agent)
 	if err != nil {
 		return 0, nil, err
@@ -1139,10 +1135,10 @@ func (hs *holders) appendEpoch(agent string) (uint64, func(), error) {
 
 // signedEpoch is the newest epoch of an event this machine signed in the
 // agent's journal: an epoch it held (fencing.Machine.Signed).
-func (hs *holders) signedEpoch(agent string) (uint64, error) {
-	self := hs.n.id.Machine()
+func (hs *Holders) signedEpoch(agent string) (uint64, error) {
+	self := hs.self()
 	var newest uint64
-	err := hs.n.store.With(agent, func(d *capsule.Dir) error {
+	err := hs.n.With(agent, func(d *capsule.Dir) error {
 		evs, err := d.Events()
 		for _, e := range evs {
 			if e.Machine == self {
@@ -1154,11 +1150,11 @@ func (hs *holders) signedEpoch(agent string) (uint64, error) {
 	return newest, err
 }
 
-// signed tells the agent's machine the newest epoch this machine signed
+// Signed tells the agent's machine the newest epoch this machine signed
 // under, once an exchange or an import has brought events: a home
 // restored from a backup gets its own newer events back from its peers,
 // and its registry, which lacks them, is relearnt.
-func (hs *holders) signed(agent string) {
+func (hs *Holders) Signed(agent string) {
 	e, err := hs.signedEpoch(agent)
 	if err != nil {
 		return
@@ -1175,11 +1171,11 @@ func (hs *holders) signed(agent string) {
 	}
 }
 
-// newestEpoch is the newest epoch of any event of agent this node holds:
+// NewestEpoch is the newest epoch of any event of agent this node holds:
 // what the journal knows of the epochs when the registry has forgotten.
-func (hs *holders) newestEpoch(agent string) (uint64, error) {
+func (hs *Holders) NewestEpoch(agent string) (uint64, error) {
 	var newest uint64
-	err := hs.n.store.With(agent, func(d *capsule.Dir) error {
+	err := hs.n.With(agent, func(d *capsule.Dir) error {
 		evs, err := d.Events()
 		for _, e := range evs {
 			newest = max(newest, e.Epoch)
@@ -1189,8 +1185,8 @@ func (hs *holders) newestEpoch(agent string) (uint64, error) {
 	return newest, err
 }
 
-// state says where agent stands on this node.
-func (hs *holders) state(agent string) (protocol.HolderState, error) {
+// State says where agent stands on this node.
+func (hs *Holders) State(agent string) (protocol.HolderState, error) {
 	h, err := hs.get(agent)
 	if err != nil {
 		return protocol.HolderState{}, err
@@ -1222,8 +1218,8 @@ func (hs *holders) state(agent string) (protocol.HolderState, error) {
 		st.State, st.Note = "frozen", "frozen for the last events of a migration; nothing is proposed yet"
 	case h.checking() != "":
 		st.Note = h.checking()
-	case rec.State == fencing.Retired && rec.Holder.Peer != "" && rec.Holder.Peer != hs.n.id.Machine():
-		st.Note = fmt.Sprintf("superseded: %s holds it at epoch %d", hs.peerNames([]string{rec.Holder.Peer}), rec.Holder.Epoch)
+	case rec.State == fencing.Retired && rec.Holder.Peer != "" && rec.Holder.Peer != hs.self():
+		st.Note = fmt.Sprintf("superseded: %s holds it at epoch %d", hs.PeerNames([]string{rec.Holder.Peer}), rec.Holder.Epoch)
 	}
 	return st, nil
 }
@@ -1231,25 +1227,25 @@ func (hs *holders) state(agent string) (protocol.HolderState, error) {
 // relearningNote says what a node that lost its holder registry waits for,
 // and what an operator can do if it waits for a peer that lost its own
 // too. h.mu held.
-func (hs *holders) relearningNote(h *holder) string {
+func (hs *Holders) relearningNote(h *holder) string {
 	silent, lost := h.m.Relearning()
 	var b strings.Builder
 	b.WriteString("the holder registry was lost here; relearning from every paired peer, running nothing meanwhile")
 	if len(silent) > 0 {
-		fmt.Fprintf(&b, "; no answer yet from %s", hs.peerNames(silent))
+		fmt.Fprintf(&b, "; no answer yet from %s", hs.PeerNames(silent))
 	}
 	if len(lost) > 0 {
 		fmt.Fprintf(&b, "; %s lost its registry too, so neither can relearn from the other while no machine holds the agent. "+
 			"On the machine whose copy is newest (tern holder there shows the higher epoch once resolved; tern journal log shows its newest events), run: tern migrate resolve %s --resume --force",
-			hs.peerNames(lost), h.agent)
+			hs.PeerNames(lost), h.agent)
 	}
 	return b.String()
 }
 
-// runs reports whether the agent runs on this node now: whether a turn may
+// Runs reports whether the agent runs on this node now: whether a turn may
 // go on here (a migration that froze it, or a step-down, stops it).
-func (n *Node) runs(agent string) bool {
-	h, err := n.holders.get(agent)
+func (hs *Holders) Runs(agent string) bool {
+	h, err := hs.get(agent)
 	if err != nil {
 		return false
 	}
@@ -1257,9 +1253,6 @@ func (n *Node) runs(agent string) bool {
 	defer h.mu.Unlock()
 	return h.failed == nil && h.runs()
 }
-
-// Outcome is what a migration came to (api.Outcome).
-type Outcome = api.Outcome
 
 // Migrate moves agent to target and reports the outcome: committed (target
 // runs it at the new epoch, this node retired it), aborted (this node runs
@@ -1272,44 +1265,44 @@ type Outcome = api.Outcome
 // if it failed before the freeze. An error means the request was refused
 // (an unknown agent or peer, the agent not active here, a migration in
 // progress): nothing was tried.
-func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (Outcome, error) {
+func (hs *Holders) Migrate(ctx context.Context, agent string, target peer.ID) (api.Outcome, error) {
 	h, err := hs.get(agent)
 	if err != nil {
-		return Outcome{}, err
+		return api.Outcome{}, err
 	}
-	if target == hs.n.host.ID() {
-		return Outcome{}, fmt.Errorf("migrate %s: the target is this node", agent)
+	if target == hs.cfg.Host.ID() {
+		return api.Outcome{}, fmt.Errorf("migrate %s: the target is this node", agent)
 	}
-	if !hs.n.peers.Allowed(target) {
-		return Outcome{}, fmt.Errorf("migrate %s: %s is not a paired peer (tern peer add it first)", agent, target)
+	if !hs.n.Paired(target) {
+		return api.Outcome{}, fmt.Errorf("migrate %s: %s is not a paired peer (tern peer add it first)", agent, target)
 	}
 	if err := hs.targetIsMember(ctx, agent, target); err != nil {
-		return Outcome{}, err
+		return api.Outcome{}, err
 	}
 	h.mu.Lock()
 	switch {
 	case h.mig != nil:
 		busy := h.mig.target
 		h.mu.Unlock()
-		return Outcome{}, fmt.Errorf("migrate %s: a migration to %s is in progress", agent, busy)
+		return api.Outcome{}, fmt.Errorf("migrate %s: a migration to %s is in progress", agent, busy)
 	case h.stuck != nil:
 		stuck := h.stuck
 		h.mu.Unlock()
-		return Outcome{}, fmt.Errorf("migrate %s: the agent cannot move or run here until the holder registry can be written: %w", agent, stuck)
+		return api.Outcome{}, fmt.Errorf("migrate %s: the agent cannot move or run here until the holder registry can be written: %w", agent, stuck)
 	case !h.runs() || h.m.State() != fencing.Active:
 		st := h.m.State().String()
 		if h.m.State() == fencing.None {
 			st = "a copy"
 		}
 		h.mu.Unlock()
-		if st == "a copy" && hs.n.foreign(agent) {
-			return Outcome{}, fmt.Errorf("migrate: %w", foreignError(agent))
+		if st == "a copy" && hs.n.Foreign(agent) {
+			return api.Outcome{}, fmt.Errorf("migrate: %w", api.ForeignError(agent))
 		}
-		return Outcome{}, fmt.Errorf("migrate %s: this node does not run the agent (it is %s here; tern holder %s shows who does)", agent, st, agent)
+		return api.Outcome{}, fmt.Errorf("migrate %s: this node does not run the agent (it is %s here; tern holder %s shows who does)", agent, st, agent)
 	}
 	if err := h.m.SetPeers(hs.peerIDs()); err != nil {
 		h.mu.Unlock()
-		return Outcome{}, fmt.Errorf("migrate %s: %w", agent, err)
+		return api.Outcome{}, fmt.Errorf("migrate %s: %w", agent, err)
 	}
 	mg := &migration{target: target.String(), started: time.Now()}
 	h.mig = mg
@@ -1322,16 +1315,16 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 		h.mu.Unlock()
 	}()
 
-	out := Outcome{}
+	out := api.Outcome{}
 	// abort ends a migration that failed before the proposal: the machine
 	// gives the tail up, if it had begun, and the agent runs here again at
 	// its epoch.
-	abort := func(reason string) (Outcome, error) {
+	abort := func(reason string) (api.Outcome, error) {
 		h.mu.Lock()
 		h.m.Unfreeze(errors.New(reason))
 		hs.apply(h)
 		mg.end()
-		out := Outcome{Outcome: "aborted", Reason: reason, Epoch: held, Bytes: mg.bytes, Phases: mg.phases}
+		out := api.Outcome{Outcome: "aborted", Reason: reason, Epoch: held, Bytes: mg.bytes, Phases: mg.phases}
 		if !mg.frozen.IsZero() {
 			out.FrozenMS = time.Since(mg.frozen).Milliseconds()
 		}
@@ -1339,7 +1332,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 		return out, nil
 	}
 	// Warm: the target takes the bulk while the agent still runs here.
-	pulled, err := protocol.AskPull(ctx, hs.n.host, target, agent, held)
+	pulled, err := protocol.AskPull(ctx, hs.cfg.Host, target, agent, held)
 	if err != nil {
 		return abort(fmt.Sprintf("%s could not take the capsule: %v", target, err))
 	}
@@ -1374,14 +1367,14 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	if !tailing {
 		// The machine gave the tail up while a tool call ran: the agent may
 		// not stay frozen that long before a proposal (Timing.Abort).
-		return abort(fmt.Sprintf("a tool call of the agent ran longer than the agent may stay frozen before it is proposed (%v); it runs here again; move it when the call has ended", time.Duration(timing.Abort)*hs.n.tickEvery()))
+		return abort(fmt.Sprintf("a tool call of the agent ran longer than the agent may stay frozen before it is proposed (%v); it runs here again; move it when the call has ended", time.Duration(Timing.Abort)*hs.cfg.Tick))
 	}
 	// The tail: what was appended during the warm transfer.
-	if pulled, err = protocol.AskPull(ctx, hs.n.host, target, agent, held); err != nil {
+	if pulled, err = protocol.AskPull(ctx, hs.cfg.Host, target, agent, held); err != nil {
 		return abort(fmt.Sprintf("%s could not take the last events: %v", target, err))
 	}
 	mg.bytes += pulled.Bytes
-	ours, err := hs.n.store.Vector(agent)
+	ours, err := hs.n.Vector(agent)
 	if err != nil {
 		return abort(fmt.Sprintf("this node could not read the agent's events: %v", err))
 	}
@@ -1413,7 +1406,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 		hs.apply(h)
 		h.outcome = nil
 		mg.end()
-		out := Outcome{Outcome: "aborted", Reason: fmt.Sprintf("the move could not be proposed: %v", stuck), Epoch: held,
+		out := api.Outcome{Outcome: "aborted", Reason: fmt.Sprintf("the move could not be proposed: %v", stuck), Epoch: held,
 			Bytes: mg.bytes, Phases: mg.phases, FrozenMS: time.Since(mg.frozen).Milliseconds()}
 		h.mu.Unlock()
 		return out, nil
@@ -1435,7 +1428,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 		default:
 			result = "frozen"
 		}
-	case <-hs.n.ctx.Done():
+	case <-hs.ctx.Done():
 		select {
 		case result = <-done:
 		default:
@@ -1445,7 +1438,7 @@ func (hs *holders) migrate(ctx context.Context, agent string, target peer.ID) (O
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	mg.end()
-	out = Outcome{Epoch: mg.epoch, Bytes: mg.bytes, Phases: mg.phases, FrozenMS: time.Since(mg.frozen).Milliseconds()}
+	out = api.Outcome{Epoch: mg.epoch, Bytes: mg.bytes, Phases: mg.phases, FrozenMS: time.Since(mg.frozen).Milliseconds()}
 	switch {
 	case result == "committed":
 		out.Outcome = "committed"
@@ -1491,47 +1484,19 @@ func vectorsEqual(a, b journal.Vector) bool {
 // blob the capsule wants that it holds), taking the capsule first if this
 // node does not hold it, and returns what this node then holds: the
 // migrate protocol's pull, for a source about to migrate agent here.
-func (hs *holders) pull(ctx context.Context, from, agent string, epoch uint64) (protocol.Pulled, error) {
+func (hs *Holders) pull(ctx context.Context, from, agent string, epoch uint64) (protocol.Pulled, error) {
 	p, err := peer.Decode(from)
 	if err != nil {
 		return protocol.Pulled{}, err
 	}
 	var res protocol.Pulled
-	if !hs.n.store.Holds(agent) {
-		if err := hs.n.takeCapsule(ctx, p, agent); err != nil {
-			return res, err
-		}
-		// The blobs the copy brought, by this pull or by a round that took
-		// it meanwhile (those it left out are counted below).
-		held, err := hs.heldSizes(agent)
-		if err != nil {
-			return res, err
-		}
-		for _, size := range held {
-			res.Bytes += size
-		}
-	} else {
-		st, err := hs.n.exchange(ctx, p, agent)
-		if err != nil {
-			return res, err
-		}
-		res.Bytes += st.BytesReceived
-		if st.Received > 0 {
-			hs.n.healSoon(agent)
-		}
-	}
-	before, _ := hs.heldSizes(agent)
-	hs.n.fetchWanted(ctx, p, agent)
-	after, _ := hs.heldSizes(agent)
-	for h, size := range after {
-		if _, ok := before[h]; !ok {
-			res.Bytes += size
-		}
-	}
-	if res.Vector, err = hs.n.store.Vector(agent); err != nil {
+	if res.Bytes, err = hs.n.SyncFrom(ctx, p, agent); err != nil {
 		return res, err
 	}
-	want, err := hs.n.store.Wanted(agent)
+	if res.Vector, err = hs.n.Vector(agent); err != nil {
+		return res, err
+	}
+	want, err := hs.n.Wanted(agent)
 	res.Lacks = len(want)
 	h, herr := hs.get(agent)
 	if herr != nil {
@@ -1544,35 +1509,23 @@ func (hs *holders) pull(ctx context.Context, from, agent string, epoch uint64) (
 		// The source is about to move the agent here: prepare the
 		// workspace now, so that prepare has little left to write.
 		if werr := hs.warm(h); werr != nil {
-			hs.n.log.Warn("could not prepare the workspace ahead of a migration", "agent", agent, "err", werr)
+			hs.log.Warn("could not prepare the workspace ahead of a migration", "agent", agent, "err", werr)
 		}
 	}
 	return res, err
 }
 
-// heldSizes returns the size of every blob the agent's capsule holds.
-func (hs *holders) heldSizes(agent string) (map[string]int64, error) {
-	out := map[string]int64{}
-	err := hs.n.store.With(agent, func(d *capsule.Dir) error {
-		for _, h := range d.HeldBlobs() {
-			out[h] = d.BlobSize(h)
-		}
-		return nil
-	})
-	return out, err
-}
-
 // migrateNode is the node as the migrate protocol serves it.
-type migrateNode struct{ hs *holders }
+type migrateNode struct{ hs *Holders }
 
 var _ protocol.MigrateNode = migrateNode{}
 
 func (m migrateNode) Deliver(from string, msg fencing.Message) error {
 	h, err := m.hs.get(msg.Agent)
-	if errors.Is(err, ErrUnknownAgent) && msg.Type == fencing.MsgAsk {
+	if errors.Is(err, api.ErrUnknownAgent) && msg.Type == fencing.MsgAsk {
 		// A node checking at startup, or relearning, asks every peer; one
 		// that never held the agent knows nothing of it, and says so.
-		m.hs.send(fencing.Message{Type: fencing.MsgTell, From: m.hs.n.id.Machine(), To: from, Agent: msg.Agent,
+		m.hs.send(fencing.Message{Type: fencing.MsgTell, From: m.hs.self(), To: from, Agent: msg.Agent,
 			Nonce: msg.Nonce, Info: fencing.Info{Known: true}})
 		return nil
 	}
@@ -1586,25 +1539,25 @@ func (m migrateNode) Pull(ctx context.Context, from, agent string, epoch uint64)
 	return m.hs.pull(ctx, from, agent, epoch)
 }
 
-func (m migrateNode) HolderOf(agent string) (protocol.HolderState, error) { return m.hs.state(agent) }
+func (m migrateNode) HolderOf(agent string) (protocol.HolderState, error) { return m.hs.State(agent) }
 
-// resolve carries out an operator's override of the agent's machine here
+// Resolve carries out an operator's override of the agent's machine here
 // (tern migrate resolve): resume takes the agent back (fencing.Machine
 // Override, declaring the target of a frozen migration gone for good);
 // retire gives it up without the target's decision (Machine.Retire). It
 // waits until ctx ends for the override's outcome and returns it in words.
-func (hs *holders) resolve(ctx context.Context, agent, action string) (string, error) {
+func (hs *Holders) Resolve(ctx context.Context, agent, action string) (string, error) {
 	h, err := hs.get(agent)
 	if err != nil {
 		return "", err
 	}
 	if action == "resume" {
-		if hs.n.foreign(agent) {
-			return "", fmt.Errorf("resolve: %w", foreignError(agent))
+		if hs.n.Foreign(agent) {
+			return "", fmt.Errorf("resolve: %w", api.ForeignError(agent))
 		}
-		if m, err := hs.n.store.Members(agent); err == nil && !m.Has(hs.n.id.Machine()) {
+		if m, err := hs.n.Members(agent); err == nil && !m.Has(hs.self()) {
 			return "", fmt.Errorf("resolve %s: this machine is not a member of the agent (%w), so it cannot run it; unless it was removed, on a machine that is one: tern member add %s %s",
-				agent, journal.ErrNotMember, agent, hs.n.id.Machine())
+				agent, journal.ErrNotMember, agent, hs.self())
 		}
 	}
 	done := make(chan string, 1)
@@ -1622,7 +1575,7 @@ func (hs *holders) resolve(ctx context.Context, agent, action string) (string, e
 		}
 		if h.m.Lost() {
 			var seen uint64
-			if seen, err = hs.newestEpoch(h.agent); err == nil {
+			if seen, err = hs.NewestEpoch(h.agent); err == nil {
 				err = h.m.OverrideLost(seen)
 			}
 			break
@@ -1642,7 +1595,7 @@ func (hs *holders) resolve(ctx context.Context, agent, action string) (string, e
 		return "", fmt.Errorf("resolve %s: %w", agent, err)
 	}
 	h.resolve = done
-	hs.n.log.Warn("fencing: an operator overrides the machines", "agent", agent, "action", action, "state", rec.State.String(), "epoch", rec.Epoch)
+	hs.log.Warn("fencing: an operator overrides the machines", "agent", agent, "action", action, "state", rec.State.String(), "epoch", rec.Epoch)
 	hs.apply(h)
 	h.mu.Unlock()
 	select {
@@ -1655,3 +1608,33 @@ func (hs *holders) resolve(ctx context.Context, agent, action string) (string, e
 		return "the override is waiting for the paired peers to answer; tern holder " + agent + " shows when it is done", nil
 	}
 }
+
+// self is this machine's peer ID.
+func (hs *Holders) self() string { return hs.cfg.Host.ID().String() }
+
+// Adopt starts the fencing of an agent the node has just taken (an
+// import, a copy from a peer), unless it runs already.
+func (hs *Holders) Adopt(agent string) error {
+	_, err := hs.get(agent)
+	return err
+}
+
+// Idle reports whether agent's fencing machine has nothing in flight: no
+// migration, override or tail, and nothing left to apply.
+func (hs *Holders) Idle(agent string) (bool, error) {
+	h, err := hs.get(agent)
+	if err != nil {
+		return false, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m.Idle() && !h.m.HasReady(), nil
+}
+
+// SavedRecord is agent's record in the holder registry on disk.
+func (hs *Holders) SavedRecord(agent string) (fencing.Record, bool, error) {
+	return hs.reg.Load(agent)
+}
+
+// Protocol is the holders as the migrate protocol serves them.
+func (hs *Holders) Protocol() protocol.MigrateNode { return migrateNode{hs} }
