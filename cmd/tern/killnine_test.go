@@ -26,8 +26,7 @@ type daemon struct {
 	// after a paired peer confirms no other node took it over).
 	strict bool
 	cmd    *exec.Cmd
-	// log is what the node logs, line by line, kept across its restarts
-	// (made at the first start if nil; daemons may share one).
+	// log is what the node logs, line by line, kept across its restarts.
 	log *lineLog
 }
 
@@ -74,11 +73,11 @@ func (d *daemon) start() {
 	logged := d.log.len()
 	d.cmd = ternProcess(d.home, "", args...)
 	out := &lineLog{}
-	stdout, err := pipeTo(out, "", out.end)
+	stdout, err := pipeTo(out, out.end)
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	stderr, err := pipeTo(d.log, "", nil)
+	stderr, err := pipeTo(d.log, nil)
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -260,7 +260,7 @@ func TestANodeKeepsThePortItChose(t *testing.T) {
 		t.Helper()
 		cmd := ternProcess(home, "", "node", "--no-mdns")
 		out := &lineLog{}
-		stdout, err := pipeTo(out, "", out.end)
+		stdout, err := pipeTo(out, out.end)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -64,7 +64,7 @@ func (l *lineLog) Write(p []byte) (int, error) {
 	l.part = append(l.part, p...)
 	added := false
 	for {
-		i := strings.IndexByte(string(l.part), '\n')
+		i := bytes.IndexByte(l.part, '\n')
 		if i < 0 {
 			break
 		}
@@ -158,25 +158,19 @@ func (l *lineLog) await(from int, within time.Duration, match func(line string) 
 	}
 }
 
-// pipeTo returns the write end of a pipe whose lines go to l, each with
-// prefix, for a process's output; once every copy of the write end is
-// closed, atEOF (if not nil) runs. Unlike an io.Writer as a process's
-// output, the pipe does not make exec.Cmd.Wait wait for what the process
-// started and left holding it. Close the returned file once the process
-// has started.
-func pipeTo(l *lineLog, prefix string, atEOF func()) (*os.File, error) {
+// pipeTo returns the write end of a pipe whose bytes go to l, for a
+// process's output; once every copy of the write end is closed, atEOF
+// (if not nil) runs. Unlike an io.Writer as a process's output, the pipe
+// does not make exec.Cmd.Wait wait for what the process started and left
+// holding it. Close the returned file once the process has started.
+func pipeTo(l *lineLog, atEOF func()) (*os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	go func() {
-		defer r.Close()
-		sc := bufio.NewScanner(r)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			io.WriteString(l, prefix+sc.Text()+"\n")
-		}
-		io.Copy(io.Discard, r) // past a line too long: the writer must not block
+		io.Copy(l, r)
+		r.Close()
 		if atEOF != nil {
 			atEOF()
 		}
