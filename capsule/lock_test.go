@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,13 +120,18 @@ func TestASecondDirOnAFolderIsRefusedWhileTheFirstIsOpen(t *testing.T) {
 }
 
 // startAppender runs TestAppenderChild in a child process and returns it
-// with its standard output.
+// with its standard output. Its standard input stays open until the test
+// ends: a child that holds the folder holds it until then, or until it is
+// killed.
 func startAppender(t *testing.T, dir, keyFile string, n int, hold bool) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAppenderChild$")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%d|%v", appenderChildEnv, dir, keyFile, n, hold))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cmd.StdinPipe(); err != nil { // closed by Wait, after the child ends
 		t.Fatal(err)
 	}
 	cmd.Stderr = os.Stderr
@@ -245,7 +251,8 @@ func TestAWriterKilledWithSigkillReleasesTheFolder(t *testing.T) {
 
 // TestAppenderChild is the child of the tests above: it appends N events,
 // opening and closing the folder around each, and says "acked ID" for
-// each; with HOLD it then keeps the folder open and says "holding".
+// each; with HOLD it then keeps the folder open, says "holding", and
+// waits until it is killed or its standard input ends.
 func TestAppenderChild(t *testing.T) {
 	arg := os.Getenv(appenderChildEnv)
 	if arg == "" {
@@ -278,7 +285,7 @@ func TestAppenderChild(t *testing.T) {
 		if parts[3] == "true" && i == n-1 {
 			fmt.Fprintln(w, "holding")
 			w.Flush()
-			time.Sleep(time.Minute)
+			io.Copy(io.Discard, os.Stdin)
 		}
 		d.Close()
 	}

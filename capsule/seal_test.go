@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -97,22 +98,28 @@ func TestAppendsSealTheJournalLazilyAndClosingSealsTheRest(t *testing.T) {
 	}
 }
 
-// Events left after the seal are sealed sealDelay later without a Close,
+// Events left after the seal are sealed sealAfter later without a Close,
 // so the part of a journal that verify could not tell was cut is bounded
-// in time as well as in bytes.
+// in time as well as in bytes. The bubble's clock runs the timer.
 func TestEventsLeftAfterTheSealAreSealedSoonWithoutAClose(t *testing.T) {
-	s := newSigner(t)
-	dir := newFolder(t, t.TempDir(), "timed", s)
-	ctx := context.Background()
-	d := openDir(t, dir, 20*time.Millisecond)
-	if _, err := d.Append(ctx, s, 0, userMessage(t, "hello")); err != nil {
-		t.Fatal(err)
-	}
-	waitSealed(t, d)
-	rep, err := Verify(dir, VerifyOptions{})
-	if err != nil || !rep.OK() || len(rep.Notes) != 0 {
-		t.Fatalf("after the timed seal: %v, issues %v, notes %q", err, rep.Issues(), rep.Notes)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := newSigner(t)
+		dir := newFolder(t, t.TempDir(), "timed", s)
+		ctx := context.Background()
+		d := openDir(t, dir, sealAfter)
+		if _, err := d.Append(ctx, s, 0, userMessage(t, "hello")); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if !d.sealBehind() {
+			t.Fatal("the append sealed at once; want the seal left to the timer")
+		}
+		waitSealed(t, d)
+		rep, err := Verify(dir, VerifyOptions{})
+		if err != nil || !rep.OK() || len(rep.Notes) != 0 {
+			t.Fatalf("after the timed seal: %v, issues %v, notes %q", err, rep.Issues(), rep.Notes)
+		}
+	})
 }
 
 // A second Close does nothing, even after its first failed to seal and
@@ -187,41 +194,44 @@ func TestAnAppendToASignedCapsuleDropsTheSignatureAtOnce(t *testing.T) {
 }
 
 // Events a writer stored and did not seal before it died are sealed by
-// the next writer that opens the journal, when it closes (or sealDelay
-// after it opened it), even if it stores nothing itself.
+// the next writer that opens the journal, when it closes (or sealAfter
+// after it opened it), even if it stores nothing itself. The bubble's
+// clock runs the timer.
 func TestTheNextWriterSealsWhatACrashedOneLeft(t *testing.T) {
-	s := newSigner(t)
-	root := t.TempDir()
-	dir := newFolder(t, root, "crashed", s)
-	ctx := context.Background()
-	d := openDir(t, dir, time.Hour)
-	if _, err := d.Append(ctx, s, 0, userMessage(t, "unsealed")); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"closed", "timed"} {
-		crashed := filepath.Join(root, name)
-		if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil { // what a kill -9 leaves
+	synctest.Test(t, func(t *testing.T) {
+		s := newSigner(t)
+		root := t.TempDir()
+		dir := newFolder(t, root, "crashed", s)
+		ctx := context.Background()
+		d := openDir(t, dir, time.Hour)
+		if _, err := d.Append(ctx, s, 0, userMessage(t, "unsealed")); err != nil {
 			t.Fatal(err)
 		}
-		delay := time.Hour
-		if name == "timed" {
-			delay = 10 * time.Millisecond
+		for _, name := range []string{"closed", "timed"} {
+			crashed := filepath.Join(root, name)
+			if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil { // what a kill -9 leaves
+				t.Fatal(err)
+			}
+			delay := time.Hour
+			if name == "timed" {
+				delay = sealAfter
+			}
+			next := openDir(t, crashed, delay)
+			if _, err := next.Events(); err != nil {
+				t.Fatal(err)
+			}
+			if name == "timed" {
+				waitSealed(t, next)
+			}
+			if err := next.Close(); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Verify(crashed, VerifyOptions{})
+			if err != nil || !rep.OK() || len(rep.Notes) != 0 {
+				t.Fatalf("%s: %v, issues %v, notes %q; want the crashed writer's events sealed", name, err, rep.Issues(), rep.Notes)
+			}
 		}
-		next := openDir(t, crashed, delay)
-		if _, err := next.Events(); err != nil {
-			t.Fatal(err)
-		}
-		if name == "timed" {
-			waitSealed(t, next)
-		}
-		if err := next.Close(); err != nil {
-			t.Fatal(err)
-		}
-		rep, err := Verify(crashed, VerifyOptions{})
-		if err != nil || !rep.OK() || len(rep.Notes) != 0 {
-			t.Fatalf("%s: %v, issues %v, notes %q; want the crashed writer's events sealed", name, err, rep.Issues(), rep.Notes)
-		}
-	}
+	})
 }
 
 // newFolder creates a capsule folder named name under root, held by s's
@@ -251,14 +261,13 @@ func openDir(t *testing.T, dir string, delay time.Duration) *Dir {
 	return d
 }
 
-// waitSealed waits until the manifest seals all of d's journal.
+// waitSealed lets d's seal delay pass on the clock of the bubble the test
+// runs in, and fails unless the timed seal then sealed all of d's journal.
 func waitSealed(t *testing.T, d *Dir) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for d.sealBehind() {
-		if time.Now().After(deadline) {
-			t.Fatal("the seal never caught up with the journal")
-		}
-		time.Sleep(5 * time.Millisecond)
+	<-time.After(d.sealDelay)
+	synctest.Wait() // the timed seal, started at the same instant, is done
+	if d.sealBehind() {
+		t.Fatalf("the journal is not sealed %v after the seal was left to the timer", d.sealDelay)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 )
 
 func TestLogRoundTrip(t *testing.T) {
@@ -571,56 +571,56 @@ func TestOpenLogReadsLargeFilesOnEveryCPU(t *testing.T) {
 	}
 }
 
+// In a bubble, synctest.Wait returns once every goroutine of the test is
+// blocked for good: the flusher in its hook, the first Add waiting for its
+// group, and the second Add either returned or waiting too. No clock says
+// when the second Add would have returned.
 func TestAddReturnsOnlyOnceEveryEventIsDurableEvenWhenAnotherCallWritesIt(t *testing.T) {
-	path := newJournal(t)
-	l := mustOpen(t, path)
-	es := chainOf(t, newSigner(t), 3)
-	release := make(chan struct{})
-	first := true
-	l.hooks.beforeSync = func() { // runs on the flusher, outside l.mu
-		if first {
-			first = false
-			<-release
+	synctest.Test(t, func(t *testing.T) {
+		path := newJournal(t)
+		l := mustOpen(t, path)
+		es := chainOf(t, newSigner(t), 3)
+		release := make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
+		t.Cleanup(unblock) // before the Log closes, also on a failure
+		first := true
+		l.hooks.beforeSync = func() { // runs on the flusher, outside l.mu
+			if first {
+				first = false
+				<-release
+			}
 		}
-	}
-	firstDone := make(chan error, 1)
-	go func() {
-		_, err := l.Add(context.Background(), es...)
-		firstDone <- err
-	}()
-	// Wait until the first group is being written.
-	for {
-		l.mu.Lock()
-		queued := len(l.pendIDs)
-		l.mu.Unlock()
-		if queued == len(es) {
-			break
+		firstDone := make(chan error, 1)
+		go func() {
+			_, err := l.Add(context.Background(), es...)
+			firstDone <- err
+		}()
+		synctest.Wait() // the first group is written and waits to be synced
+		secondDone := make(chan struct{})
+		var added []*Event
+		var err error
+		go func() {
+			added, err = l.Add(context.Background(), es[1])
+			close(secondDone)
+		}()
+		synctest.Wait() // the second Add has returned, or waits for good
+		select {
+		case <-secondDone:
+			t.Fatal("a second Add of an event still being written returned before it was durable")
+		default:
 		}
-		time.Sleep(time.Millisecond)
-	}
-	secondDone := make(chan struct{})
-	var added []*Event
-	var err error
-	go func() {
-		added, err = l.Add(context.Background(), es[1])
-		close(secondDone)
-	}()
-	select {
-	case <-secondDone:
-		t.Fatal("a second Add of an event still being written returned before it was durable")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(release)
-	<-secondDone
-	if err != nil || len(added) != 0 {
-		t.Fatalf("second Add: %v, %v; want nothing added and no error", added, err)
-	}
-	if err := <-firstDone; err != nil {
-		t.Fatal(err)
-	}
-	if len(l.Events()) != len(es) {
-		t.Fatalf("%d events held", len(l.Events()))
-	}
+		unblock()
+		<-secondDone
+		if err != nil || len(added) != 0 {
+			t.Fatalf("second Add: %v, %v; want nothing added and no error", added, err)
+		}
+		if err := <-firstDone; err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Events()) != len(es) {
+			t.Fatalf("%d events held", len(l.Events()))
+		}
+	})
 }
 
 // Disorder moves exactly when an Add does more to the readable view than

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/procgroup"
@@ -27,19 +26,6 @@ func alive(pid int) bool {
 	}
 	_, rest, _ := strings.Cut(string(b), ") ")
 	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
-}
-
-// waitFor polls cond until it holds, or fails the test after 20 s saying
-// what did not happen.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // pidIn reads the process id a command wrote into path, once it is there.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // call runs the built-in tool name with args (a value to encode, or a
@@ -90,5 +91,23 @@ func wantOK(t *testing.T, res Result) {
 	t.Helper()
 	if res.IsError {
 		t.Fatalf("error result: %q", res.Output)
+	}
+}
+
+// waitFor checks cond every 10 ms until it holds, or fails the test after
+// 20 s saying what did not happen. For what the test can only look at: a
+// process that ends, a file that appears, a notification that comes on
+// its own; the deadline guards against a hang only.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s: not within 20 s", what)
+		}
 	}
 }

@@ -97,17 +97,11 @@ func TestMCPToolsOverStdioAndHTTPWithTheirEffectsAndResults(t *testing.T) {
 	if _, err := grow.Run(ctx, Call{Arguments: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	var found bool
-	for i := 0; i < 100 && !found; i++ {
-		time.Sleep(20 * time.Millisecond) // the notification comes on its own
+	// The notification comes on its own.
+	waitFor(t, "a tool the server added is offered", func() bool {
 		tools, _ = m.Tools(ctx)
-		for _, tl := range tools {
-			found = found || tl.Name == "mcp__local__grown"
-		}
-	}
-	if !found {
-		t.Fatal("a tool the server added is not offered")
-	}
+		return slices.ContainsFunc(tools, func(tl Tool) bool { return tl.Name == "mcp__local__grown" })
+	})
 }
 
 func TestAnMCPServerThatCannotBeReachedSaysWhy(t *testing.T) {

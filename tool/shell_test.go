@@ -4,6 +4,7 @@ package tool
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -158,22 +159,19 @@ func firstLinePID(t *testing.T, out string) int {
 	return pid
 }
 
-// wantGone waits briefly for the process pid to be gone (or a zombie,
-// where nothing reaps orphans).
+// wantGone waits for the process pid to be gone (or a zombie, where
+// nothing reaps orphans).
 func wantGone(t *testing.T, pid int) {
 	t.Helper()
 	if _, err := os.Stat("/proc/self"); err != nil {
 		t.Skip("no /proc to look for the process in")
 	}
-	for range 100 {
+	waitFor(t, fmt.Sprintf("process %d is gone", pid), func() bool {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
-			return
+			return true
 		}
-		if _, rest, _ := strings.Cut(string(stat), ") "); strings.HasPrefix(rest, "Z") {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("process %d still runs", pid)
+		_, rest, _ := strings.Cut(string(stat), ") ")
+		return strings.HasPrefix(rest, "Z")
+	})
 }

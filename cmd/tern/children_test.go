@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,23 +53,19 @@ func running(pid int) bool {
 // pidFile waits for a process to write its id into path and returns it.
 func pidFile(t *testing.T, path string) int {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var pid int
+	eventually(t, 20*time.Second, func() error {
 		b, err := os.ReadFile(path)
-		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && strings.HasSuffix(string(b), "\n") && perr == nil {
-			return pid
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			return fmt.Errorf("nothing wrote a process id into %s", path)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing wrote a process id into %s", path)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err
+	})
+	return pid
 }
 
-// commandSleep is how long the command below sleeps before its effect.
-const commandSleep = time.Second
-
-// A kill -9 of the node while an approved shell command sleeps before its
+// A kill -9 of the node while an approved shell command waits before its
 // effect: when the restarted node offers the reconcile action, no process
 // of the command is left, and the effect never happens, so the answer a
 // person gives then ("it did not happen") stays true.
@@ -82,8 +79,14 @@ func TestAKilledNodesCommandIsGoneWhenReconcileIsAsked(t *testing.T) {
 	id := importAgent(t, d.home, nil) // shell needs approval
 	ws := filepath.Join(d.home, node.WorkspacesDir, id)
 	// The group's id (the leader's pid), then the effect in a subshell, as
-	// commands start processes of their own.
-	command := fmt.Sprintf("cut -d' ' -f5 /proc/$$/stat > started; (sleep %g; echo x > marker); echo after", commandSleep.Seconds())
+	// commands start processes of their own. The subshell holds a fifo
+	// open and waits to read a line that no one writes: only a process of
+	// the command that is still there keeps a writer able to open it.
+	fifo := filepath.Join(t.TempDir(), "effect")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	command := fmt.Sprintf("cut -d' ' -f5 /proc/$$/stat > started; (exec 3<>%q; echo > waiting; read x <&3; echo x > marker); echo after", fifo)
 	code, _, errs := ternQuiet(d.home, "turn", id, fmt.Sprintf("!call shell {\"command\": %q}", command))
 	if code != 0 || !strings.Contains(errs, "paused") {
 		t.Fatalf("turn: exit %d %q", code, errs)
@@ -102,48 +105,46 @@ func TestAKilledNodesCommandIsGoneWhenReconcileIsAsked(t *testing.T) {
 
 	pgid := pidFile(t, filepath.Join(ws, "started"))
 	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
+	eventually(t, 20*time.Second, func() error {
+		if _, err := os.Stat(filepath.Join(ws, "waiting")); err != nil {
+			return fmt.Errorf("the command's subshell does not wait for its effect: %v", err)
+		}
+		return nil
+	})
 	d.kill()
-	if _, err := os.Stat(filepath.Join(ws, "marker")); err == nil {
-		t.Fatalf("the command finished its %v sleep before the kill: this machine was too slow for the test", commandSleep)
-	}
 	// While the node is down, the whole group dies with it: the subshell
 	// that would write the marker included.
-	gone := time.Now().Add(20 * time.Second)
-	for len(groupMembers(pgid)) > 0 {
-		if time.Now().After(gone) {
-			t.Fatalf("processes %v of the command's group %d run on while the node is down", groupMembers(pgid), pgid)
+	eventually(t, 20*time.Second, func() error {
+		if left := groupMembers(pgid); len(left) > 0 {
+			return fmt.Errorf("processes %v of the command's group %d run on while the node is down", left, pgid)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	d.start()
 
-	deadline := time.Now().Add(30 * time.Second)
 	var pending []api.PendingAction
-	for {
+	eventually(t, 30*time.Second, func() error {
 		json.Unmarshal([]byte(mustTern(t, d.home, "", "actions", "--json")), &pending)
 		if len(pending) == 1 && pending[0].Kind == "reconcile" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no reconcile action after the restart: %+v", pending)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	listed := time.Now()
+		return fmt.Errorf("no reconcile action after the restart: %+v", pending)
+	})
 	if left := groupMembers(pgid); len(left) > 0 {
 		t.Fatalf("the reconcile action is offered while processes %v of the command's group %d run", left, pgid)
 	}
 	// Nothing of the group runs, so nothing can write the marker: the
-	// check above is the test. This one confirms it past the command's
-	// own schedule: its sleep began before it was listed, so by
-	// listed+sleep it would have written the marker had it lived; the
-	// margin is for a loaded machine. It is not a threshold the node must
-	// meet, and a slower machine cannot make it pass wrongly.
-	for time.Since(listed) < commandSleep+2*time.Second {
-		if _, err := os.Stat(filepath.Join(ws, "marker")); err == nil {
-			t.Fatal("the command's effect happened after the reconcile action was offered")
-		}
-		time.Sleep(50 * time.Millisecond)
+	// check above is the test. This one confirms it without a clock: a
+	// writer can open the fifo only while a process holds it open for
+	// reading, as the subshell did until the kill.
+	if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+		f.Close()
+		t.Fatal("a process of the command still waits to do its effect after the reconcile action was offered")
+	} else if !errors.Is(err, syscall.ENXIO) {
+		t.Fatalf("opening the fifo to see whether the command still waits on it: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "marker")); err == nil {
+		t.Fatal("the command's effect happened")
 	}
 
 	// "It did not happen" is true, and the turn goes on.
@@ -189,13 +190,12 @@ func TestAStdioMCPServerDiesWithItsKilledNode(t *testing.T) {
 	})
 
 	d.kill()
-	deadline := time.Now().Add(20 * time.Second)
-	for running(server) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the MCP server %d still runs 20 s after its node was killed", server)
+	eventually(t, 20*time.Second, func() error {
+		if running(server) {
+			return fmt.Errorf("the MCP server %d still runs after its node was killed", server)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	d.start() // returns once the API answers: after the start ended what was left
 	if running(helper) {
 		t.Fatalf("the MCP server's helper %d runs after its node started again", helper)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -98,6 +100,51 @@ func leftovers(home string) []string {
 	return out
 }
 
+// bytesUnder is the size of the files beneath the folders matching the
+// patterns (filepath.Glob's), as they are at this moment: a measure of a
+// copy's or an import's progress.
+func bytesUnder(patterns ...string) int64 {
+	var n int64
+	for _, pattern := range patterns {
+		dirs, _ := filepath.Glob(pattern)
+		for _, dir := range dirs {
+			filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+				if err == nil && e.Type().IsRegular() {
+					if info, err := e.Info(); err == nil {
+						n += info.Size()
+					}
+				}
+				return nil // files come and go under a running copy
+			})
+		}
+	}
+	return n
+}
+
+// progressEvery is how often awaitProgress measures: a 64 MiB copy on
+// this machine takes hundreds of times longer.
+const progressEvery = 2 * time.Millisecond
+
+// awaitProgress waits until measure reaches target, or ended (if not nil)
+// is closed, and says which; it fails the test if neither happens within
+// a minute.
+func awaitProgress(t *testing.T, measure func() int64, target int64, ended <-chan struct{}) bool {
+	t.Helper()
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for measure() < target {
+		select {
+		case <-tick.C:
+		case <-ended:
+			return false
+		case <-deadline:
+			t.Fatalf("%d bytes not reached within a minute (at %d)", target, measure())
+		}
+	}
+	return true
+}
+
 // A first copy whose sender or receiver is killed at a random point
 // resumes when it comes back, and ends with the same capsule on both
 // sides, verified, and nothing left of the interrupted transfers.
@@ -110,46 +157,52 @@ func TestAFirstCopyResumesAfterKillNineOfEitherSide(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 14))
 	ds := pairedDaemons(t)
 	sender, receiver := ds[0], ds[1]
+	// The bytes a first copy brings: the four files of bigAgent.
+	const copyBytes = 4 * 16 << 20
 	// take imports a new capsule into the sender, kills kill (if not nil)
-	// after the import, and waits until the receiver holds the capsule
-	// whole. It returns the agent, the time from the import's end until
-	// then, and whether the capsule was still incomplete on the receiver
-	// when the killed node was back (the kill cut the copy short).
-	take := func(round int, kill *daemon, after time.Duration) (agent string, took time.Duration, cut bool) {
+	// once the receiver has share of the copy's bytes (partly fetched or
+	// adopted), and waits until the receiver holds the capsule whole. It
+	// returns the agent and whether the capsule was still incomplete on
+	// the receiver when the killed node was back (the kill cut the copy
+	// short).
+	take := func(round int, kill *daemon, share float64) (agent string, cut bool) {
 		t.Helper()
 		dir, agent, _ := bigAgent(t, rng, 4, 16<<20)
 		if code, _, errs := ternQuiet(sender.home, "capsule", "import", dir); code != 0 {
 			t.Fatalf("round %d: import: %s", round, errs)
 		}
-		began := time.Now()
 		if kill != nil {
-			time.Sleep(after)
+			received := func() int64 {
+				return bytesUnder(filepath.Join(receiver.home, node.PartialDir), filepath.Join(receiver.home, node.CapsulesDir, agent, capsule.BlobDir))
+			}
+			awaitProgress(t, received, int64(share*copyBytes), nil)
 			kill.kill()
 			kill.start()
 			cut = !receiver.holdsWhole(agent)
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for !receiver.holdsWhole(agent) {
-			if time.Now().After(deadline) {
-				code, out, _ := ternQuiet(receiver.home, "status")
-				t.Fatalf("round %d: the receiver does not hold the capsule whole after a minute (status exit %d):\n%s", round, code, out)
+		err := poll(time.Minute, func() error {
+			if receiver.holdsWhole(agent) {
+				return nil
 			}
-			time.Sleep(20 * time.Millisecond)
+			return errors.New("the receiver does not hold the capsule whole")
+		})
+		if err != nil {
+			code, out, _ := ternQuiet(receiver.home, "status")
+			t.Fatalf("round %d: %v after a minute (status exit %d):\n%s", round, err, code, out)
 		}
-		return agent, time.Since(began), cut
+		return agent, cut
 	}
-	_, clean, _ := take(0, nil, 0)
-	t.Logf("a clean first copy of 64 MiB took %v after the import", clean)
+	take(0, nil, 0)
 	agents, cuts := []string{}, 0
 	for round := 1; round <= 20 || cuts < 10 && round <= 40; round++ {
 		victim := ds[rng.IntN(2)]
-		after := time.Duration(rng.Int64N(int64(clean) + 1)) // while it copies, or just after
-		agent, took, cut := take(round, victim, after)
+		share := rng.Float64() // from before the copy begins to its last byte
+		agent, cut := take(round, victim, share)
 		agents = append(agents, agent)
 		if cut {
 			cuts++
 		}
-		t.Logf("round %d: killed %s %v after the import (cut the copy short: %v); whole %v after the import", round, map[*daemon]string{sender: "the sender", receiver: "the receiver"}[victim], after, cut, took)
+		t.Logf("round %d: killed %s at %.0f%% of the copy (cut it short: %v)", round, map[*daemon]string{sender: "the sender", receiver: "the receiver"}[victim], 100*share, cut)
 	}
 	if cuts < 10 {
 		t.Fatalf("only %d kills cut a copy short: the test proved little", cuts)
@@ -199,12 +252,14 @@ func TestAnImportKilledAtRandomLeavesNothingOrAWholeCapsule(t *testing.T) {
 	t.Cleanup(d.kill)
 
 	dir, _, _ := bigAgent(t, rng, 4, 16<<20)
-	began := time.Now()
 	if code, _, errs := ternQuiet(d.home, "capsule", "import", dir); code != 0 {
 		t.Fatal(errs)
 	}
-	clean := time.Since(began)
-	t.Logf("a clean import of 64 MiB took %v", clean)
+	// What the node has staged of the imports under way: it stages a new
+	// capsule's 64 MiB, then renames it into place; a merge stages as much,
+	// then writes the merged capsule beside it.
+	staged := func() int64 { return bytesUnder(filepath.Join(d.home, node.CapsulesDir, ".import-*")) }
+	const importBytes = 4 * 16 << 20
 	cut := 0
 	// Sixteen rounds, and more (up to 40) until a kill cuts a new
 	// capsule's import short: a test whose every kill came after the
@@ -222,16 +277,25 @@ func TestAnImportKilledAtRandomLeavesNothingOrAWholeCapsule(t *testing.T) {
 			}
 		}
 		imp := ternProcess(d.home, "", "capsule", "import", dir)
-		imp.Start()
-		// While it runs, or after; every other new capsule's import is cut
-		// within the time a clean one took, so that some kills land in it.
-		within := 2 * clean
-		if round%4 == 1 {
-			within = clean
+		if err := imp.Start(); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(rng.Int64N(int64(within) + 1)))
+		ended := make(chan struct{})
+		go func() { imp.Wait(); close(ended) }()
+		// The kill comes once the node has staged share of the capsule's
+		// bytes, or (share past what it stages) once the import ended.
+		// Every other new capsule's import is cut while it stages, so
+		// that some kills land in it.
+		share := 2 * rng.Float64()
+		if round%4 == 1 {
+			share /= 2
+		}
+		at := fmt.Sprintf("with %.0f%% of its bytes staged", 100*share)
+		if !awaitProgress(t, staged, int64(share*importBytes), ended) {
+			at = "after it ended"
+		}
 		d.kill()
-		imp.Wait()
+		<-ended
 		d.start()
 		whole := d.holdsWhole(agent)
 		if merge && !whole {
@@ -252,7 +316,7 @@ func TestAnImportKilledAtRandomLeavesNothingOrAWholeCapsule(t *testing.T) {
 		if left := leftovers(d.home); len(left) > 0 {
 			t.Fatalf("round %d: leftovers of the interrupted import: %v", round, left)
 		}
-		t.Logf("round %d (merge %v): the node holds it whole: %v", round, merge, whole)
+		t.Logf("round %d (merge %v): killed the node %s; it holds the capsule whole: %v", round, merge, at, whole)
 	}
 	if cut == 0 {
 		t.Fatal("no kill cut a new capsule's import short: the test proved little")

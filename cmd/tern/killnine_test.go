@@ -27,6 +27,8 @@ type daemon struct {
 	// after a paired peer confirms no other node took it over).
 	strict bool
 	cmd    *exec.Cmd
+	// log is what the node logs, line by line, kept across its restarts.
+	log *lineLog
 }
 
 // addr is the multiaddr the daemon listens on.
@@ -57,7 +59,8 @@ func freePort(t *testing.T) int {
 	return 0
 }
 
-// start runs the daemon and waits until its API answers.
+// start runs the daemon and waits until its API answers: tern node
+// prints the API's address once the node has started.
 func (d *daemon) start() {
 	d.t.Helper()
 	os.Remove(filepath.Join(d.home, node.InfoFile))
@@ -65,19 +68,30 @@ func (d *daemon) start() {
 	if d.strict {
 		args = append(args, "--strict")
 	}
+	if d.log == nil {
+		d.log = &lineLog{}
+	}
+	logged := d.log.len()
 	d.cmd = ternProcess(d.home, "", args...)
-	if err := d.cmd.Start(); err != nil {
+	out := &lineLog{}
+	stdout, err := pipeTo(out, out.end)
+	if err != nil {
 		d.t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if code, _, _ := ternQuiet(d.home, "status"); code == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("the daemon on %s did not come up", d.home)
-		}
-		time.Sleep(50 * time.Millisecond)
+	stderr, err := pipeTo(d.log, nil)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.cmd.Stdout, d.cmd.Stderr = stdout, stderr
+	err = d.cmd.Start()
+	stdout.Close()
+	stderr.Close()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if _, _, err := out.await(0, 30*time.Second, func(line string) bool { return strings.HasPrefix(line, "api ") }); err != nil {
+		lines, _, _ := d.log.next(logged)
+		d.t.Fatalf("the daemon on %s did not come up: %v; it logged:\n%s", d.home, err, strings.Join(lines, "\n"))
 	}
 }
 
@@ -103,22 +117,63 @@ func ternQuiet(home string, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// holderOf asks d's daemon where the agent stands; "" if it does not answer.
-func (d *daemon) holderOf(agent string) (string, uint64) {
-	code, out, _ := ternQuiet(d.home, "holder", agent, "--json")
-	if code != 0 {
-		return "", 0
-	}
+// holderOf asks d's daemon where the agent stands; a zero report if it
+// does not answer.
+func (d *daemon) holderOf(agent string) api.HolderReport {
 	var r api.HolderReport
-	if json.Unmarshal([]byte(out), &r) != nil {
-		return "", 0
+	code, out, _ := ternQuiet(d.home, "holder", agent, "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		return api.HolderReport{}
 	}
-	return r.State, r.Epoch
+	return r
+}
+
+// moveStages are the points of a move at which the test below kills a
+// node: as the move starts, once the source logs that it froze, once the
+// target logs that it activated, once the source logs its commit, and
+// once the move has ended.
+var moveStages = []string{"the start", "fencing: frozen", "fencing: activated", "fencing: commit", "the end"}
+
+// awaitMoveStage waits until either daemon logs stage (one of moveStages)
+// after the lines marks counted, or ended is closed: a move that went
+// another way never logs it. It returns whether the stage came.
+func awaitMoveStage(t *testing.T, ds [2]*daemon, marks [2]int, stage string, ended <-chan struct{}) bool {
+	t.Helper()
+	switch stage {
+	case moveStages[0]:
+		return true
+	case moveStages[len(moveStages)-1]:
+		<-ended
+		return true
+	}
+	deadline := time.After(time.Minute) // a move ends within its 5 s timeout and tern's 30 s more
+	for {
+		var changed [2]<-chan struct{}
+		for i, d := range ds {
+			var lines []string
+			lines, _, changed[i] = d.log.next(marks[i])
+			for _, line := range lines {
+				if strings.Contains(line, stage+" ") {
+					return true
+				}
+			}
+			marks[i] += len(lines)
+		}
+		select {
+		case <-changed[0]:
+		case <-changed[1]:
+		case <-ended:
+			return false
+		case <-deadline:
+			t.Fatalf("the move neither logged %q nor ended within a minute", stage)
+		}
+	}
 }
 
 // Migrations back and forth between two daemons, with kill -9 of either at
-// random moments: polled through tern holder, the two never both hold the
-// agent active, and after the last restart exactly one does.
+// a random point of a move (moveStages): polled through tern holder, the
+// two never both hold the agent active, and after the last restart
+// exactly one does.
 func TestMigrationsWithKillNineNeverShowTwoActiveHolders(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs and kills daemons")
@@ -139,76 +194,75 @@ func TestMigrationsWithKillNineNeverShowTwoActiveHolders(t *testing.T) {
 
 	violations := 0
 	check := func() {
-		s0, e0 := ds[0].holderOf(agent)
-		s1, e1 := ds[1].holderOf(agent)
-		s0b, e0b := ds[0].holderOf(agent)
-		if s0 == "active" && s0b == "active" && e0 == e0b && s1 == "active" {
+		r0 := ds[0].holderOf(agent)
+		r1 := ds[1].holderOf(agent)
+		r0b := ds[0].holderOf(agent)
+		if r0.State == "active" && r0b.State == "active" && r0.Epoch == r0b.Epoch && r1.State == "active" {
 			violations++
-			t.Errorf("both hold the agent active: n0 at %d, n1 at %d", e0, e1)
+			t.Errorf("both hold the agent active: n0 at %d, n1 at %d", r0.Epoch, r1.Epoch)
 		}
 	}
-	single := func(within time.Duration) (int, bool) {
-		deadline := time.Now().Add(within)
-		for {
-			s0, _ := ds[0].holderOf(agent)
-			s1, _ := ds[1].holderOf(agent)
-			switch {
-			case s0 == "active" && s1 != "active":
-				return 0, true
-			case s1 == "active" && s0 != "active":
-				return 1, true
+	// single waits until exactly one node holds the agent active and
+	// returns it; with runs, until that node also runs it (its startup
+	// check, which asks the other node, is over, and no activation is
+	// under way): a move starts from there. Every poll checks for two
+	// active holders too.
+	single := func(within time.Duration, runs bool) (int, error) {
+		var holder int
+		err := poll(within, func() error {
+			check()
+			var rs [2]api.HolderReport
+			for i, d := range ds {
+				rs[i] = d.holderOf(agent)
 			}
-			if time.Now().After(deadline) {
-				return 0, false
+			for i, r := range rs {
+				if r.State == "active" && rs[1-i].State != "active" && (!runs || r.Note == "") {
+					holder = i
+					return nil
+				}
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return fmt.Errorf("no single holder that runs the agent: n0 %s (%s), n1 %s (%s)", rs[0].State, rs[0].Note, rs[1].State, rs[1].Note)
+		})
+		return holder, err
 	}
-	// One clean move first, timed: the kills land between a fifth of it
-	// and a little past its end, whatever the load on this machine (on a
-	// busy one, a fixed 20-80 ms killed every move before it began).
-	from, ok := single(30 * time.Second)
-	if !ok {
-		t.Fatal("no single holder before the first move")
+	// One clean move first: moving works at all.
+	from, err := single(30*time.Second, true)
+	if err != nil {
+		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // its startup check asks the other node
-	began := time.Now()
 	if code, _, errs := ternQuiet(ds[from].home, "migrate", agent, "--to", fmt.Sprint("n", 1-from), "--timeout", "10s"); code != 0 {
 		t.Fatalf("a clean move: exit %d: %s", code, errs)
 	}
-	clean := time.Since(began)
-	t.Logf("a clean move took %v", clean)
 	// Eight rounds, and more (up to 24) until a move commits: a test
 	// whose every kill came before the commit would prove little.
 	committed := 0
 	for round := 0; round < 8 || committed == 0 && round < 24; round++ {
-		from, ok := single(30 * time.Second)
-		if !ok {
-			t.Fatalf("round %d: no single holder to move the agent from", round)
+		from, err := single(30*time.Second, true)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
 		}
-		time.Sleep(500 * time.Millisecond) // its startup check asks the other node
+		marks := [2]int{ds[0].log.len(), ds[1].log.len()}
 		mig := ternProcess(ds[from].home, "", "migrate", agent, "--to", fmt.Sprint("n", 1-from), "--timeout", "5s")
-		mig.Start()
+		if err := mig.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ended := make(chan struct{})
+		go func() { mig.Wait(); close(ended) }()
 		victim := ds[rng.IntN(2)]
-		time.Sleep(clean/5 + time.Duration(rng.Int64N(int64(2*clean)))) // about when the move runs, or after
+		stage := moveStages[rng.IntN(len(moveStages))]
+		reached := awaitMoveStage(t, ds, marks, stage, ended)
 		victim.kill()
 		check()
-		mig.Wait()
-		t.Logf("round %d: move from n%d exited %d; killed %s", round, from, mig.ProcessState.ExitCode(), filepath.Base(victim.home))
+		<-ended
+		t.Logf("round %d: move from n%d exited %d; killed %s at %s (reached: %v)", round, from, mig.ProcessState.ExitCode(), filepath.Base(victim.home), stage, reached)
 		if mig.ProcessState.ExitCode() == 0 {
 			committed++
 		}
 		victim.start()
-		for range 5 {
-			check()
-			time.Sleep(20 * time.Millisecond)
-		}
 	}
 	// Quiet: exactly one node holds the agent active.
-	if _, ok := single(60 * time.Second); !ok {
-		s0, _ := ds[0].holderOf(agent)
-		s1, _ := ds[1].holderOf(agent)
-		t.Fatalf("no single holder after the kills: n0 %s, n1 %s", s0, s1)
+	if _, err := single(60*time.Second, false); err != nil {
+		t.Fatalf("after the kills: %v", err)
 	}
 	if violations > 0 {
 		t.Fatalf("%d polls showed two active holders", violations)

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -318,22 +317,19 @@ func TestAHandEditIsDamageUntilAccepted(t *testing.T) {
 // tern demo --web keeps the nodes running after the story, with a login
 // address for each page that works, until interrupted.
 func TestTheDemoKeepsItsNodesForTheWebPage(t *testing.T) {
-	out := &lockedBuffer{}
+	out := &lineLog{}
 	e := &env{stdin: strings.NewReader(""), stdout: out, stderr: out}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- runDemo(ctx, e, t.TempDir(), false, true) }()
-	var login string
-	for deadline := time.Now().Add(time.Minute); login == ""; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no page address:\n%s", out.String())
-		}
-		for _, line := range strings.Split(out.String(), "\n") {
-			if f := strings.Fields(line); len(f) == 2 && f[0] == "desktop" && strings.Contains(f[1], "/ui/login?code=") {
-				login = f[1]
-			}
-		}
+	_, line, err := out.await(0, time.Minute, func(line string) bool {
+		f := strings.Fields(line)
+		return len(f) == 2 && f[0] == "desktop" && strings.Contains(f[1], "/ui/login?code=")
+	})
+	if err != nil {
+		t.Fatalf("no page address: %v:\n%s", err, out.String())
 	}
+	login := strings.Fields(line)[1]
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Get(login)
 	if err != nil {
@@ -347,24 +343,6 @@ func TestTheDemoKeepsItsNodesForTheWebPage(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // inspect counts the journal as it is, events after the manifest's seal

@@ -56,18 +56,15 @@ func startEverythingHTTP(t *testing.T, bin string, port int) (stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually(t, 20*time.Second, func() error {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			return stop
+		if err != nil {
+			return fmt.Errorf("the reference server does not listen on %d: %v", port, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the reference server did not listen on %d: %v", port, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		c.Close()
+		return nil
+	})
+	return stop
 }
 
 // The official reference server, over stdio and over streamable HTTP:

@@ -165,7 +165,7 @@ func TestAnMCPServerBehindOAuthPausesTheTurnUntilItIsAuthorized(t *testing.T) {
 	o := mcptest.NewOAuthServer()
 	t.Cleanup(o.Close)
 	home := secretHome(t)
-	logs := &lockedBuffer{}
+	logs := &lineLog{}
 	n, store := runNodeWithSecrets(t, home, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	id := importAgent(t, home, func(a map[string]any) {
 		a["mcp_servers"] = map[string]any{"web": map[string]any{"url": o.URL + "/mcp"}}

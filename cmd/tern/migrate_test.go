@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,17 +23,16 @@ func TestMigrateAndHolderThroughTheCLI(t *testing.T) {
 	id := strings.TrimSpace(mustTern(t, homeA, "", "capsule", "import", dir))
 
 	var rep map[string]any
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, 10*time.Second, func() error {
 		if err := json.Unmarshal([]byte(mustTern(t, homeA, "", "holder", id, "--json")), &rep); err != nil {
 			t.Fatal(err)
 		}
-		if rep["state"] == "active" || time.Now().After(deadline) {
-			break
+		if rep["state"] != "active" {
+			return fmt.Errorf("holder on the creator: %v", rep)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if rep["state"] != "active" || rep["epoch"] != float64(1) {
+		return nil
+	})
+	if rep["epoch"] != float64(1) {
 		t.Fatalf("holder on the creator: %v", rep)
 	}
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -199,19 +200,17 @@ func TestSyncWaitAndStatusNameThePeerAndWhenItWentAway(t *testing.T) {
 	ended := time.Now()
 	b.Close()
 	var st api.Status
-	// A real clock: libp2p on loopback tells the disconnection when it
-	// does; this waits for a positive answer, bounded only against a hang.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	// libp2p on loopback tells the disconnection when it does: a positive
+	// answer to wait for.
+	eventually(t, 20*time.Second, func() error {
 		if err := json.Unmarshal([]byte(mustTern(t, homeA, "", "status", "--json")), &st); err != nil {
 			t.Fatal(err)
 		}
 		if len(st.Peers) == 1 && !st.Peers[0].Connected {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the laptop still counts the stopped desktop connected")
-		}
-	}
+		return errors.New("the laptop still counts the stopped desktop connected")
+	})
 	if at := st.Peers[0].DisconnectedAt; at == nil || at.Before(ended) {
 		t.Fatalf("status: disconnected at %v, want the time the connection ended (after %v)", at, ended)
 	}
@@ -261,23 +260,26 @@ func TestANodeKeepsThePortItChose(t *testing.T) {
 	port := func() string {
 		t.Helper()
 		cmd := ternProcess(home, "", "node", "--no-mdns")
-		if err := cmd.Start(); err != nil {
+		out := &lineLog{}
+		stdout, err := pipeTo(out, out.end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout = stdout
+		err = cmd.Start()
+		stdout.Close()
+		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+		// tern node prints the API's address once the node has started.
+		if _, _, err := out.await(0, 20*time.Second, func(line string) bool { return strings.HasPrefix(line, "api ") }); err != nil {
+			t.Fatalf("the node did not come up: %v", err)
+		}
 		var info node.Info
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			if code, out, _ := ternQuiet(home, "id"); code == 0 && len(strings.Fields(out)) > 1 {
-				data, err := os.ReadFile(filepath.Join(home, node.InfoFile))
-				if err == nil && json.Unmarshal(data, &info) == nil {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the node did not come up")
-			}
-			time.Sleep(50 * time.Millisecond) // a real process starting: a poll for a positive answer, bounded against a hang
+		data, err := os.ReadFile(filepath.Join(home, node.InfoFile))
+		if err != nil || json.Unmarshal(data, &info) != nil {
+			t.Fatalf("%s of the started node: %v", node.InfoFile, err)
 		}
 		for _, a := range info.Addrs {
 			if _, p, ok := strings.Cut(a, "/tcp/"); ok {

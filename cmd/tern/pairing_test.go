@@ -266,17 +266,19 @@ func TestIDWaitsForANodeThatIsStarting(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer lock.Unlock()
-			stderr := &lockedBuffer{}
+			stderr := &lineLog{}
 			var stdout strings.Builder
 			done := make(chan int, 1)
 			t.Setenv("TERN_HOME", home)
-			go func() { done <- run([]string{"id"}, strings.NewReader(""), &stdout, stderr) }()
-			for !strings.Contains(stderr.String(), "waiting for the node of this TERN_HOME") {
-				select {
-				case code := <-done:
-					t.Fatalf("tern id did not wait: exit %d, %q %q", code, stdout.String(), stderr.String())
-				case <-time.After(5 * time.Millisecond):
-				}
+			go func() {
+				code := run([]string{"id"}, strings.NewReader(""), &stdout, stderr)
+				stderr.end()
+				done <- code
+			}()
+			if _, _, err := stderr.await(0, time.Minute, func(line string) bool {
+				return strings.Contains(line, "waiting for the node of this TERN_HOME")
+			}); err != nil {
+				t.Fatalf("tern id did not say it waits: %v: %q %q", err, stdout.String(), stderr.String())
 			}
 			write(4002)
 			if code := <-done; code != 0 {

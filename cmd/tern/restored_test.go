@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -93,19 +94,16 @@ func TestARestoredHomeThroughTheCLI(t *testing.T) {
 				code, _, errs := ternQuiet(d.home, "turn", agent, text)
 				return code, errs
 			}
+			// A turn runs once the node is through its check with its
+			// peers after a start (3 s when none answers).
 			waitTurn := func(d *daemon, text string) {
 				t.Helper()
-				deadline := time.Now().Add(30 * time.Second)
-				for {
-					code, errs := turn(d, text)
-					if code == 0 {
-						return
+				eventually(t, 30*time.Second, func() error {
+					if code, errs := turn(d, text); code != 0 {
+						return fmt.Errorf("tern turn on %s: exit %d: %s", filepath.Base(d.home), code, errs)
 					}
-					if time.Now().After(deadline) {
-						t.Fatalf("tern turn on %s: exit %d: %s", filepath.Base(d.home), code, errs)
-					}
-					time.Sleep(200 * time.Millisecond) // 3: the node checks with its peers after a start
-				}
+					return nil
+				})
 			}
 			waitTurn(n0, "in the backup")
 			n0.kill()
@@ -131,17 +129,13 @@ func TestARestoredHomeThroughTheCLI(t *testing.T) {
 			if strict {
 				// Past the 3 s after which a node that is not strict runs
 				// the agent alone, the strict one still waits.
-				deadline := time.Now().Add(30 * time.Second)
-				for {
+				eventually(t, 30*time.Second, func() error {
 					code, out, _ := ternQuiet(n0.home, "holder", agent)
 					if code == 0 && strings.Contains(out, "runs only once one of them answers") && checkedFor(out) >= 4*time.Second {
-						break
+						return nil
 					}
-					if time.Now().After(deadline) {
-						t.Fatalf("the strict restored node: %s", out)
-					}
-					time.Sleep(200 * time.Millisecond)
-				}
+					return fmt.Errorf("the strict restored node: %s", out)
+				})
 				if code, errs := turn(n0, "from the restored home, alone"); code != 3 || !strings.Contains(errs, "--strict") {
 					t.Fatalf("a turn on the strict restored node alone: exit %d: %s, want 3 saying it waits for a peer", code, errs)
 				}
@@ -155,18 +149,14 @@ func TestARestoredHomeThroughTheCLI(t *testing.T) {
 			}
 
 			n1.start()
-			deadline := time.Now().Add(20 * time.Second)
-			for {
+			eventually(t, 20*time.Second, func() error {
 				code, out, _ := ternQuiet(n0.home, "holder", agent, "--json")
 				var r api.HolderReport
 				if code == 0 && json.Unmarshal([]byte(out), &r) == nil && r.State == "retired" && r.Holder.Epoch == 2 && r.Holder.Peer == peerIDOf(t, n1) {
-					break
+					return nil
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("n0 did not step down within 20 s of n1's start: %s", out)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+				return fmt.Errorf("n0 did not step down after n1's start: %s", out)
+			})
 			if code, _, errs := ternQuiet(n0.home, "session", "new", agent); code != 2 || !strings.Contains(errs, "n1") && !strings.Contains(errs, peerIDOf(t, n1)) {
 				t.Fatalf("tern session new on n0: exit %d: %s, want 2 naming n1", code, errs)
 			}

@@ -40,13 +40,12 @@ func importAgent(t *testing.T, home string, edit func(agent map[string]any)) str
 		mustTern(t, home, "", "capsule", "accept", dir)
 	}
 	mustTern(t, home, "", "capsule", "import", dir)
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(mustTern(t, home, "", "holder", id), "active") {
-		if time.Now().After(deadline) {
-			t.Fatal("the node does not run the agent")
+	eventually(t, 20*time.Second, func() error {
+		if out := mustTern(t, home, "", "holder", id); !strings.Contains(out, "active") {
+			return fmt.Errorf("the node does not run the agent: %s", out)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	return id
 }
 
@@ -200,18 +199,14 @@ func TestAKillBetweenIntentAndOutcomeEndsInAReconcileActionNotASecondCall(t *tes
 		t.Fatalf("tern approve across the restart: %v, stderr %q; want it to follow the turn to its reconcile action", err, approveOut.String())
 	}
 
-	deadline := time.Now().Add(20 * time.Second)
 	var pending []api.PendingAction
-	for {
+	eventually(t, 20*time.Second, func() error {
 		json.Unmarshal([]byte(mustTern(t, d.home, "", "actions", "--json")), &pending)
 		if len(pending) == 1 && pending[0].Kind == "reconcile" {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no reconcile action after the restart: %+v", pending)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("no reconcile action after the restart: %+v", pending)
+	})
 	if pending[0].Tool != "http_request" || pending[0].Operation == "" {
 		t.Fatalf("reconcile action %+v", pending[0])
 	}
@@ -403,8 +398,11 @@ func toolOutputs(t *testing.T, log string) string {
 func TestATurnIsFollowedAndCancelledByItsID(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
+	asked := make(chan struct{}) // closed when the turn asks the model
+	askedOnce := sync.OnceFunc(func() { close(asked) })
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		askedOnce()
 		select { // the model thinks until the test lets it answer
 		case <-release:
 		case <-r.Context().Done():
@@ -434,21 +432,19 @@ func TestATurnIsFollowedAndCancelledByItsID(t *testing.T) {
 	if !strings.HasPrefix(line, "session ") {
 		t.Fatalf("tern turn said %q first", line)
 	}
-	var turnID string
-	// A real process and node: poll until the turn exists (a positive
-	// answer; the deadline guards a hang only).
-	for deadline := time.Now().Add(20 * time.Second); turnID == ""; time.Sleep(20 * time.Millisecond) {
-		var ss []struct {
-			LastTurn string `json:"last_turn"`
-		}
-		json.Unmarshal([]byte(mustTern(t, home, "", "session", "list", id, "--json")), &ss)
-		if len(ss) == 1 {
-			turnID = ss[0].LastTurn
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no turn runs")
-		}
+	select {
+	case <-asked:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the turn never asked the model")
 	}
+	var ss []struct {
+		LastTurn string `json:"last_turn"`
+	}
+	json.Unmarshal([]byte(mustTern(t, home, "", "session", "list", id, "--json")), &ss)
+	if len(ss) != 1 || ss[0].LastTurn == "" {
+		t.Fatalf("sessions while the turn asks the model: %+v, want one with its turn", ss)
+	}
+	turnID := ss[0].LastTurn
 	cmd.Process.Signal(os.Interrupt)
 	rest, _ := io.ReadAll(stderr)
 	err = cmd.Wait()

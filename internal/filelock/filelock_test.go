@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,6 +105,9 @@ func TestAKilledHolderReleasesItsLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := cmd.StdinPipe(); err != nil { // open until the child ends: it holds the lock till then
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +135,8 @@ func TestAKilledHolderReleasesItsLock(t *testing.T) {
 }
 
 // TestHelperHoldLock is run by TestAKilledHolderReleasesItsLock in a child
-// process: it takes the lock, says so, and waits to be killed.
+// process: it takes the lock, says so, and waits to be killed (or for
+// its standard input to end).
 func TestHelperHoldLock(t *testing.T) {
 	path := os.Getenv("FILELOCK_HOLD")
 	if path == "" {
@@ -141,5 +146,5 @@ func TestHelperHoldLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Stdout.WriteString("locked\n")
-	time.Sleep(time.Minute)
+	io.Copy(io.Discard, os.Stdin)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -109,6 +110,55 @@ func pidOf(t *testing.T, s string) int {
 		t.Fatalf("no process id in %q", s)
 	}
 	return pid
+}
+
+// exitWatch is a pidfd of a process, or with unix.PIDFD_THREAD of a thread
+// of this process, opened while it runs, so that its id cannot name
+// another one by the time the test waits.
+type exitWatch struct {
+	fd   int // -1: it had exited when the watch was opened
+	what string
+}
+
+func watchExit(t *testing.T, what string, pid, flags int) exitWatch {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, flags)
+	if errors.Is(err, unix.ESRCH) {
+		return exitWatch{fd: -1, what: what}
+	}
+	if err != nil {
+		t.Fatalf("pidfd of %s (%d): %v", what, pid, err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return exitWatch{fd: fd, what: what}
+}
+
+// wait waits until the process or thread has exited (a zombie counts):
+// the kernel makes its pidfd readable then. The 10 s bound guards against
+// a hang only.
+func (w exitWatch) wait(t *testing.T) {
+	t.Helper()
+	if w.fd < 0 {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			t.Fatalf("%s still runs after 10 s", w.what)
+		}
+		fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("waiting for %s to exit: %v", w.what, err)
+		}
+		if n > 0 {
+			return
+		}
+	}
 }
 
 // End kills what the leader left in its group after it exited, and
@@ -247,12 +297,13 @@ func TestAChildDiesWithItsParent(t *testing.T) {
 			os.Exit(3)
 		}
 		os.Stdout.WriteString(strconv.Itoa(cmd.Process.Pid) + "\n")
-		time.Sleep(time.Minute) // until the test kills this process
+		io.Copy(io.Discard, os.Stdin) // until the test kills this process (or its stdin ends)
 		os.Exit(0)
 	}
 	parent := exec.Command(os.Args[0], "-test.run=^TestAChildDiesWithItsParent$")
 	parent.Env = append(os.Environ(), "PROCGROUP_TEST_PARENT=1")
 	out, _ := parent.StdoutPipe()
+	parent.StdinPipe() // open until the parent ends
 	if err := parent.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -263,15 +314,13 @@ func TestAChildDiesWithItsParent(t *testing.T) {
 	}
 	child := pidOf(t, strings.TrimSpace(line))
 	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
+	exit := watchExit(t, fmt.Sprintf("the child %d, its parent killed,", child), child, 0)
 	parent.Process.Kill()
 	parent.Wait()
 	go io.Copy(io.Discard, out)
-	deadline := time.Now().Add(10 * time.Second)
-	for running(t, child) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the child %d still runs 10 s after its parent was killed", child)
-		}
-		time.Sleep(10 * time.Millisecond)
+	exit.wait(t)
+	if running(t, child) {
+		t.Fatalf("the child %d runs after its pidfd said it exited", child)
 	}
 }
 
@@ -328,13 +377,12 @@ func TestSpawnConfinedChangesOneThreadAndWhatItStarts(t *testing.T) {
 	}
 	in.Close()
 	confined.Wait()
+	tid, _ := strconv.Atoi(noNewPrivsThreads(t)[0])
+	exit := watchExit(t, fmt.Sprintf("the confined thread %d, released,", tid), tid, unix.PIDFD_THREAD)
 	release()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(noNewPrivsThreads(t)) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the confined thread %v still runs 10 s after its release", noNewPrivsThreads(t))
-		}
-		time.Sleep(10 * time.Millisecond)
+	exit.wait(t)
+	if got := noNewPrivsThreads(t); len(got) != 0 {
+		t.Fatalf("threads with no_new_privs after the confined one ended: %v", got)
 	}
 }
 
