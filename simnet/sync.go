@@ -150,6 +150,7 @@ func (r *Runner) bootSync(h *host) {
 		return
 	}
 	h.spTickedTo = r.now - 1
+	h.sp.DialAll() // as a node does when it starts
 	r.applySync(h)
 }
 

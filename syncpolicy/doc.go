@@ -8,7 +8,9 @@
 //
 // A [Machine] is the policy of one node, in the shape of fencing's: inputs
 // are calls ([Machine.Tick] for one unit of time, [Machine.Connected] and
-// [Machine.Disconnected] as connections come and go, [Machine.Dialed],
+// [Machine.Disconnected] as connections come and go, [Machine.DialAll] and
+// [Machine.SetPeers] as the node starts and its pairings change,
+// [Machine.Dialed],
 // [Machine.RoundDone], [Machine.Exchanged], [Machine.ExchangeStarted] and
 // [Machine.ExchangeEnded] as the node's work ends or a peer's begins,
 // [Machine.Imported] and [Machine.Differs] for what the node learnt),
@@ -21,8 +23,9 @@
 //
 //   - Anti-entropy: every Config.Interval ticks, a round that exchanges the
 //     capsules that changed with every connected peer, a dial of every
-//     dialable peer not connected, and idle capsules closed. A new machine
-//     dials at once.
+//     dialable peer not connected, and idle capsules closed. The same
+//     dials at once as the node starts and when a pairing changes
+//     ([Machine.DialAll]).
 //   - On a connection, the side whose ID is lower ([Leads]) runs a round of
 //     everything; the other only fetches the blobs it wants. One exchange
 //     per capsule brings both up to date; two would send the events twice.

@@ -78,9 +78,10 @@ type peerState[V any] struct {
 	responding map[string]int
 }
 
-// New returns the machine of a node that starts: it connects to no one
-// yet, knows nothing of its peers, and its first Ready dials every
-// dialable peer. same reports whether two vectors are equal.
+// New returns the machine of a node that starts: it is connected to no
+// one and knows nothing of its peers' capsules; its first Ready is empty
+// (call DialAll for the dials a start makes). same reports whether two
+// vectors are equal.
 func New[V any](cfg Config, same func(a, b V) bool) (*Machine[V], error) {
 	m := new(Machine[V])
 	if err := m.Restart(cfg, same); err != nil {
@@ -106,7 +107,6 @@ func (m *Machine[V]) Restart(cfg Config, same func(a, b V) bool) error {
 	*m = Machine[V]{cfg: cfg, same: same, wait: cfg.interval(),
 		rd: Ready{Rounds: m.rd.Rounds[:0], Dials: m.rd.Dials[:0]}}
 	m.peers = m.fresh(old, peers, false)
-	m.dialAll()
 	return nil
 }
 
@@ -157,9 +157,8 @@ func sameIDs[V any](states []peerState[V], peers []Peer) bool {
 
 // SetPeers replaces the paired peers (a pairing changed). A peer that
 // stays keeps what the machine knew of it; one that goes is forgotten, and
-// asked for no more rounds; one that comes is dialed if it can be. Every
-// dialable peer that is not connected is dialed (a new pairing dials at
-// once). On error nothing changes.
+// asked for no more rounds. It dials no one (see DialAll). On error
+// nothing changes.
 func (m *Machine[V]) SetPeers(peers []Peer) error {
 	cfg := m.cfg
 	cfg.Peers = peers
@@ -167,7 +166,6 @@ func (m *Machine[V]) SetPeers(peers []Peer) error {
 		return err
 	}
 	m.peers = m.fresh(m.peers, peers, true)
-	m.dialAll()
 	return nil
 }
 
@@ -210,7 +208,7 @@ func (m *Machine[V]) Tick() {
 			m.round(&m.peers[i], ChangedOnly)
 		}
 	}
-	m.dialAll()
+	m.DialAll()
 	m.rd.CloseIdle = true
 }
 
@@ -219,9 +217,10 @@ func (m *Machine[V]) Tick() {
 // and must not skip that one.
 func (m *Machine[V]) Deadline() int { return m.wait }
 
-// dialAll asks for a dial of every dialable peer that is neither connected
-// nor being dialed.
-func (m *Machine[V]) dialAll() {
+// DialAll asks for a dial, now, of every dialable peer that is neither
+// connected nor being dialed: what a node does as it starts, when a peer
+// is paired and when the paired peers are reloaded, besides every pass.
+func (m *Machine[V]) DialAll() {
 	for i := range m.peers {
 		if p := &m.peers[i]; p.Dialable && !p.connected && !p.dialing {
 			p.dialing = true

@@ -10,18 +10,26 @@ import (
 	"github.com/tern-dev/tern/internal/flaws"
 )
 
-func TestANewMachineDialsEveryPeerItCanAndNothingElse(t *testing.T) {
+func TestANewMachineWaitsToBeToldToDial(t *testing.T) {
 	m, err := New(Config{Self: "b", Peers: []Peer{dialable("a"), reachable("c"), dialable("d")}}, sameVec)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if m.HasReady() {
+		t.Fatalf("a new machine asks for %+v", m.Ready())
+	}
+	m.DialAll()
 	got := take(m)
 	want := taken{Dials: []string{"a", "d"}}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("first Ready %+v, want %+v", got, want)
+		t.Fatalf("DialAll's Ready %+v, want %+v: the peers with addresses", got, want)
 	}
 	if m.HasReady() {
 		t.Fatalf("a Ready left after Advance: %+v", m.Ready())
+	}
+	m.DialAll()
+	if m.HasReady() {
+		t.Fatalf("peers being dialed are dialed again: %+v", m.Ready())
 	}
 }
 
@@ -393,6 +401,10 @@ func TestSetPeersKeepsWhatStaysAndDialsWhatComes(t *testing.T) {
 	if err := m.SetPeers([]Peer{dialable("c"), dialable("d")}); err != nil {
 		t.Fatal(err)
 	}
+	if m.HasReady() {
+		t.Fatalf("SetPeers asks for %+v", m.Ready())
+	}
+	m.DialAll()
 	if got := take(m); !slices.Equal(got.Dials, []string{"d"}) || len(got.Rounds) > 0 {
 		t.Fatalf("after pairing d: %+v, want a dial of d only (c is connected)", got)
 	}
@@ -421,8 +433,11 @@ func TestRestartForgetsEverything(t *testing.T) {
 	if err := m.Restart(Config{Self: "a", Peers: []Peer{dialable("b")}, Interval: 3}, sameVec); err != nil {
 		t.Fatal(err)
 	}
-	if got := take(m); !reflect.DeepEqual(got, taken{Dials: []string{"b"}}) {
-		t.Fatalf("first Ready after a restart %+v", got)
+	if m.HasReady() {
+		t.Fatalf("first Ready after a restart %+v", m.Ready())
+	}
+	if m.DialAll(); !reflect.DeepEqual(take(m), taken{Dials: []string{"b"}}) {
+		t.Fatal("the restarted machine does not dial b: it thinks it connected or dialing")
 	}
 	if _, ok := m.Synced("b", "x"); ok || m.IsConnected("b") {
 		t.Fatal("the restarted machine remembers the peer")
@@ -455,7 +470,7 @@ func TestRoundsAreNeverDoubledNorLostWhateverComes(t *testing.T) {
 			if rng.IntN(8) == 0 {
 				p = "z"
 			}
-			in := rng.IntN(7)
+			in := rng.IntN(8)
 			asked := false
 			for _, m := range []*Machine[vec]{m1, m2} {
 				switch in {
@@ -479,6 +494,8 @@ func TestRoundsAreNeverDoubledNorLostWhateverComes(t *testing.T) {
 					asked = m.IsConnected(p)
 				case 6:
 					m.Dialed(p, nil)
+				case 7:
+					m.DialAll()
 				}
 			}
 			r1, r2 := take(m1), take(m2)
@@ -517,8 +534,8 @@ func TestARestartWithOtherPeersKnowsOnlyThose(t *testing.T) {
 	if err := m.Restart(Config{Self: "a", Peers: []Peer{reachable("c"), dialable("d")}}, sameVec); err != nil {
 		t.Fatal(err)
 	}
-	if got := take(m); !reflect.DeepEqual(got, taken{Dials: []string{"d"}}) {
-		t.Fatalf("first Ready %+v", got)
+	if m.DialAll(); !reflect.DeepEqual(take(m), taken{Dials: []string{"d"}}) {
+		t.Fatal("DialAll after the restart dials other than d")
 	}
 	if _, ok := m.Synced("c", "x"); ok || m.IsConnected("b") || m.IsConnected("c") {
 		t.Fatal("the restarted machine remembers its old peers")
