@@ -269,9 +269,15 @@ func TestRoundsWithOnePeerRunOneAtATime(t *testing.T) {
 func TestImportedRoundsEverythingWithEveryConnectedPeer(t *testing.T) {
 	m := newMachine(t, "b", reachable("a"), reachable("c"), reachable("d"))
 	connect(m, "a", "c")
+	if n := m.RoundsRunning(); n != 0 {
+		t.Fatalf("%d rounds run after every round ended", n)
+	}
 	m.Imported()
 	if got := take(m); !reflect.DeepEqual(got.Rounds, rounds(Round{"a", Everything}, Round{"c", Everything})) {
 		t.Fatalf("rounds %v", got.Rounds)
+	}
+	if n := m.RoundsRunning(); n != 2 {
+		t.Fatalf("RoundsRunning = %d, want 2", n)
 	}
 }
 

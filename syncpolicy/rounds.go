@@ -29,6 +29,18 @@ func (m *Machine[V]) RoundDone(peer string) {
 	p.again = 0
 }
 
+// RoundsRunning returns how many peers have a round running (or asked for
+// in a Ready not yet carried out): zero when the node syncs with no one.
+func (m *Machine[V]) RoundsRunning() int {
+	n := 0
+	for i := range m.peers {
+		if m.peers[i].running {
+			n++
+		}
+	}
+	return n
+}
+
 // Imported tells the machine that a capsule was imported here (new, or
 // merged into the copy held): a round of everything with every connected
 // peer.
