@@ -307,11 +307,16 @@ func (r *Runner) next(t int64) (event, bool) {
 func (r *Runner) loop() {
 	operatorAt := r.healAt + settleLimit
 	fencingDone := false
+	tf, okf, stale := int64(0), false, true // the fencing side's next time; a sync step leaves it as it was
 	for !r.violated {
-		t, ok := r.nextTime()
+		if stale {
+			tf, okf = r.nextTime()
+		}
+		t, ok := tf, okf
 		if !ok && !fencingDone {
 			if !r.quiescent() {
 				operatorAt = r.now + settleLimit
+				stale = true
 				continue // the operator acted
 			}
 			fencingDone = true
@@ -324,10 +329,13 @@ func (r *Runner) loop() {
 		case !fencingStep:
 			t = ts
 		}
+		stale = fencingStep
 		r.now = t
-		r.queue.advance(t)
 		r.squeue.advance(t)
-		for !r.violated {
+		if fencingStep {
+			r.queue.advance(t)
+		}
+		for fencingStep && !r.violated {
 			e, ok := r.next(t)
 			if !ok {
 				break
@@ -345,7 +353,7 @@ func (r *Runner) loop() {
 			r.handleSync(&ev)
 		}
 		for _, h := range r.hosts {
-			if r.violated {
+			if r.violated || !fencingStep {
 				break
 			}
 			if h.up && !h.paused && h.nextTick == t {
