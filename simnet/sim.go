@@ -300,10 +300,10 @@ func (r *Runner) next(t int64) (event, bool) {
 // host catches up on the ticks it skipped before any input, which changes
 // nothing because no timer was due (Machine.Deadline).
 //
-// The sync layer's events and passes go on beside (sync.go): within a tick,
-// after the fencing events and before the fencing timers. The fencing
-// side is done when nothing of it is left (quiescent); the run ends when
-// the sync layer has settled too.
+// The sync layer goes on beside (sync.go): within a tick, its events come
+// after the fencing events, its passes after the fencing timers. The
+// fencing side is done when nothing of it is left (quiescent); the run
+// ends when the sync layer has settled too.
 func (r *Runner) loop() {
 	operatorAt := r.healAt + settleLimit
 	fencingDone := false
