@@ -31,6 +31,7 @@ type Summary struct {
 	Violations int      // runs that failed
 	Failures   []Result // the failing runs with the lowest seeds, at most MaxReported
 	Coverage   Coverage
+	Sync       SyncCounts
 	// TraceHash combines every run's trace hash (whatever order they ran
 	// in): the same seeds give the same TraceHash.
 	TraceHash uint64
@@ -100,6 +101,7 @@ func (s *Summary) add(r *Result) {
 	s.Migrations += int64(r.Migrations)
 	s.Operator += int64(r.Operator)
 	s.Coverage.Add(&r.Coverage)
+	s.Sync.Add(&r.Sync)
 	s.TraceHash ^= r.TraceHash * (r.Seed | 1)
 	if r.Failed() {
 		s.Violations++
@@ -116,6 +118,7 @@ func (s *Summary) merge(o *Summary) {
 	s.Operator += o.Operator
 	s.Violations += o.Violations
 	s.Coverage.Add(&o.Coverage)
+	s.Sync.Add(&o.Sync)
 	s.TraceHash ^= o.TraceHash
 	s.Failures = append(s.Failures, o.Failures...)
 	s.trim()

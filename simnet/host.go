@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/syncpolicy"
 )
 
 // host is one simulated node: its machine, its durable registry, its
@@ -47,6 +48,20 @@ type host struct {
 
 	tickedTo int64 // the machine has been ticked through this time
 	nextTick int64 // when its next timer is due, -1 if none
+
+	// The sync layer (sync.go).
+	sp           *syncpolicy.Machine[events]
+	spPeers      []syncpolicy.Peer
+	events       events // the agent's events it holds: its journal, durable
+	backupEvents events // those its backup holds (evBackup)
+	life         uint32 // its starts: what a stream or dial of an earlier life is for
+	linked       []bool // linked[j]: its machine was told it is connected to node j
+	spTickedTo   int64  // its sync machine has been ticked through this time
+	spNext       int64  // when its next anti-entropy pass is due
+	spDeferred   []event
+	spRounds     []syncpolicy.Round // what applySync carries out
+	spDials      []string
+	applying     bool // applySync runs
 }
 
 func newHost(r *Runner, i, n int) *host {
@@ -54,8 +69,10 @@ func newHost(r *Runner, i, n int) *host {
 	for j := 0; j < n; j++ {
 		if j != i {
 			h.peers = append(h.peers, fmt.Sprintf("n%d", j))
+			h.spPeers = append(h.spPeers, syncpolicy.Peer{ID: fmt.Sprintf("n%d", j), Dialable: true})
 		}
 	}
+	h.linked = make([]bool, n)
 	h.have = func(f fencing.File) bool {
 		i := fileIndex(f.Name)
 		if i < 0 {
@@ -78,6 +95,9 @@ func (h *host) reset() {
 	h.store, h.staged, h.stagedOK, h.migVers = versions{}, versions{}, 0, versions{}
 	h.deferred = h.deferred[:0]
 	h.lastProp, h.lastAct = fencing.Message{}, fencing.Message{}
+	h.events, h.backupEvents, h.life = events{}, events{}, 0
+	clear(h.linked)
+	h.spDeferred = h.spDeferred[:0]
 }
 
 func (h *host) String() string {
@@ -137,6 +157,9 @@ func (r *Runner) boot(h *host) {
 	}
 	h.m.Signed(h.signed)
 	r.apply(h)
+	if !r.syncDone {
+		r.bootSync(h)
+	}
 }
 
 // apply carries out a machine's Ready in the documented order, checking
@@ -323,6 +346,7 @@ func (r *Runner) crash(h *host, loseRegistry, restore bool) {
 	}
 	r.setRunning(h, false)
 	h.up, h.paused, h.nextTick = false, false, -1
+	r.relink()
 	for _, i := range h.deferred {
 		r.release(i)
 	}
@@ -342,6 +366,8 @@ func (r *Runner) crash(h *host, loseRegistry, restore bool) {
 			return
 		}
 		h.saved.copyFrom(&h.backup.Record)
+		h.events = h.backupEvents // its journal comes back from the backup too
+		r.quietFrom = r.now
 		h.lost, h.restored = false, true
 		h.lostAt = r.now // what it decided since its backup is lost, as with a lost registry
 		h.stagedOK = 0   // the staging area is the backup's: empty at the epochs it knows
@@ -379,6 +405,7 @@ func (r *Runner) pause(h *host) {
 	}
 	r.input(h)
 	h.paused = true
+	r.relink()
 	r.schedule(r.now+int64(pauseMin+r.rng.IntN(pauseMax-pauseMin+1)), evWake, int32(h.idx), 0)
 }
 
@@ -418,6 +445,7 @@ func (r *Runner) wake(h *host) {
 	}
 	h.deferred = q[:0]
 	r.connectAll(h)
+	r.wakeSync(h)
 }
 
 func (r *Runner) heal() {

@@ -137,6 +137,7 @@ func (r *Runner) partition(oneWay bool) {
 		}
 	}
 	r.applyPartition(&p, 1)
+	r.relink()
 	r.parts = append(r.parts, p)
 	r.schedule(r.now+int64(partitionMin+r.rng.IntN(partitionMax-partitionMin+1)), evRepair, 0, int32(len(r.parts)-1))
 }

@@ -24,6 +24,8 @@ type Options struct {
 	// Flaw runs a deliberately broken protocol (see flaws.Flaw), to show
 	// that the checker catches it. Tests and demonstrations only.
 	Flaw flaws.Flaw
+
+	withoutSync bool // tests: the fencing side alone, as before the sync layer
 }
 
 // DefaultOptions returns the default workload: 3 nodes, 20 migrations,
@@ -42,7 +44,7 @@ func (o Options) Check() error {
 		return fmt.Errorf("migrations: %d, want at least 1", o.Migrations)
 	case o.Faults&^AllFaults != 0:
 		return fmt.Errorf("faults: unknown bits %b", o.Faults&^AllFaults)
-	case o.Flaw > flaws.FlawRetireWithoutCompare:
+	case o.Flaw > flaws.Last:
 		return fmt.Errorf("flaw: unknown %d", o.Flaw)
 	}
 	return nil
@@ -67,8 +69,9 @@ type Result struct {
 	Migrations int   // commands that started a migration
 	Operator   int   // operator overrides the run needed
 	Coverage   Coverage
-	Violation  string // "" if the checker found nothing
-	TraceHash  uint64 // a hash of every step; equal seeds give equal hashes
+	Sync       SyncCounts // what the sync layer did
+	Violation  string     // "" if the checker found nothing
+	TraceHash  uint64     // a hash of every step; equal seeds give equal hashes
 }
 
 // Failed reports whether the checker found a violation.
@@ -135,15 +138,28 @@ type Runner struct {
 	trace    io.Writer
 	hash     uint64
 	violated bool
+
+	// The sync layer (sync.go); its randomness is a stream of its own, so
+	// that the fencing side of a seed runs as it would without it.
+	srng      *rand.Rand
+	spcg      *rand.PCG
+	squeue    calendar // its events: frames, resets, dials, edits
+	streams   []stream
+	conn      []bool // conn[a*n+b]: a and b are connected
+	written   events // how many events each node wrote
+	quietFrom int64  // when a copy last changed
+	syncDone  bool   // settled and checked
 }
 
 // NewRunner returns a Runner for opt, which must pass Check.
 func NewRunner(opt Options) *Runner {
 	opt = opt.orDefault()
-	r := &Runner{opt: opt, pcg: rand.NewPCG(0, 0), trace: opt.Trace}
+	r := &Runner{opt: opt, pcg: rand.NewPCG(0, 0), spcg: rand.NewPCG(0, 0), trace: opt.Trace}
 	r.rng = rand.New(r.pcg)
+	r.srng = rand.New(r.spcg)
 	n := opt.Nodes
 	r.cut = make([]int, n*n)
+	r.conn = make([]bool, n*n)
 	for i := 0; i < n; i++ {
 		r.hosts = append(r.hosts, newHost(r, i, n))
 	}
@@ -162,6 +178,12 @@ func (r *Runner) Run(seed uint64) Result {
 
 func (r *Runner) reset(seed uint64) {
 	r.pcg.Seed(seed, seed^0x9e3779b97f4a7c15)
+	r.spcg.Seed(seed, seed^0x5851f42d4c957f2d)
+	r.squeue.reset()
+	clear(r.streams)
+	r.streams = r.streams[:0]
+	clear(r.conn)
+	r.written, r.quietFrom, r.syncDone = events{}, 0, r.opt.withoutSync
 	r.res = Result{Seed: seed}
 	r.set = DeriveSettings(r.rng, r.opt.Faults)
 	r.res.Settings = r.set
@@ -198,6 +220,7 @@ func (r *Runner) start() {
 	end := t
 	r.healAt = end + healMargin
 	r.plan(r.healAt, evHeal, 0, 0)
+	r.planSync(end)
 	n := len(r.hosts)
 	at := func() int64 { return 1 + r.rng.Int64N(end) }
 	for i := 0; i < r.set.Partitions; i++ {
@@ -276,20 +299,43 @@ func (r *Runner) next(t int64) (event, bool) {
 // timers that are due (in node order). Machines are ticked lazily: each
 // host catches up on the ticks it skipped before any input, which changes
 // nothing because no timer was due (Machine.Deadline).
+//
+// The sync layer goes on beside (sync.go): within a tick, its events come
+// after the fencing events, its passes after the fencing timers. The
+// fencing side is done when nothing of it is left (quiescent); the run
+// ends when the sync layer has settled too.
 func (r *Runner) loop() {
 	operatorAt := r.healAt + settleLimit
+	fencingDone := false
+	tf, okf, stale := int64(0), false, true // the fencing side's next time; a sync step leaves it as it was
 	for !r.violated {
-		t, ok := r.nextTime()
-		if !ok {
-			if r.quiescent() {
-				return
-			}
-			operatorAt = r.now + settleLimit
-			continue // the operator acted
+		if stale {
+			tf, okf = r.nextTime()
 		}
+		t, ok := tf, okf
+		if !ok && !fencingDone {
+			if !r.quiescent() {
+				operatorAt = r.now + settleLimit
+				stale = true
+				continue // the operator acted
+			}
+			fencingDone = true
+		}
+		ts, oks := r.nextSyncTime()
+		fencingStep := ok && (!oks || t <= ts)
+		switch {
+		case !ok && !oks:
+			return
+		case !fencingStep:
+			t = ts
+		}
+		stale = fencingStep
 		r.now = t
-		r.queue.advance(t)
-		for !r.violated {
+		r.squeue.advance(t)
+		if fencingStep {
+			r.queue.advance(t)
+		}
+		for fencingStep && !r.violated {
 			e, ok := r.next(t)
 			if !ok {
 				break
@@ -297,8 +343,17 @@ func (r *Runner) loop() {
 			r.handle(&e)
 			r.check()
 		}
+		for !r.violated && !r.syncDone {
+			e := r.squeue.peek(t)
+			if e == nil {
+				break
+			}
+			ev := *e
+			r.squeue.take(t)
+			r.handleSync(&ev)
+		}
 		for _, h := range r.hosts {
-			if r.violated {
+			if r.violated || !fencingStep {
 				break
 			}
 			if h.up && !h.paused && h.nextTick == t {
@@ -309,7 +364,9 @@ func (r *Runner) loop() {
 				r.check()
 			}
 		}
-		if r.now >= operatorAt && !r.violated {
+		r.syncTimers(t)
+		r.settleSync()
+		if fencingStep && !fencingDone && r.now >= operatorAt && !r.violated {
 			if !r.operate() {
 				r.violation("no progress %d ticks after healing: %s", r.now-r.healAt, r.describe())
 				return
@@ -413,6 +470,7 @@ func (r *Runner) command() {
 		return
 	}
 	// The agent worked: the journal and the manifest changed, sometimes a blob.
+	r.write(src)
 	src.store[0]++
 	src.store[1]++
 	if r.rng.IntN(4) == 0 {
@@ -474,6 +532,7 @@ func (r *Runner) backUp(h *host) {
 		return
 	}
 	h.backup.copyFrom(&h.saved.Record)
+	h.backupEvents = h.events
 	h.hasBackup = true
 	if r.trace != nil {
 		r.tracef("%s's registry is backed up: %v e%d highest %d", h.id, h.saved.State, h.saved.Epoch, h.saved.Highest)

@@ -117,6 +117,7 @@ func TestTheCheckerCatchesEveryHistoricalBug(t *testing.T) {
 		{"a query that does not fence lets a late activate win", flaws.FlawQueryWithoutFence},
 		{"a query that asks which epoch the target holds misses that the agent moved on", flaws.FlawQueryHeldEpoch},
 		{"a retire that is not compare-and-clear retires a node that holds a newer epoch", flaws.FlawRetireWithoutCompare},
+		{"a follower that leaves its timer rounds to the leader lets both sides skip what it wrote", flaws.FlawFollowerSkips},
 	}
 	const bound = 300
 	for _, tc := range cases {

@@ -40,6 +40,8 @@ type simnetReport struct {
 	CoverageEnforced bool            `json:"coverage_enforced"`
 	Uncovered        []string        `json:"uncovered"`
 	Failures         []simnetFailure `json:"failures"`
+	// Sync is what the model's sync layer did (the model layer only).
+	Sync *simnet.SyncCounts `json:"sync,omitempty"`
 }
 
 type simnetFailure struct {
@@ -63,11 +65,13 @@ func simnetCmd(e *env) *cobra.Command {
 duplicates, reorders, delays, partitions and replays messages and corrupts
 transfers, and nodes crash, lose their registry, or pause and wake up stale.
 A checker runs after every step. A failing seed prints the command that
-replays it step by step.
+replays it step by step. On the model layer each node also runs the sync
+policy and holds a copy of the agent's events; once the faults end and the
+rounds go quiet, every copy must be the same.
 
 --layer picks what runs:
-  model   the fencing state machines on a simulated network (thousands of
-          seeds a second)
+  model   the fencing and sync policy machines on a simulated network
+          (thousands of seeds a second)
   node    real nodes (stores, registries, sync, gossip, blob transfer,
           migration) on an in-memory network, one message at a time; the
           same seed replays exactly
@@ -95,6 +99,9 @@ fault never saw one of the outcomes:
 				fl, ok := flaws.Parse(flaw)
 				if !ok {
 					return fmt.Errorf("simnet: --flaw %q: unknown", flaw)
+				}
+				if fl.InSyncPolicy() && layer != "model" {
+					return fmt.Errorf("simnet: --flaw %s: the sync policy runs on the model layer only (the node does not execute it yet)", flaw)
 				}
 				opt.Flaw = fl
 			}
@@ -146,7 +153,7 @@ fault never saw one of the outcomes:
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	fl.BoolVar(&trace, "trace", false, "print every step of the one seed run")
 	fl.IntVar(&workers, "workers", 0, "parallel runs (default: one per core)")
-	fl.StringVar(&flaw, "flaw", "", "run a deliberately broken protocol to show the checker catches it: query-without-fence, query-held-epoch, retire-without-compare")
+	fl.StringVar(&flaw, "flaw", "", "run a deliberately broken protocol to show the checker catches it: query-without-fence, query-held-epoch, retire-without-compare, follower-skips (model layer only)")
 	fl.MarkHidden("flaw")
 	return c
 }
@@ -233,6 +240,9 @@ func report(s simnet.Summary, opt simnet.Options, layer string, first uint64, wo
 	for _, k := range simnet.Outcomes {
 		rep.Coverage[k.String()] = s.Coverage[k]
 	}
+	if layer == "model" {
+		rep.Sync = &s.Sync
+	}
 	for _, f := range s.Failures {
 		replay := simnet.ReplayCommand(f.Seed, opt)
 		if layer != "model" {
@@ -262,6 +272,10 @@ func printReport(e *env, r simnetReport) {
 	fmt.Fprintln(w)
 	if !r.CoverageEnforced {
 		fmt.Fprintf(w, "            (not enforced: it is, for %d seeds or more with every fault)\n", simnet.MinCoverageSeeds)
+	}
+	if c := r.Sync; c != nil {
+		fmt.Fprintf(w, "sync        %d rounds, %d exchanges, %d skipped as held, %d left to the peer, %d lists alike, %d streams broken, %d of %d dials failed\n",
+			c.Rounds, c.Exchanges, c.SkippedHeld, c.SkippedResponding, c.Alike, c.Broken, c.FailedDials, c.Dials)
 	}
 	fmt.Fprintf(w, "speed       %.0f seeds/s, %.0f steps/s (%d workers, %.2fs)\n", r.SeedsPerSecond, r.StepsPerSecond, r.Workers, r.ElapsedSeconds)
 	for _, f := range r.Failures {

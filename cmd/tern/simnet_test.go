@@ -11,7 +11,7 @@ func TestSimnetPassesAndReportsWhatItRan(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
-	for _, want := range []string{"runs        300", "steps ", "violations  0", "coverage    commit=", "override=", "seeds/s"} {
+	for _, want := range []string{"runs        300", "steps ", "violations  0", "coverage    commit=", "override=", "sync        ", " exchanges", "seeds/s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -63,6 +63,13 @@ func TestSimnetFailsABrokenProtocolAndSaysHowToReplayIt(t *testing.T) {
 	}
 }
 
+func TestSimnetFailsASyncPolicyWhoseCopiesDoNotConverge(t *testing.T) {
+	code, out, errs := tern(t, t.TempDir(), "", "simnet", "--seeds", "300", "--flaw", "follower-skips")
+	if code != 1 || !strings.Contains(out, "paired copies differ") || !strings.Contains(out, "--flaw follower-skips --trace") {
+		t.Fatalf("exit %d, want 1 naming the copies that differ and the replay\n%s%s", code, out, errs)
+	}
+}
+
 func TestSimnetBadUsage(t *testing.T) {
 	cases := []struct {
 		name string
@@ -73,6 +80,7 @@ func TestSimnetBadUsage(t *testing.T) {
 		{"no seeds", []string{"--seeds", "0"}},
 		{"a trace of many seeds", []string{"--seeds", "5", "--trace"}},
 		{"an unknown flaw", []string{"--flaw", "sloppy"}},
+		{"a flaw of the sync policy on the node layer", []string{"--layer", "node", "--flaw", "follower-skips"}},
 		{"an argument", []string{"now"}},
 	}
 	for _, tc := range cases {

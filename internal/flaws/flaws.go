@@ -5,9 +5,9 @@
 // built on tern's packages can switch one on.
 package flaws
 
-// Flaw selects a deliberately broken variant of the fencing protocol. Each
-// one is a bug the naive protocol had. The zero value, Sound, is the
-// protocol.
+// Flaw selects a deliberately broken variant of a protocol: the fencing
+// protocol or the sync policy. Each one is a bug a naive version has. The
+// zero value, Sound, is the protocol as written.
 type Flaw uint8
 
 // The historical bugs.
@@ -24,9 +24,22 @@ const (
 	// FlawRetireWithoutCompare: the source retires on any activated
 	// answer, without checking it is still frozen on that epoch.
 	FlawRetireWithoutCompare
+	// FlawFollowerSkips (the sync policy): a timer round of the peer
+	// that does not lead leaves each capsule to the one that does, as the
+	// rounds on connect do. The leader skips it too when the follower
+	// wrote since: its own vector did not move, so its record says the
+	// follower holds everything. Neither side sends the events.
+	FlawFollowerSkips
 )
 
-var flawNames = [...]string{"sound", "query-without-fence", "query-held-epoch", "retire-without-compare"}
+// Last is the highest Flaw.
+const Last = FlawFollowerSkips
+
+var flawNames = [...]string{"sound", "query-without-fence", "query-held-epoch", "retire-without-compare", "follower-skips"}
+
+// InSyncPolicy reports whether f breaks the sync policy (package
+// syncpolicy) rather than the fencing protocol.
+func (f Flaw) InSyncPolicy() bool { return f == FlawFollowerSkips }
 
 func (f Flaw) String() string {
 	if int(f) < len(flawNames) {
