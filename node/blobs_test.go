@@ -134,7 +134,7 @@ func TestACorruptChunkFromAPeerIsRejectedAndFetchedAgain(t *testing.T) {
 func quiet(n *Node) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return len(n.rounds.running) == 0 && len(n.fetches.running) == 0 && len(n.transfers.list()) == 0
+	return n.policy.RoundsRunning() == 0 && len(n.fetches.running) == 0 && len(n.transfers.list()) == 0
 }
 
 func wants(t *testing.T, n *Node, agent string) []string {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tern-dev/tern/simnet/memnet"
+	"github.com/tern-dev/tern/syncpolicy"
 )
 
 // bubble runs test inside a synctest bubble with a memnet network that
@@ -138,7 +139,7 @@ func TestATimerRoundLeavesACapsuleToTheExchangeThePeerIsRunning(t *testing.T) {
 		end := offerAware{a.store, a}.Exchanging(agent, b.info.PeerID)
 		appendN(t, a, agent, 5)
 		before := testutil.ToFloat64(a.stats.syncs.WithLabelValues("ok"))
-		a.syncRound(context.Background(), b.host.ID(), changedOnly)
+		a.syncRound(context.Background(), b.host.ID(), syncpolicy.ChangedOnly)
 		if evs, _ := b.store.Events(agent, ""); len(withoutMembers(evs)) != 1 {
 			t.Fatalf("b holds %d events: a's timer round exchanged the capsule b was exchanging", len(evs))
 		}

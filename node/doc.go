@@ -5,9 +5,11 @@
 //
 //   - node.go: Start and Close, the libp2p host (transports, NAT traversal,
 //     relay), mDNS, and the Node's accessors; config.go: $TERN_HOME/config.json.
-//   - rounds.go: sync rounds with a peer: on connect (the lower peer ID
-//     leads), on the anti-entropy timer, after an import; the record of
-//     what each peer holds, so unchanged pairs are skipped.
+//   - rounds.go: the sync policy (package syncpolicy, a pure machine)
+//     executed: what it is told (connections, dials, imports, gossip
+//     gaps, the exchanges peers start, the anti-entropy ticks) and the
+//     rounds and dials it asks for; a round with a peer (copies of what it
+//     shares, exchanges, wanted blobs).
 //   - fetch.go: fetching the blobs a capsule wants, one fetch per blob at
 //     a time, resuming from $TERN_HOME/partial; transfers.go: the
 //     transfers in flight, both ways, that tern status lists.

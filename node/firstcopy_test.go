@@ -192,7 +192,7 @@ func TestAPeerThatRefusesThisNodeIsNotRedialedInALoop(t *testing.T) {
 	}
 	var conns atomic.Int64
 	b.host.Network().Notify(&network.NotifyBundle{ConnectedF: func(network.Network, network.Conn) { conns.Add(1) }})
-	b.dialPeers()
+	b.dial(a.host.ID())
 	time.Sleep(time.Second)
 	if n := conns.Load(); n > 3 {
 		t.Fatalf("b connected to a %d times in a second: a refused peer is redialed in a loop", n)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/syncpolicy"
 )
 
 // startQuietNode runs a node whose anti-entropy timer never fires within
@@ -78,7 +79,7 @@ func TestNewEventsReachAPeerByGossipAlone(t *testing.T) {
 		// could carry the first new event before gossip does. (Both hold the
 		// capsule alike, so the leader's round runs none.)
 		leader := a
-		if !leads(a.host.ID(), b.host.ID()) {
+		if !syncpolicy.Leads(string(a.host.ID()), string(b.host.ID())) {
 			leader = b
 		}
 		eventually(t, "the round on connect has ended", func() bool { return testutil.ToFloat64(leader.stats.rounds) >= 1 })

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -17,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/libp2p/go-libp2p"
 	evbus "github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -36,6 +36,7 @@ import (
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/syncpolicy"
 	"github.com/tern-dev/tern/turns"
 )
 
@@ -111,22 +112,16 @@ type Node struct {
 	transfers *transfers
 	rt        *turns.Runtime // runs the turns of the agents that run here
 	gater     *gater
-	// synced holds, per peer and agent, a vector of events both sides held
-	// when their last exchange ended: while ours still equals it, the peer
-	// holds everything we hold and an exchange is skipped.
-	synced *lru.Cache[syncKey, journal.Vector]
 	// members holds the machines known to be members of each agent held
 	// (memberKey), so that a round adds a paired peer only once.
 	members sync.Map
 
-	mu      sync.Mutex
-	rounds  jobs[peer.ID] // sync rounds, by peer (startRound)
-	fetches jobs[syncKey] // blob fetches, by peer and agent (goFetch)
-	// responding counts the exchanges peers started that are running, by
-	// peer and agent: a timer round leaves those capsules to them.
-	responding map[syncKey]int
+	mu sync.Mutex
+	// policy decides the sync rounds and dials (package syncpolicy); the
+	// node carries out what it asks (applyPolicy), never under mu.
+	policy     *syncpolicy.Machine[journal.Vector]
+	fetches    jobs[syncKey]         // blob fetches, by peer and agent (goFetch)
 	fetchLocks map[string]*fetchLock // by sha256 or capsule, while a fetch holds or awaits it
-	dialErrs   map[peer.ID]string    // the last failed dial of a paired peer, until it connects
 	seen       map[peer.ID]time.Time // when each paired peer connected last, or when that connection ended
 	conns      map[peer.ID]int       // open connections to each peer, for the connect and disconnect log lines
 	healing    map[string]bool       // agents whose own chain healSoon is checking
@@ -143,10 +138,6 @@ type syncKey struct {
 	peer  peer.ID
 	agent string
 }
-
-// peerVectors bounds the peers' last vectors kept: a pair of nodes holding
-// 1,000 capsules each uses 1,000.
-const peerVectors = 1 << 16
 
 // Start runs a node from home until Close: the libp2p host (only paired
 // peers get in), the sync protocol, anti-entropy on every connect and on a
@@ -203,11 +194,23 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		return nil, fmt.Errorf("start libp2p host: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	synced, _ := lru.New[syncKey, journal.Vector](peerVectors)
 	n := &Node{home: home, homeLock: lock, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
-		transfers: newTransfers(), gater: g, synced: synced, rounds: newJobs[peer.ID](), fetches: newJobs[syncKey](),
-		responding: map[syncKey]int{}, fetchLocks: map[string]*fetchLock{}, dialErrs: map[peer.ID]string{}, seen: map[peer.ID]time.Time{}, conns: map[peer.ID]int{},
+		transfers: newTransfers(), gater: g, fetches: newJobs[syncKey](),
+		fetchLocks: map[string]*fetchLock{}, seen: map[peer.ID]time.Time{}, conns: map[peer.ID]int{},
 		ctx: ctx, cancel: cancel, dialed: make(chan struct{})}
+	pcfg := syncpolicy.Config{Self: string(h.ID()), Peers: n.policyPeers(), Interval: 1}
+	if hn := cfg.Harness; hn != nil {
+		pcfg.Flaw = hn.Flaw
+	}
+	n.policy, err = syncpolicy.New(pcfg,
+		maps.Equal[journal.Vector, journal.Vector])
+	if err != nil {
+		cancel()
+		h.Close()
+		store.Close()
+		return nil, err
+	}
+	peers.changed = n.peersChanged
 	n.stats = newMetrics(n)
 	if n.gossip, err = startGossip(ctx, n); err != nil {
 		cancel()
@@ -267,6 +270,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 			if last {
 				delete(n.conns, p)
 				n.seen[p] = time.Now() // the time its last connection ended
+				n.policy.Disconnected(string(p))
 			}
 			n.mu.Unlock()
 			if last && !n.harnessed() {
@@ -386,15 +390,13 @@ func (n *Node) peerName(p peer.ID) string {
 	return p.String()
 }
 
-// dialFailed records why a dial of a paired peer failed (tern status).
-func (n *Node) dialFailed(p peer.ID, err error) {
-	msg := err.Error()
-	if len(msg) > 200 {
-		msg = msg[:200] + "…"
-	}
+// dialOutcome tells the sync policy how a dial of a paired peer went (its
+// failure is what tern status says of a peer not connected).
+func (n *Node) dialOutcome(p peer.ID, err error) {
 	n.mu.Lock()
-	n.dialErrs[p] = msg
+	n.policy.Dialed(string(p), err)
 	n.mu.Unlock()
+	n.applyPolicy()
 }
 
 // HandlePeerFound is the mDNS callback: a paired peer seen on the LAN is
@@ -406,10 +408,11 @@ func (n *Node) HandlePeerFound(pi peer.AddrInfo) {
 	n.spawn(func() {
 		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 		defer cancel()
-		if err := n.host.Connect(ctx, pi); err != nil {
+		err := n.host.Connect(ctx, pi)
+		if err != nil {
 			n.log.Debug("could not reach a peer found on the LAN", "peer", pi.ID, "err", err)
-			n.dialFailed(pi.ID, err)
 		}
+		n.dialOutcome(pi.ID, err)
 	})
 }
 
@@ -565,9 +568,10 @@ func (n *Node) imported(id string, merged bool, err error) (string, bool, error)
 	if merged {
 		n.healSoon(id) // the copy may hold another branch of this machine's chain
 	}
-	for _, p := range n.host.Network().Peers() {
-		n.goSync(p)
-	}
+	n.mu.Lock()
+	n.policy.Imported()
+	n.mu.Unlock()
+	n.applyPolicy()
 	return id, merged, nil
 }
 
@@ -576,10 +580,7 @@ func (n *Node) Pair(p Peer) error {
 	if err := n.peers.Add(p); err != nil {
 		return err
 	}
-	n.holders.Repeer()
-	if !n.driven() { // a driving harness connects the nodes itself
-		n.spawn(n.dialPeers)
-	}
+	n.repeer(!n.driven()) // a driving harness connects the nodes itself
 	return nil
 }
 

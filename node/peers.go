@@ -32,6 +32,17 @@ type Peers struct {
 	path string
 	mu   sync.RWMutex
 	byID map[peer.ID]Peer
+
+	// changed, set by the node, runs after every change (p.mu not held):
+	// the sync policy follows the allowlist.
+	changed func()
+}
+
+// notify runs changed, if set.
+func (p *Peers) notify() {
+	if p.changed != nil {
+		p.changed()
+	}
 }
 
 // LoadPeers reads home's allowlist; a missing file is an empty list.
@@ -54,6 +65,7 @@ func (p *Peers) Reload() error {
 	p.mu.Lock()
 	p.byID = m
 	p.mu.Unlock()
+	p.notify()
 	return nil
 }
 
@@ -159,13 +171,15 @@ func (p *Peers) Add(e Peer) error {
 		e.Addrs = []string{}
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	next := clonePeers(p.byID)
 	next[id] = e
 	if err := p.save(next); err != nil {
+		p.mu.Unlock()
 		return err
 	}
 	p.byID = next
+	p.mu.Unlock()
+	p.notify()
 	return nil
 }
 
@@ -176,16 +190,19 @@ func (p *Peers) Remove(idStr string) (bool, error) {
 		return false, err
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if _, ok := p.byID[id]; !ok {
+		p.mu.Unlock()
 		return false, nil
 	}
 	next := clonePeers(p.byID)
 	delete(next, id)
 	if err := p.save(next); err != nil {
+		p.mu.Unlock()
 		return false, err
 	}
 	p.byID = next
+	p.mu.Unlock()
+	p.notify()
 	return true, nil
 }
 

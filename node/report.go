@@ -56,7 +56,13 @@ func (n *Node) Status() (api.Status, error) {
 // whyNotConnected says why the paired peer p is not connected.
 func (n *Node) whyNotConnected(id peer.ID, p Peer) string {
 	n.mu.Lock()
-	dialErr, seen := n.dialErrs[id], n.seen[id]
+	dialErr, seen := "", n.seen[id]
+	if err := n.policy.DialFailure(string(id)); err != nil {
+		dialErr = err.Error()
+		if len(dialErr) > 200 {
+			dialErr = dialErr[:200] + "…"
+		}
+	}
 	n.mu.Unlock()
 	switch {
 	case dialErr != "" && strings.Contains(dialErr, "gater"):
@@ -106,7 +112,9 @@ func (n *Node) SyncState(ctx context.Context, p peer.ID, agent string) (api.Sync
 		return api.SyncState{}, err
 	}
 	st := api.SyncState{Ours: ours, Blobs: len(blobs), PeerLacks: len(blobs), Transfers: []Transfer{}}
-	st.Peer, _ = n.synced.Get(syncKey{p, agent})
+	n.mu.Lock()
+	st.Peer, _ = n.policy.Synced(string(p), agent)
+	n.mu.Unlock()
 	st.Events = st.Peer != nil && maps.Equal(ours, st.Peer)
 	if st.Events && len(blobs) > 0 {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -140,8 +148,7 @@ func (n *Node) ReloadPeers() ([]Peer, error) {
 			n.host.Network().ClosePeer(p)
 		}
 	}
-	n.holders.Repeer()
-	n.spawn(n.dialPeers)
+	n.repeer(true)
 	return n.peers.List(), nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,21 +15,32 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/syncpolicy"
 )
 
 // IdleCapsule is how long a capsule goes unused before the node closes
 // it (see Store.CloseIdle), checked every sync interval.
 const IdleCapsule = time.Minute
 
-// antiEntropy dials paired peers at their static addresses and syncs every
-// capsule with every connected peer, on a timer: gossip may miss a peer,
-// this never does. It also closes the capsules that have gone idle. A
-// peer that connects gets its round from the connection (see Start), so
-// each tick syncs with the peers connected before it dials the others.
+// antiEntropy runs the sync policy's clock: its first dials of the
+// paired peers (takeOwnChain waits for them), then one tick every sync
+// interval, each an anti-entropy pass (a round with every connected peer,
+// a dial of the others, idle capsules closed): gossip may miss a peer,
+// this never does. A peer that connects gets its round from the
+// connection (see Start).
 func (n *Node) antiEntropy() {
 	t := time.NewTicker(n.cfg.SyncInterval)
 	defer t.Stop()
-	n.dialPeers()
+	n.mu.Lock()
+	n.policy.DialAll()
+	rd := n.takeReady()
+	n.mu.Unlock()
+	var dials sync.WaitGroup
+	for _, p := range rd.Dials {
+		dials.Go(func() { n.dial(peer.ID(p)) }) // a peer that is down delays no other
+	}
+	dials.Wait()
+	n.run(syncpolicy.Ready{Rounds: rd.Rounds, CloseIdle: rd.CloseIdle})
 	close(n.dialed)
 	for {
 		select {
@@ -41,56 +52,143 @@ func (n *Node) antiEntropy() {
 	}
 }
 
-// syncTick is one tick of anti-entropy: a round with every connected
-// peer, a dial of the others, idle capsules closed.
+// syncTick is one tick of the sync policy's clock: an anti-entropy pass.
 func (n *Node) syncTick() {
-	for _, p := range n.host.Network().Peers() {
-		n.startRound(p, changedOnly)
-	}
-	n.dialPeers()
-	if _, err := n.store.CloseIdle(IdleCapsule); err != nil {
-		n.log.Warn("closing idle capsules", "err", err)
-	}
+	n.mu.Lock()
+	n.policy.Tick()
+	n.mu.Unlock()
+	n.applyPolicy()
 }
 
-// dialPeers connects to paired peers that are not connected and have
-// static addresses.
-func (n *Node) dialPeers() {
-	var wg sync.WaitGroup
-	for _, ai := range n.peers.dialable() {
-		if n.host.Network().Connectedness(ai.ID) == network.Connected {
-			continue
+// policyPeers are the paired peers as the sync policy knows them: by raw
+// peer ID (whose order decides who leads), dialable if they have
+// addresses.
+func (n *Node) policyPeers() []syncpolicy.Peer {
+	var out []syncpolicy.Peer
+	for _, e := range n.peers.List() {
+		if id, err := peer.Decode(e.ID); err == nil {
+			out = append(out, syncpolicy.Peer{ID: string(id), Dialable: len(e.Addrs) > 0})
 		}
-		wg.Go(func() { // a peer that is down delays no other
-			ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
-			defer cancel()
-			if err := n.host.Connect(ctx, ai); err != nil {
-				n.log.Debug("paired peer unreachable", "peer", ai.ID, "err", err)
-				n.dialFailed(ai.ID, err)
-			}
-		})
 	}
-	wg.Wait()
+	return out
 }
 
-// connected starts the round a new connection with p calls for. One
-// exchange per capsule brings both sides up to date, so only one side
-// starts them (two would send the missing events twice); the other
-// fetches the blobs it wants.
+// peersChanged gives the sync policy the paired peers as they are now:
+// the allowlist changed (Peers.changed).
+func (n *Node) peersChanged() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := n.policy.SetPeers(n.policyPeers()); err != nil {
+		n.log.Warn("sync: the paired peers were refused", "err", err)
+	}
+}
+
+// repeer gives the fencing machines the paired peers as they are now (a
+// pairing changed), and with dial, dials those not connected.
+func (n *Node) repeer(dial bool) {
+	n.holders.Repeer()
+	if dial {
+		n.mu.Lock()
+		n.policy.DialAll()
+		n.mu.Unlock()
+		n.applyPolicy()
+	}
+}
+
+// takeReady takes what the sync policy asks for now, copied. n.mu held.
+func (n *Node) takeReady() syncpolicy.Ready {
+	if !n.policy.HasReady() {
+		return syncpolicy.Ready{}
+	}
+	rd := n.policy.Ready()
+	out := syncpolicy.Ready{Rounds: slices.Clone(rd.Rounds), Dials: slices.Clone(rd.Dials), CloseIdle: rd.CloseIdle}
+	n.policy.Advance()
+	return out
+}
+
+// applyPolicy carries out what the sync policy asks for. n.mu not held.
+func (n *Node) applyPolicy() {
+	n.mu.Lock()
+	rd := n.takeReady()
+	n.mu.Unlock()
+	n.run(rd)
+}
+
+// run carries out a Ready of the sync policy: each round and each dial in
+// the background, idle capsules closed here.
+func (n *Node) run(rd syncpolicy.Ready) {
+	for _, r := range rd.Rounds {
+		n.goRound(peer.ID(r.Peer), r.Scope)
+	}
+	for _, p := range rd.Dials {
+		n.spawn(func() { n.dial(peer.ID(p)) })
+	}
+	if rd.CloseIdle {
+		if _, err := n.store.CloseIdle(IdleCapsule); err != nil {
+			n.log.Warn("closing idle capsules", "err", err)
+		}
+	}
+}
+
+// goRound runs a round of scope with p in the background and tells the
+// policy when it ends. A round the policy asks for with p meanwhile (it
+// coalesces them into one) runs next in the same goroutine.
+func (n *Node) goRound(p peer.ID, scope syncpolicy.Scope) {
+	started := n.spawn(func() {
+		for scope != 0 {
+			n.syncRound(n.ctx, p, scope)
+			n.mu.Lock()
+			n.policy.RoundDone(string(p))
+			rd := n.takeReady()
+			n.mu.Unlock()
+			scope = 0
+			if i := slices.IndexFunc(rd.Rounds, func(r syncpolicy.Round) bool { return r.Peer == string(p) }); i >= 0 {
+				scope = rd.Rounds[i].Scope
+				rd.Rounds = slices.Delete(rd.Rounds, i, i+1)
+			}
+			n.run(rd)
+		}
+	})
+	if !started { // the node is closing: the round never runs
+		n.mu.Lock()
+		n.policy.RoundDone(string(p))
+		n.mu.Unlock()
+	}
+}
+
+// dial connects to the paired peer p, unless it is connected, and tells
+// the policy how it went.
+func (n *Node) dial(p peer.ID) {
+	var err error
+	if n.host.Network().Connectedness(p) != network.Connected {
+		ai := peer.AddrInfo{ID: p}
+		for _, d := range n.peers.dialable() {
+			if d.ID == p {
+				ai = d
+			}
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		if err = n.host.Connect(ctx, ai); err != nil {
+			n.log.Debug("paired peer unreachable", "peer", p, "err", err)
+		}
+		cancel()
+	}
+	n.dialOutcome(p, err)
+}
+
+// connected tells the sync policy of a new connection with p: the side
+// that leads runs the round of everything it calls for, the other fetches
+// the blobs it wants (one exchange per capsule brings both sides up to
+// date; two would send the missing events twice).
 func (n *Node) connected(p peer.ID) {
 	n.mu.Lock()
-	delete(n.dialErrs, p)
 	n.seen[p] = time.Now()
+	n.policy.Connected(string(p)) // it may have restarted from another state
 	n.mu.Unlock()
-	n.forgetSynced(p) // it may have restarted from another state
 	// Every agent held active here asks the peer what it knows: one that
 	// knows a newer activation makes this node step down at once.
 	n.spawn(func() { n.holders.Connected(p) })
-	if leads(n.host.ID(), p) {
-		n.goSync(p)
-	} else {
-		n.startRound(p, wantsOnly)
-	}
+	n.applyPolicy()
 }
 
 // noDial keeps the streams opened with ctx on the connections there are:
@@ -102,46 +200,30 @@ func noDial(ctx context.Context) context.Context {
 	return network.WithNoDial(ctx, "sync runs on the connection it was started for")
 }
 
-// leads reports whether, of two connected peers, self is the one that
-// starts the sync exchanges on connect: the lower peer ID, so that both
-// sides agree whoever dialed.
-func leads(self, other peer.ID) bool { return self < other }
-
-// round is what a sync round with a peer covers; a higher round covers
-// what a lower one does.
-type round int
-
-const (
-	wantsOnly   round = iota + 1 // fetch wanted blobs; exchange no events
-	changedOnly                  // and exchange capsules the peer is not known to hold whole
-	everything                   // and exchange every capsule, taking those the peer offers
-)
-
-// goSync runs a round over every capsule with p in the background.
-func (n *Node) goSync(p peer.ID) { n.startRound(p, everything) }
-
-// startRound runs a sync round with p in the background. At most one round
-// runs per peer; requests that arrive meanwhile run one more round when it
-// ends (covering everything if any of them asked for it), so bursts never
-// pile up streams.
-func (n *Node) startRound(p peer.ID, r round) {
-	if !n.peers.Allowed(p) {
-		return
-	}
-	startJob(n, &n.rounds, p, int(r), func(level int) { n.syncRound(n.ctx, p, round(level)) })
+// goSync asks the sync policy for a round of everything with p: p
+// differs from this node (a gap in what gossip brought, a capsule it
+// offers that this node lacks, a sync state that found it behind).
+func (n *Node) goSync(p peer.ID) {
+	n.mu.Lock()
+	n.policy.Differs(string(p))
+	n.mu.Unlock()
+	n.applyPolicy()
 }
 
 // SyncPeer takes a copy of every capsule p shares that this node lacks,
 // then runs one sync exchange with p for every capsule held, and fetches
 // the blobs each one wants that p holds. It returns when they are done
 // (a blob another round is fetching meanwhile is waited for).
-func (n *Node) SyncPeer(ctx context.Context, p peer.ID) { n.syncRound(ctx, p, everything) }
+func (n *Node) SyncPeer(ctx context.Context, p peer.ID) { n.syncRound(ctx, p, syncpolicy.Everything) }
 
-func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
+// syncRound runs a round of scope with p: copies of the capsules it
+// shares that this node lacks, an exchange of each capsule the policy
+// decides to exchange, then the blobs each capsule wants that p holds.
+func (n *Node) syncRound(ctx context.Context, p peer.ID, scope syncpolicy.Scope) {
 	defer n.stats.rounds.Inc()
 	ctx = noDial(ctx)
 	var theirs map[string]string // the peer's VectorDigest of each capsule it shares
-	if r > wantsOnly {
+	if scope > syncpolicy.WantsOnly {
 		theirs = n.takeMissing(ctx, p)
 	}
 	ids, err := n.store.List()
@@ -150,9 +232,9 @@ func (n *Node) syncRound(ctx context.Context, p peer.ID, r round) {
 		return
 	}
 	for _, id := range ids {
-		if r > wantsOnly && n.sameAsPeer(p, id, theirs[id]) {
+		if scope > syncpolicy.WantsOnly && n.sameAsPeer(p, id, theirs[id]) {
 			n.stats.alike.Inc() // the list's one round trip showed it: no exchange
-		} else if r == everything || r == changedOnly && !n.peerHoldsAll(p, id) && !n.responds(p, id) {
+		} else if n.decide(p, id, scope) == syncpolicy.Exchange {
 			if _, held := theirs[id]; held {
 				n.tendMembers(ctx, id, p) // it holds the agent: it was given it
 			}
@@ -257,33 +339,28 @@ func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
 	return n.gossip.join(id)
 }
 
-// recordSynced remembers both, a vector of events p and this node both
-// held when an exchange of agent ended.
-func (n *Node) recordSynced(p peer.ID, agent string, both journal.Vector) {
-	if both != nil {
-		n.synced.Add(syncKey{p, agent}, both)
-	}
-}
-
-// forgetSynced forgets what p was known to hold.
-func (n *Node) forgetSynced(p peer.ID) {
-	for _, k := range n.synced.Keys() {
-		if k.peer == p {
-			n.synced.Remove(k)
-		}
-	}
-}
-
-// peerHoldsAll reports whether p is known to hold every event of agent
-// this node holds: our vector equals the one both held after the last
-// exchange. (What p wrote since, p brings: its own vector moved.)
-func (n *Node) peerHoldsAll(p peer.ID, agent string) bool {
-	both, ok := n.synced.Get(syncKey{p, agent})
-	if !ok {
-		return false
-	}
+// decide is the policy's word on the capsule of agent in a round of
+// scope with p. A capsule whose vector cannot be read is exchanged
+// unless the round leaves it (the exchange then fails on it, as it should).
+func (n *Node) decide(p peer.ID, agent string, scope syncpolicy.Scope) syncpolicy.Action {
 	ours, err := n.store.Vector(agent)
-	return err == nil && maps.Equal(ours, both)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err != nil {
+		ours = nil // equal to no vector both held
+	}
+	return n.policy.Decide(string(p), agent, scope, ours)
+}
+
+// recordSynced tells the policy that p and this node both held both, a
+// vector of agent, when an exchange ended.
+func (n *Node) recordSynced(p peer.ID, agent string, both journal.Vector) {
+	if both == nil {
+		return
+	}
+	n.mu.Lock()
+	n.policy.Exchanged(string(p), agent, both)
+	n.mu.Unlock()
 }
 
 // offerAware serves sync from the store; a peer syncing an agent this node
@@ -301,28 +378,18 @@ func (o offerAware) Exchanging(agent, from string) (end func()) {
 	if err != nil {
 		return func() {}
 	}
-	k := syncKey{p, agent}
 	n := o.n
 	if n.store.Holds(agent) {
 		n.tendMembers(n.ctx, agent, p) // before its events come in
 	}
 	n.mu.Lock()
-	n.responding[k]++
+	n.policy.ExchangeStarted(string(p), agent)
 	n.mu.Unlock()
 	return func() {
 		n.mu.Lock()
-		if n.responding[k]--; n.responding[k] == 0 {
-			delete(n.responding, k)
-		}
+		n.policy.ExchangeEnded(string(p), agent)
 		n.mu.Unlock()
 	}
-}
-
-// responds reports whether an exchange of agent that p started is running.
-func (n *Node) responds(p peer.ID, agent string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.responding[syncKey{p, agent}] > 0
 }
 
 // Synced records what a peer that started an exchange now holds
