@@ -30,24 +30,6 @@ func startQuietNode(t *testing.T, tr ...transport) *Node {
 	return on.startEvery(t, t.TempDir(), time.Hour)
 }
 
-// eventually fails the test unless cond holds within 10 s.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	within(t, 10*time.Second, what, cond)
-}
-
-// within is eventually with its own deadline.
-func within(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func inTopic(n *Node, agent string, p peer.ID) bool {
 	return slices.Contains(n.gossip.net.(pubsubTopics).ps.ListPeers(topicPrefix+agent), p)
 }

@@ -92,13 +92,7 @@ func stubAgent(tb testing.TB, stub *chatStub) (*Node, string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !n.runs(id) {
-		if time.Now().After(deadline) {
-			tb.Fatal("the node does not run the agent")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(tb, "the node runs the agent", func() bool { return n.runs(id) })
 	return n, id
 }
 
