@@ -105,7 +105,13 @@ func TestTheWebPageInABrowser(t *testing.T) {
 
 	run("approving", chromedp.Click(chromedp.CSS(".action .approve")))
 	until("the continuing turn running", `[...document.querySelectorAll("#turns li")].some(li => li.dataset.status === "running")`)
-	time.Sleep(500 * time.Millisecond) // the shell call sleeps 2 s: the stream is open
+	// An EventSource is open once the server has flushed the stream's
+	// headers, which it does after it counts the stream as one to cut. The
+	// shell call sleeps 2 s: the turn is still running.
+	until("the page following the running turn on an open stream", `(() => {
+		const li = [...document.querySelectorAll("#turns li")].find(li => li.dataset.status === "running");
+		return !!li && state.sources.some(s => s.readyState === EventSource.OPEN && s.url.includes(li.dataset.turn));
+	})()`)
 	if cut := a.apiSrv.CutStreams(); cut == 0 {
 		t.Fatal("no turn stream was open to cut")
 	}
