@@ -3,11 +3,13 @@ package node
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -19,11 +21,12 @@ import (
 // delivers every message as soon as it is sent. Nodes started on it keep
 // their own timers (sync rounds, fencing ticks), which run on the bubble's
 // fake clock: a test that waits for rounds or retries waits no real time,
-// and a wait that must see nothing happen (time.Sleep) is exact rather
-// than a guess about how slow the machine is.
+// and a check that nothing happened, made once the rounds or dials that
+// would have done it are counted, does not depend on how slow the machine
+// is.
 func bubble(t *testing.T, test func(t *testing.T, mn *memNodes)) {
 	synctest.Test(t, func(t *testing.T) {
-		mn := &memNodes{t: t, net: memnet.New(), addrs: map[string]ma.Multiaddr{}}
+		mn := &memNodes{t: t, net: memnet.New(), addrs: map[string]ma.Multiaddr{}, dialed: map[[2]peer.ID]int{}}
 		done, stopped := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(stopped)
@@ -48,6 +51,29 @@ type memNodes struct {
 	t     *testing.T
 	net   *memnet.Network
 	addrs map[string]ma.Multiaddr // by home: a restarted node keeps its address
+
+	mu     sync.Mutex
+	dialed map[[2]peer.ID]int // dials by a node's host of another, whatever came of them
+}
+
+// dialingHost is a node's memnet host, counting its dials in mn.
+type dialingHost struct {
+	*memnet.Host
+	mn *memNodes
+}
+
+func (h dialingHost) Connect(ctx context.Context, ai peer.AddrInfo) error {
+	h.mn.mu.Lock()
+	h.mn.dialed[[2]peer.ID{h.ID(), ai.ID}]++
+	h.mn.mu.Unlock()
+	return h.Host.Connect(ctx, ai)
+}
+
+// dials is how many times a's host has dialed b's.
+func (mn *memNodes) dials(a, b *Node) int {
+	mn.mu.Lock()
+	defer mn.mu.Unlock()
+	return mn.dialed[[2]peer.ID{a.host.ID(), b.host.ID()}]
 }
 
 // start runs a node on home (a restart if home held one before), with
@@ -60,7 +86,13 @@ func (mn *memNodes) start(home string, interval ...time.Duration) *Node {
 		mn.addrs[home] = addr
 	}
 	cfg := Config{NoMDNS: true, Harness: &Harness{},
-		newHost: func(id *Identity, _ *gater, _ Config) (host.Host, error) { return mn.net.AddHost(id.PrivKey(), addr) }}
+		newHost: func(id *Identity, _ *gater, _ Config) (host.Host, error) {
+			h, err := mn.net.AddHost(id.PrivKey(), addr)
+			if err != nil {
+				return nil, err
+			}
+			return dialingHost{h, mn}, nil
+		}}
 	if len(interval) > 0 {
 		cfg.SyncInterval = interval[0]
 	}
@@ -110,7 +142,12 @@ func TestAnUnsharedCapsuleStaysHome(t *testing.T) {
 		appendN(t, a, given, 2)
 		mn.pair(a, b)
 		converged(t, given, 2, a, b)
-		time.Sleep(time.Minute) // twelve more rounds
+		// Each of b's rounds asks a which capsules it shares and takes
+		// those b lacks.
+		rounds := testutil.ToFloat64(b.stats.rounds)
+		within(t, 2*time.Minute, "b has run twelve more rounds with a", func() bool {
+			return testutil.ToFloat64(b.stats.rounds) >= rounds+12
+		})
 		if b.store.Holds(kept) {
 			t.Fatal("b took a capsule a does not share with it")
 		}

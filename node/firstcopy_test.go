@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,18 +60,6 @@ func packed(t *testing.T, n *Node, agent string) []byte {
 	return buf.Bytes()
 }
 
-// waitFor polls cond until it holds, or fails the test after 20 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestAFirstCopyComesAsItsJournalThenItsBlobsAndWarnsOfNothing(t *testing.T) {
 	overBoth(t, func(t *testing.T, tr transport) {
 		var wa, wb warnings
@@ -79,7 +68,7 @@ func TestAFirstCopyComesAsItsJournalThenItsBlobsAndWarnsOfNothing(t *testing.T) 
 		appendN(t, a, agent, 3)
 		blob := snapshotOn(t, a, agent, 3<<20)
 		pair(t, a, b)
-		waitFor(t, "b holds the capsule whole", func() bool {
+		within(t, 20*time.Second, "b holds the capsule whole", func() bool {
 			st, err := b.Status()
 			// a's 3 messages and its snapshot, the agent's creation, and
 			// b's member.added, which a writes as it gives b the agent
@@ -114,16 +103,16 @@ func TestAFirstCopyCutShortIsListedIncompleteAndResumes(t *testing.T) {
 			s.Close()
 		})
 		pair(t, a, b)
-		waitFor(t, "b lists the capsule as incomplete", func() bool {
+		within(t, 20*time.Second, "b lists the capsule as incomplete", func() bool {
 			st, err := b.Status()
 			return err == nil && len(st.Capsules) == 1 && st.Capsules[0].Incomplete && st.Capsules[0].Wants >= 1
 		})
-		waitFor(t, "b keeps what the cut stream sent", func() bool {
+		within(t, 20*time.Second, "b keeps what the cut stream sent", func() bool {
 			n, _ := fileSize(filepath.Join(b.home, PartialDir, blob))
 			return n >= 1<<20
 		})
 		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // the link is back
-		waitFor(t, "b holds the capsule whole", func() bool {
+		within(t, 20*time.Second, "b holds the capsule whole", func() bool {
 			st, err := b.Status()
 			return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete
 		})
@@ -166,7 +155,7 @@ func TestAFirstCopyCarriesSmallFilesInItsTar(t *testing.T) {
 			t.Fatal(err)
 		}
 		pair(t, a, b)
-		waitFor(t, "b holds the capsule whole", func() bool {
+		within(t, 20*time.Second, "b holds the capsule whole", func() bool {
 			st, err := b.Status()
 			return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete
 		})
@@ -192,9 +181,18 @@ func TestAPeerThatRefusesThisNodeIsNotRedialedInALoop(t *testing.T) {
 	}
 	var conns atomic.Int64
 	b.host.Network().Notify(&network.NotifyBundle{ConnectedF: func(network.Network, network.Conn) { conns.Add(1) }})
+	rounds := testutil.ToFloat64(b.stats.rounds)
+	// One dial: a connection it makes is taken up, and has started its
+	// round, before dial returns.
 	b.dial(a.host.ID())
-	time.Sleep(time.Second)
-	if n := conns.Load(); n > 3 {
-		t.Fatalf("b connected to a %d times in a second: a refused peer is redialed in a loop", n)
+	eventually(t, "a refused b's handshake", func() bool {
+		return slices.ContainsFunc(a.PendingPeers(), func(p PendingPeer) bool { return p.ID == b.info.PeerID })
+	})
+	if conns.Load() > 0 {
+		// A redial by that round would be taken up before the round ends.
+		eventually(t, "the round b's connection started has ended", func() bool { return testutil.ToFloat64(b.stats.rounds) > rounds })
+	}
+	if n := conns.Load(); n > 1 {
+		t.Fatalf("one dial of a peer that refuses b made %d connections: the round a connection starts redials it", n)
 	}
 }

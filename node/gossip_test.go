@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	libp2pprotocol "github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -29,24 +31,6 @@ func startQuietNode(t *testing.T, tr ...transport) *Node {
 		on = tr[0]
 	}
 	return on.startEvery(t, t.TempDir(), time.Hour)
-}
-
-// eventually fails the test unless cond holds within 10 s.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	within(t, 10*time.Second, what, cond)
-}
-
-// within is eventually with its own deadline.
-func within(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func inTopic(n *Node, agent string, p peer.ID) bool {
@@ -202,6 +186,16 @@ func TestGossipStoresOnlyEventsThatCheckAndComeFromTheirWriter(t *testing.T) {
 	}
 }
 
+// gossipJudged is how many gossiped messages n's validator has decided on,
+// whatever it decided.
+func gossipJudged(n *Node) float64 {
+	sum := 0.0
+	for _, result := range []string{"accepted", "ignored", "rejected"} {
+		sum += testutil.ToFloat64(n.stats.gossip.WithLabelValues(result))
+	}
+	return sum
+}
+
 func (r *rogue) signerID() peer.ID { id, _ := peer.Decode(r.signer.Machine()); return id }
 
 func TestAPeerAnAgentIsNotSharedWithIsKeptOutOfItsTopic(t *testing.T) {
@@ -220,17 +214,28 @@ func TestAPeerAnAgentIsNotSharedWithIsKeptOutOfItsTopic(t *testing.T) {
 	if _, err := openTopic.Subscribe(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the rogue is in the topic of the agent shared with it", func() bool { return inTopic(home, open, r.signerID()) })
+	// The rogue asked to join the agent's topic before the other's, on the
+	// same stream: once home counts it in the second, it has decided on the
+	// first. Once the rogue counts home in the agent's topic, it sends home
+	// what it publishes there.
+	eventually(t, "the rogue is in the topic of the agent shared with it, and sends to home in the other", func() bool {
+		return inTopic(home, open, r.signerID()) && slices.Contains(r.topic.ListPeers(), home.host.ID())
+	})
 	before := eventCount(t, home, agent)
 	if err := r.topic.Publish(t.Context(), event(t, r.signer, 1, "").Line()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// The validator counts a message once it has decided on it (and stored
+	// it, had it let it in): the moment to look is when it has.
+	eventually(t, "home has judged the rogue's event", func() bool { return gossipJudged(home) == 1 })
 	if inTopic(home, agent, r.signerID()) {
 		t.Fatal("a peer the agent is not shared with is in its topic")
 	}
 	if eventCount(t, home, agent) != before {
 		t.Fatal("an event from a peer the agent is not shared with was stored")
+	}
+	if testutil.ToFloat64(home.stats.gossip.WithLabelValues("rejected")) != 1 {
+		t.Fatal("home's validator did not reject an event from a peer the agent is not shared with")
 	}
 }
 
@@ -251,6 +256,12 @@ func TestAnUnpairedHostCannotOpenAnyTernProtocolOrJoinATopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := eventCount(t, home, agent)
+	var conns atomic.Int64 // connections home took up with the stranger
+	home.host.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
+		if c.RemotePeer() == stranger.ID() {
+			conns.Add(1)
+		}
+	}})
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	_ = stranger.Connect(ctx, peer.AddrInfo{ID: home.host.ID(), Addrs: home.host.Addrs()}) // may look done on the dialer's side
@@ -262,7 +273,16 @@ func TestAnUnpairedHostCannotOpenAnyTernProtocolOrJoinATopic(t *testing.T) {
 	}
 	signer, _ := journal.NewKeySigner(k)
 	_ = topic.Publish(ctx, event(t, signer, 1, "").Line())
-	time.Sleep(300 * time.Millisecond)
+	// Home refused the stranger at its handshake. A connection is taken up
+	// (its notifiees told) before any stream on it is read: with none taken
+	// up, nothing the stranger sent was read or is on its way, and the
+	// stranger, done, dials no more.
+	eventually(t, "home refused the stranger's handshake", func() bool {
+		return slices.ContainsFunc(home.PendingPeers(), func(p PendingPeer) bool { return p.ID == stranger.ID().String() })
+	})
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("home took up %d connections from an unpaired host", n)
+	}
 	if inTopic(home, agent, stranger.ID()) || eventCount(t, home, agent) != before {
 		t.Fatal("an unpaired host joined a topic or got an event stored")
 	}

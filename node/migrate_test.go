@@ -37,7 +37,7 @@ func connectAll(t *testing.T, nodes ...*Node) {
 
 // link pairs and connects a and b (connectAll, for another goroutine).
 // Paired, b may dial a at the same moment: two TCP dials that cross can
-// fail their handshakes, so it tries a few times.
+// fail their handshakes, so it dials again until they are connected.
 func link(a, b *Node) error {
 	if err := a.peers.Add(Peer{ID: b.info.PeerID, Name: "b", Addrs: hostAddrs(b)}); err != nil {
 		return err
@@ -46,15 +46,17 @@ func link(a, b *Node) error {
 		return err
 	}
 	var err error
-	for range 5 {
+	if poll(10*time.Second, func() bool {
 		err = a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()})
 		if err == nil || a.host.Network().Connectedness(b.host.ID()) == network.Connected {
-			return nil
+			return true
 		}
 		if sw, ok := a.host.Network().(*swarm.Swarm); ok {
 			sw.Backoff().Clear(b.host.ID()) // else the next try fails at once: "dial backoff"
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		return nil
 	}
 	return err
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
@@ -110,40 +111,40 @@ func appendN(t *testing.T, n *Node, agent string, count int) {
 // want events besides those that name its members.
 func converged(t *testing.T, agent string, want int, nodes ...*Node) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	alike := func() bool {
 		var first journal.Vector
-		same := true
 		for i, n := range nodes {
 			v, err := n.store.Vector(agent)
 			if err != nil && !n.store.Holds(agent) {
-				same = false // not taken yet
-				continue
+				return false // not taken yet
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			evs, _ := n.store.Events(agent, "")
-			evs = withoutMembers(evs)
 			if i == 0 {
 				first = v
 			}
-			if len(evs) != want || !maps.Equal(first, v) {
-				same = false
+			if !maps.Equal(first, v) {
+				return false
 			}
 		}
-		if same {
-			return
-		}
-		if time.Now().After(deadline) {
-			for _, n := range nodes {
-				evs, _ := n.store.Events(agent, "")
-				t.Logf("%s holds %d events", n.info.PeerID, len(evs))
+		// The vectors are alike: count the events (a read of each journal).
+		for _, n := range nodes {
+			evs, _ := n.store.Events(agent, "")
+			if len(withoutMembers(evs)) != want {
+				return false
 			}
-			t.Fatalf("nodes did not converge on %d events", want)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return true
 	}
+	if poll(20*time.Second, alike) {
+		return
+	}
+	for _, n := range nodes {
+		evs, _ := n.store.Events(agent, "")
+		t.Logf("%s holds %d events", n.info.PeerID, len(evs))
+	}
+	t.Fatalf("nodes did not converge on %d events", want)
 }
 
 func TestTwoNodesConvergeAfterConcurrentAppends(t *testing.T) {
@@ -277,19 +278,15 @@ func TestATamperedEventFromAPeerIsQuarantinedAndShown(t *testing.T) {
 		io.Copy(io.Discard, s)
 		s.Close()
 
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			st, err := a.Status()
-			if err != nil {
+		var st api.Status
+		if !poll(10*time.Second, func() bool {
+			var err error
+			if st, err = a.Status(); err != nil {
 				t.Fatal(err)
 			}
-			if st.Capsules[0].Rejected == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("status does not show the rejected event: %+v", st.Capsules)
-			}
-			time.Sleep(20 * time.Millisecond)
+			return st.Capsules[0].Rejected == 1
+		}) {
+			t.Fatalf("status does not show the rejected event: %+v", st.Capsules)
 		}
 		held, _ := a.store.Events(agent, "")
 		for _, e := range held {
@@ -325,17 +322,13 @@ func TestAWorkspaceSnapshotReachesThePeerWithEveryBlob(t *testing.T) {
 		for _, p := range a.host.Network().Peers() {
 			a.goSync(p)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			st, _ := b.Status()
+		var st api.Status
+		if !poll(20*time.Second, func() bool {
+			st, _ = b.Status()
 			evs, _ := b.store.Events(agent, "")
-			if len(withoutMembers(evs)) == 1 && st.Capsules[0].Wants == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("b did not get the snapshot and its blobs: %+v", st.Capsules)
-			}
-			time.Sleep(50 * time.Millisecond)
+			return len(withoutMembers(evs)) == 1 && st.Capsules[0].Wants == 0
+		}) {
+			t.Fatalf("b did not get the snapshot and its blobs: %+v", st.Capsules)
 		}
 		out := filepath.Join(t.TempDir(), "out")
 		c, err := capsule.Open(filepath.Join(b.home, CapsulesDir, agent))

@@ -48,25 +48,45 @@ func TestPartitionsThatHealConverge(t *testing.T) {
 						side[i] = r.IntN(2) == 1
 					}
 					side[0], side[1] = false, true // two sides, never one
-					type cut struct{ a, b *Node }
+					type cut struct {
+						a, b   *Node
+						ab, ba int // the dials across it before
+					}
 					var cuts []cut
 					for i, a := range nodes {
 						for j, b := range nodes[i+1:] {
 							if side[i] != side[i+1+j] {
 								mn.net.Cut(a.host.ID(), b.host.ID())
-								cuts = append(cuts, cut{a, b})
+								cuts = append(cuts, cut{a, b, mn.dials(a, b), mn.dials(b, a)})
 							}
 						}
 					}
-					// Both sides write, and a minute of rounds passes.
+					want := func(i int) int {
+						if side[i] {
+							return total + 2
+						}
+						return total + 3 + round
+					}
+					// Both sides write, and a minute of rounds passes: twelve
+					// ticks of every node's sync timer, at each of which it
+					// dials each node across the cut, in vain.
 					gossipN(t, nodes[0], agent, 3+round)
 					gossipN(t, nodes[1], agent, 2)
-					time.Sleep(time.Minute)
-					for i, n := range nodes {
-						want := total + 3 + round
-						if side[i] {
-							want = total + 2
+					within(t, 2*time.Minute, "every node has dialed each across the cut twelve times, and each side holds its own events", func() bool {
+						for _, c := range cuts {
+							if mn.dials(c.a, c.b) < c.ab+12 || mn.dials(c.b, c.a) < c.ba+12 {
+								return false
+							}
 						}
+						for i, n := range nodes {
+							if eventCount(t, n, agent) < want(i) {
+								return false
+							}
+						}
+						return true
+					})
+					for i, n := range nodes {
+						want := want(i)
 						if got := eventCount(t, n, agent); got != want {
 							t.Fatalf("round %d: node %d (side %v) holds %d events, want %d: something crossed the cut", round, i, side[i], got, want)
 						}

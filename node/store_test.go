@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
@@ -147,10 +146,25 @@ func TestAClosedStoreWaitsForUsesInProgressThenOpensNothing(t *testing.T) {
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
+	// Close waits for the uses in progress at the store's gate. Once it
+	// does, a new use would queue behind it (TryRLock fails): from then on
+	// it cannot return before done.
+	eventually(t, "Close waits for the use in progress", func() bool {
+		select {
+		case <-closed:
+			t.Fatal("Close returned while a use was in progress")
+		default:
+		}
+		if s.gate.TryRLock() {
+			s.gate.RUnlock()
+			return false
+		}
+		return true
+	})
 	select {
 	case <-closed:
 		t.Fatal("Close returned while a use was in progress")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	done()
 	if err := <-closed; err != nil {

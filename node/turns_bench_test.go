@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -49,12 +50,16 @@ func newChatStub(tb testing.TB, deltas int) *chatStub {
 		for i := 0; i < s.deltas; i++ {
 			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d \"},\"finish_reason\":null}]}\n\n", i)
 			f.Flush()
-			time.Sleep(s.interval)
+			if !pace(r.Context(), s.interval) {
+				return
+			}
 			if i == 0 {
 				s.mu.Lock()
 				s.firstByte = append(s.firstByte, time.Since(arrived))
 				s.mu.Unlock()
-				time.Sleep(s.pause) // the rest of the answer comes later, as a model's does
+				if !pace(r.Context(), s.pause) { // the rest of the answer comes later, as a model's does
+					return
+				}
 			}
 		}
 		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"+
@@ -62,6 +67,24 @@ func newChatStub(tb testing.TB, deltas int) *chatStub {
 	}))
 	tb.Cleanup(s.Close)
 	return s
+}
+
+// pace waits d, as a model does between the parts of its answer, and
+// reports false if the client went away meanwhile.
+func pace(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	// real clock: the stub's pacing is the workload the benchmarks measure
+	// the node under, as a model's answer is.
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // requests is how many requests the stub answered.
@@ -92,13 +115,7 @@ func stubAgent(tb testing.TB, stub *chatStub) (*Node, string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !n.runs(id) {
-		if time.Now().After(deadline) {
-			tb.Fatal("the node does not run the agent")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(tb, "the node runs the agent", func() bool { return n.runs(id) })
 	return n, id
 }
 

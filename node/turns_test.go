@@ -404,9 +404,19 @@ func TestACancelledCallIsReconciledNotRunAgain(t *testing.T) {
 	turnID := turn["id"].(string)
 	ran := filepath.Join(n.home, WorkspacesDir, agent, "ran.txt")
 	eventually(t, "the command starts", func() bool { _, err := os.Stat(ran); return err == nil })
-	followed := make(chan []sseItem)
-	go func() { followed <- follow(t, n, sessionID, turnID, -1, nil) }()
-	time.Sleep(50 * time.Millisecond) // the follower is connected
+	followed, connected := make(chan []sseItem), make(chan struct{})
+	go func() {
+		var once sync.Once
+		followed <- follow(t, n, sessionID, turnID, -1, func([]sseItem) bool {
+			once.Do(func() { close(connected) }) // its first item: the stream is open
+			return false
+		})
+	}()
+	select {
+	case <-connected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a follower of the running turn got none of its items")
+	}
 	var ti api.TurnInfo
 	if code := callAPI(t, n, "POST", "/v1/sessions/"+sessionID+"/turns/"+turnID+"/cancel", nil, &ti); code != 200 || ti.Status != "cancelled" {
 		t.Fatalf("cancel: %d %+v", code, ti)

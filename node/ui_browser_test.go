@@ -97,7 +97,7 @@ func TestTheWebPageInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("#new-session")),
 		chromedp.WaitVisible(chromedp.ID("#session-panel")))
 	run("starting a turn",
-		chromedp.SendKeys(chromedp.ID("#turn-text"), `!call shell {"command": "sleep 2; echo slept"}`),
+		chromedp.SendKeys(chromedp.ID("#turn-text"), `!call shell {"command": "until [ -e release ]; do sleep 0.05; done; echo slept"}`),
 		chromedp.Click(chromedp.CSS("#turn-form button")),
 		chromedp.WaitVisible(chromedp.CSS(".action[data-action]")))
 	shot("2-paused-for-approval")
@@ -105,9 +105,20 @@ func TestTheWebPageInABrowser(t *testing.T) {
 
 	run("approving", chromedp.Click(chromedp.CSS(".action .approve")))
 	until("the continuing turn running", `[...document.querySelectorAll("#turns li")].some(li => li.dataset.status === "running")`)
-	time.Sleep(500 * time.Millisecond) // the shell call sleeps 2 s: the stream is open
+	// An EventSource is open once the server has flushed the stream's
+	// headers, which it does after it counts the stream as one to cut. The
+	// shell call waits for the file release: the turn is still running.
+	until("the page following the running turn on an open stream", `(() => {
+		const li = [...document.querySelectorAll("#turns li")].find(li => li.dataset.status === "running");
+		return !!li && state.sources.some(s => s.readyState === EventSource.OPEN && s.url.includes(li.dataset.turn));
+	})()`)
 	if cut := a.apiSrv.CutStreams(); cut == 0 {
 		t.Fatal("no turn stream was open to cut")
+	}
+	// The shell call may end now: the page must take the rest of the turn
+	// from a stream it opened again.
+	if err := os.WriteFile(filepath.Join(a.home, WorkspacesDir, agent, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	shot("3-stream-cut")
 	until("the turn's end after the stream resumed", `[...document.querySelectorAll("#transcript .item.assistant")].some(e => e.textContent.includes("Done: shell returned slept"))`)
