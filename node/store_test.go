@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
