@@ -1,6 +1,11 @@
 package api
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
 
 // InfoFile is written by a running node inside $TERN_HOME (0600): how
 // commands reach it (Info).
@@ -58,4 +63,14 @@ type Outcome struct {
 type Phase struct {
 	Name string `json:"name"`
 	MS   int64  `json:"ms"`
+}
+
+// ParsePeerID reads a peer ID as tern prints them (12D3KooW…), failing with
+// what one looks like and where to find it rather than the decoder's words.
+func ParsePeerID(s string) (peer.ID, error) {
+	id, err := peer.Decode(s)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a peer ID (one looks like 12D3KooW… followed by 44 letters and digits; tern id prints this machine's)", s)
+	}
+	return id, nil
 }

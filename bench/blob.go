@@ -21,6 +21,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
 	ternproto "github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/store"
 )
 
 // MaxBlobSize bounds Blob's size: the bytes are held in memory.
@@ -204,7 +205,7 @@ func nodesBlob(ctx context.Context, dir string, data []byte, sha256Hex string, r
 	if len(want) > 0 {
 		return fmt.Errorf("after the round node B still wants %d blobs (run with a log to see why)", len(want))
 	}
-	st, err := os.Stat(filepath.Join(home(dir, 1), node.CapsulesDir, agent, filepath.FromSlash(capsule.BlobPath(sha256Hex))))
+	st, err := os.Stat(filepath.Join(home(dir, 1), store.CapsulesDir, agent, filepath.FromSlash(capsule.BlobPath(sha256Hex))))
 	if err != nil {
 		return fmt.Errorf("the blob on node B: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
 )
 
 // CatchUpTimeout bounds how long CatchUp waits for the node to catch up.
@@ -96,7 +97,7 @@ func catchUp(ctx context.Context, dir string, events int, res *CatchUpResult, op
 	if _, _, err := a.Store().Import(src); err != nil {
 		return err
 	}
-	storeB, err := node.OpenStore(homeB, opt.log())
+	storeB, err := store.Open(homeB, opt.log())
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/store"
 )
 
 // MemoryEvents is how many events each capsule of IdleMemory holds.
@@ -164,7 +165,7 @@ func alikeRound(ctx context.Context, dir string, n *node.Node, res *MemoryResult
 	if _, err := node.LoadIdentity(h); err != nil { // its own key, made before it holds capsules
 		return err
 	}
-	if err := node.CopyHome(filepath.Join(home(dir, 0), node.CapsulesDir), filepath.Join(h, node.CapsulesDir)); err != nil {
+	if err := node.CopyHome(filepath.Join(home(dir, 0), store.CapsulesDir), filepath.Join(h, store.CapsulesDir)); err != nil {
 		return err
 	}
 	m, err := startNode(h, idleInterval, opt)
@@ -215,10 +216,10 @@ func alikeRound(ctx context.Context, dir string, n *node.Node, res *MemoryResult
 const idleSettle = 250 * time.Millisecond
 
 // fillStore creates capsules capsules of MemoryEvents events each,
-// signed by id, in the store of home (node.CapsulesDir), while no node
+// signed by id, in the store of home (store.CapsulesDir), while no node
 // runs.
 func fillStore(ctx context.Context, home string, id *node.Identity, capsules int, res *MemoryResult) error {
-	dir := filepath.Join(home, node.CapsulesDir)
+	dir := filepath.Join(home, store.CapsulesDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}

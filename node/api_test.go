@@ -12,6 +12,7 @@ import (
 
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/store"
 )
 
 func TestARunningNodeRefusesAForeignHostOrOriginOnEveryRoute(t *testing.T) {
@@ -102,17 +103,14 @@ func noHomePath(t *testing.T, n *Node, msg string) {
 func TestAnErrorFromADamagedCapsuleNamesItsFilesRelativeToTheHome(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	agent := sharedCapsule(t, n)
-	if err := os.WriteFile(filepath.Join(n.home, CapsulesDir, agent, capsule.ManifestFile), []byte("{"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(n.home, store.CapsulesDir, agent, capsule.ManifestFile), []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// Closed after the damage (the node's own work may have it open), so
 	// that the next use reads the damage.
 	eventually(t, "the capsule is closed", func() bool {
 		n.store.CloseIdle(0)
-		n.store.mu.Lock()
-		defer n.store.mu.Unlock()
-		_, open := n.store.open[agent]
-		return !open
+		return !n.store.IsOpen(agent)
 	})
 	for _, tc := range []struct{ name, method, path, body string }{
 		{"an append", http.MethodPost, "/v1/capsules/" + agent + "/events", `{"type":"message","body":{"role":"user","content":[{"type":"text","text":"hi"}]}}`},
@@ -125,7 +123,7 @@ func TestAnErrorFromADamagedCapsuleNamesItsFilesRelativeToTheHome(t *testing.T) 
 				t.Errorf("answered %d: a damaged capsule of the node's own is the node's failure, 500", code)
 			}
 			noHomePath(t, n, msg)
-			if !strings.Contains(msg, CapsulesDir+"/"+agent) {
+			if !strings.Contains(msg, store.CapsulesDir+"/"+agent) {
 				t.Fatalf("error %q does not name the capsule's folder relative to the home", msg)
 			}
 		})

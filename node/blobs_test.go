@@ -21,6 +21,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/store"
 )
 
 // snapshotOn snapshots a workspace holding one file of size random bytes
@@ -35,7 +36,7 @@ func snapshotOn(t *testing.T, n *Node, agent string, size int) string {
 		data[i] = byte(r.Uint32())
 	}
 	os.WriteFile(filepath.Join(ws, "big.bin"), data, 0o644)
-	d, done, err := n.store.use(agent)
+	d, done, err := n.store.Use(agent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestACorruptChunkFromAPeerIsRejectedAndFetchedAgain(t *testing.T) {
 		if w := wants(t, b, agent); len(w) != 0 {
 			t.Fatalf("b still wants %v from a peer that serves them", w)
 		}
-		if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
+		if rep, err := capsule.Verify(filepath.Join(b.home, store.CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
 			t.Fatalf("b's capsule: %v %+v", err, rep)
 		}
 	})
@@ -210,7 +211,7 @@ func TestABlobIsServedOnlyFromACapsuleSharedWithThePeer(t *testing.T) {
 	overBoth(t, func(t *testing.T, tr transport) {
 		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())
 		kept, given := sharedCapsule(t, a), sharedCapsule(t, a)
-		if err := a.store.shares.Set(kept, b.info.PeerID, false); err != nil {
+		if err := a.store.Shares().Set(kept, b.info.PeerID, false); err != nil {
 			t.Fatal(err)
 		}
 		blob := snapshotOn(t, a, kept, 1000)
@@ -227,7 +228,7 @@ func TestABlobIsServedOnlyFromACapsuleSharedWithThePeer(t *testing.T) {
 			}
 		}
 		// Shared again, it is served.
-		if err := a.store.shares.Set(kept, b.info.PeerID, true); err != nil {
+		if err := a.store.Shares().Set(kept, b.info.PeerID, true); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := protocol.Fetch(ctx, b.host, a.host.ID(), kept, blob, filepath.Join(t.TempDir(), "p"), nil); err != nil {
@@ -292,7 +293,7 @@ func TestABlobAnEventNamesFollowsTheEventByGossip(t *testing.T) {
 		os.WriteFile(img, bytes.Repeat([]byte("pixel"), 50_000), 0o644)
 		sum := sha256.Sum256(bytes.Repeat([]byte("pixel"), 50_000))
 		h := hex.EncodeToString(sum[:])
-		d, done, err := a.store.use(agent)
+		d, done, err := a.store.Use(agent)
 		if err != nil {
 			t.Fatal(err)
 		}

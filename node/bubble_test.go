@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tern-dev/tern/simnet/memnet"
+	"github.com/tern-dev/tern/store"
 	"github.com/tern-dev/tern/syncpolicy"
 )
 
@@ -136,7 +137,7 @@ func TestAnUnsharedCapsuleStaysHome(t *testing.T) {
 		a, b := mn.start(t.TempDir(), 5*time.Second), mn.start(t.TempDir(), 5*time.Second)
 		kept := sharedCapsule(t, a)
 		given := sharedCapsule(t, a)
-		if err := a.store.shares.Set(kept, b.info.PeerID, false); err != nil {
+		if err := a.store.Shares().Set(kept, b.info.PeerID, false); err != nil {
 			t.Fatal(err)
 		}
 		appendN(t, a, given, 2)
@@ -152,11 +153,11 @@ func TestAnUnsharedCapsuleStaysHome(t *testing.T) {
 			t.Fatal("b took a capsule a does not share with it")
 		}
 		// Sharing it again lets it through.
-		if err := a.store.shares.Set(kept, b.info.PeerID, true); err != nil {
+		if err := a.store.Shares().Set(kept, b.info.PeerID, true); err != nil {
 			t.Fatal(err)
 		}
 		converged(t, kept, 0, a, b)
-		again, err := LoadShares(a.home)
+		again, err := store.LoadShares(a.home)
 		if err != nil || !again.Shared(kept, b.info.PeerID) {
 			t.Fatalf("shares after reload: %v", err)
 		}

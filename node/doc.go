@@ -18,11 +18,8 @@
 //     needs of the node: its capsules, its paired peers, the sync before
 //     a move; ownchain.go: taking this machine's own chain from the peers
 //     before signing, and healing a fork of it on contact.
-//   - store.go: the capsules under $TERN_HOME/capsules, opened on use and
-//     closed when idle; it answers the sync and blob protocols.
-//     quarantine.go keeps aside the events peers sent that did not check.
-//   - peers.go, gater.go, shares.go: the allowlist, the connection gater
-//     that enforces it, and which capsule is shared with which peer.
+//   - peers.go, gater.go: the allowlist and the connection gater that
+//     enforces it. The capsules themselves are package store's.
 //   - identity.go: the machine's key, which offline commands use too, so
 //     that the key that signs journal events is the key the node serves
 //     under.
@@ -36,8 +33,8 @@
 //     libp2p side of following a turn that runs on another node.
 //   - members.go: who writes an agent's history (adding a paired peer as
 //     it is given the agent, foreign copies).
-//   - chains.go: which copy this machine signed an agent in last
-//     ($TERN_HOME/chains); home.go: the node's lock on its home.
+//   - home.go: what a home holds, and what killed runs left in it (the
+//     node's lock on its home is internal/homelock).
 //   - peeraddrs.go: a paired peer's stored address follows the port it
 //     says it listens on; jobs.go: background work, one run per key.
 //   - harness.go: the seams a harness (simnet/nodesim, the simulator's

@@ -111,7 +111,7 @@ func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial strin
 		n.log.Debug("blob fetch", "peer", p, "blob", h, "err", err)
 		return got, false
 	}
-	if err := n.store.adoptFetched(agent, h, partial); err != nil {
+	if err := n.store.AdoptFetched(agent, h, partial); err != nil {
 		n.log.Warn("blob fetched but not adopted", "blob", h, "err", err)
 		return got, false
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/store"
 )
 
 // warnings is a log handler that keeps the records at Warn and above.
@@ -77,7 +78,7 @@ func TestAFirstCopyComesAsItsJournalThenItsBlobsAndWarnsOfNothing(t *testing.T) 
 		if !bytes.Equal(packed(t, a, agent), packed(t, b, agent)) {
 			t.Fatal("b's copy is not a's capsule")
 		}
-		if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
+		if rep, err := capsule.Verify(filepath.Join(b.home, store.CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
 			t.Fatalf("b's copy: %v %+v", err, rep)
 		}
 		// The blob came over /tern/blob/1.0.0, not inside the capsule's tar.

@@ -128,7 +128,7 @@ func messageID(m *pb.Message) string {
 // only if it is paired and the agent is shared with it.
 func (g *gossip) admits(p peer.ID, topic string) bool {
 	agent, ok := agentOfTopic(topic)
-	return ok && g.n.peers.Allowed(p) && g.n.store.shares.Shared(agent, p.String())
+	return ok && g.n.peers.Allowed(p) && g.n.store.Shares().Shared(agent, p.String())
 }
 
 // subscriptions keeps a peer out of an agent's topic (pubsub never counts
@@ -228,7 +228,7 @@ func (g *gossip) check(ctx context.Context, agent string, from, origin peer.ID, 
 		g.n.goSync(from)
 		return pubsub.ValidationIgnore
 	}
-	added, err := g.n.store.add(ctx, agent, from.String(), []*journal.Event{e})
+	added, err := g.n.store.AddNew(ctx, agent, from.String(), []*journal.Event{e})
 	if err != nil {
 		g.n.log.Warn("gossip: could not store an event", "agent", agent, "event", e.ID, "err", err)
 		return pubsub.ValidationIgnore

@@ -158,7 +158,7 @@ func TestGossipStoresOnlyEventsThatCheckAndComeFromTheirWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the tampered event is rejected", func() bool { return count("rejected") == 1 })
-	if home.store.quarantine.count(agent) != 1 {
+	if home.store.RejectedCount(agent) != 1 {
 		t.Fatal("the tampered line was not kept in the quarantine")
 	}
 
@@ -203,7 +203,7 @@ func TestAPeerAnAgentIsNotSharedWithIsKeptOutOfItsTopic(t *testing.T) {
 	agent := sharedCapsule(t, home)
 	open := sharedCapsule(t, home)
 	r := newRogue(t, home, agent, func(id string) {
-		if err := home.store.shares.Set(agent, id, false); err != nil {
+		if err := home.store.Shares().Set(agent, id, false); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -1,88 +1,34 @@
 package node
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/atomicfile"
-	"github.com/tern-dev/tern/internal/filelock"
+	"github.com/tern-dev/tern/internal/homelock"
+	"github.com/tern-dev/tern/store"
 )
 
-// LockFile is the lock a running node holds on its $TERN_HOME, so that a
-// second node on the same home refuses to start. It holds the node's
-// process id, for people.
-const LockFile = "node.lock"
-
-// homeLockWait is how long Start waits for the home's lock: a command
-// checking whether a node runs holds it for an instant.
-const homeLockWait = 2 * time.Second
+// LockFile is the lock a running node holds on its $TERN_HOME
+// (internal/homelock).
+const LockFile = homelock.File
 
 // ErrHomeInUse means another tern node runs on this $TERN_HOME.
-var ErrHomeInUse = errors.New("another tern node is running on this TERN_HOME")
-
-// lockHome takes home's node lock and writes this process's id into it.
-func lockHome(home string) (*filelock.Lock, error) {
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", home, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), homeLockWait)
-	defer cancel()
-	path := filepath.Join(home, LockFile)
-	l, err := filelock.Wait(ctx, path)
-	if errors.Is(err, filelock.ErrLocked) {
-		pid := filelock.Holder(err)
-		if pid == 0 {
-			pid = pidIn(path)
-		}
-		who := ""
-		if pid > 0 {
-			who = fmt.Sprintf(" (process %d)", pid)
-		}
-		return nil, fmt.Errorf("%w%s: stop it first (tern status shows it), or set TERN_HOME to another folder for a second node", ErrHomeInUse, who)
-	}
-	if err != nil {
-		return nil, err
-	}
-	f := l.File()
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return l, nil
-}
-
-// pidIn reads the process id a node wrote into its lock file, 0 if none.
-func pidIn(path string) int {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
-}
+var ErrHomeInUse = homelock.ErrInUse
 
 // Running reports whether a node runs on home now, and its process id.
-func Running(home string) (bool, int, error) {
-	path := filepath.Join(home, LockFile)
-	held, pid, err := filelock.Held(path)
-	if held && pid == 0 {
-		pid = pidIn(path)
-	}
-	return held, pid, err
-}
+func Running(home string) (bool, int, error) { return homelock.Running(home) }
 
 // inUse says what home holds that a node's identity is bound to:
 // capsules, paired peers, chain records. "" when it holds none.
 func inUse(home string) string {
 	var what []string
-	if ids, err := os.ReadDir(filepath.Join(home, CapsulesDir)); err == nil {
+	if ids, err := os.ReadDir(filepath.Join(home, store.CapsulesDir)); err == nil {
 		n := 0
 		for _, e := range ids {
 			if e.IsDir() && capsule.ValidAgentID(e.Name()) {
@@ -99,7 +45,7 @@ func inUse(home string) string {
 	if p, err := readPeers(filepath.Join(home, PeersFile)); err != nil || len(p) > 0 {
 		what = append(what, "paired peers")
 	}
-	if recs, err := os.ReadDir(filepath.Join(home, ChainsDir)); err == nil && len(recs) > 0 {
+	if recs, err := os.ReadDir(filepath.Join(home, store.ChainsDir)); err == nil && len(recs) > 0 {
 		what = append(what, "records of the chains this machine signed")
 	}
 	return strings.Join(what, ", ")
@@ -128,7 +74,7 @@ func removeLeftovers(home string, log interface{ Warn(string, ...any) }) {
 		filepath.Join(home, ".upload-*"),
 		filepath.Join(home, ".export-*"),
 		filepath.Join(home, ".take-*"),
-		filepath.Join(home, CapsulesDir, ".import-*"),
+		filepath.Join(home, store.CapsulesDir, ".import-*"),
 	} {
 		matches, _ := filepath.Glob(pattern)
 		for _, m := range matches {

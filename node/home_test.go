@@ -12,6 +12,7 @@ import (
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/store"
 )
 
 func TestASecondNodeOnOneHomeRefusesToStartAndTheFirstKeepsRunning(t *testing.T) {
@@ -72,10 +73,10 @@ func TestAMissingKeyInAHomeThatHoldsCapsulesIsRefused(t *testing.T) {
 
 func TestADamagedHomeFileSaysWhatToDo(t *testing.T) {
 	for file, want := range map[string]string{
-		PeersFile:  "tern peer add",
-		SharesFile: "share every capsule",
-		ConfigFile: "defaults",
-		KeyFile:    "--new-identity",
+		PeersFile:        "tern peer add",
+		store.SharesFile: "share every capsule",
+		ConfigFile:       "defaults",
+		KeyFile:          "--new-identity",
 	} {
 		t.Run(file, func(t *testing.T) {
 			home := t.TempDir()
@@ -103,7 +104,7 @@ func TestADamagedCapsuleIsReportedAndHidesNoHealthyOne(t *testing.T) {
 	good, _ := importNew(t, n.Store(), id, "good")
 	bad, _ := importNew(t, n.Store(), id, "bad")
 	n.Close()
-	manifest := filepath.Join(home, CapsulesDir, bad, capsule.ManifestFile)
+	manifest := filepath.Join(home, store.CapsulesDir, bad, capsule.ManifestFile)
 	if err := os.WriteFile(manifest, []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestStartRemovesWhatKilledRunsLeftInTheHome(t *testing.T) {
 	left := []string{
 		filepath.Join(home, ".upload-123.tar"),
 		filepath.Join(home, ".export-456"),
-		filepath.Join(home, CapsulesDir, ".import-789"),
+		filepath.Join(home, store.CapsulesDir, ".import-789"),
 	}
 	for _, p := range left {
 		os.MkdirAll(filepath.Dir(p), 0o700)
@@ -166,14 +167,14 @@ func TestTheNodeClaimsItsChainOfAnAgent(t *testing.T) {
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 50e6)
 	defer cancel()
-	if _, err := ClaimChain(ctx, home, d, id.Machine(), false); !errors.Is(err, ErrChainBusy) {
-		t.Fatalf("claim while the node writes: %v, want ErrChainBusy", err)
+	if _, err := store.ClaimChain(ctx, home, d, id.Machine(), false); !errors.Is(err, store.ErrChainBusy) {
+		t.Fatalf("claim while the node writes: %v, want store.ErrChainBusy", err)
 	}
 	if _, err := n.Store().CloseIdle(0); err != nil {
 		t.Fatal(err)
 	}
-	_, err = ClaimChain(context.Background(), home, d, id.Machine(), false)
-	if !errors.Is(err, ErrChainElsewhere) || !strings.Contains(err.Error(), "tern capsule merge") {
+	_, err = store.ClaimChain(context.Background(), home, d, id.Machine(), false)
+	if !errors.Is(err, store.ErrChainElsewhere) || !strings.Contains(err.Error(), "tern capsule merge") {
 		t.Fatalf("claim of a copy that lacks the node's event: %v", err)
 	}
 }

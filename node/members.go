@@ -11,17 +11,8 @@ import (
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/store"
 )
-
-// Members returns the agent's members as this node's copy names them.
-func (s *Store) Members(agent string) (journal.Members, error) {
-	d, done, err := s.use(agent)
-	if err != nil {
-		return journal.Members{}, err
-	}
-	defer done()
-	return d.Members()
-}
 
 // ours reports whether machine is one of this person's: this node's own,
 // or a paired peer's. Their acceptance counts (capsule.TrustedAgent), and
@@ -67,7 +58,7 @@ func foreignError(agent string) error { return api.ForeignError(agent) }
 // removed is never added again.
 func (n *Node) tendMembers(ctx context.Context, agent string, peers ...peer.ID) {
 	peers = slices.DeleteFunc(peers, func(p peer.ID) bool {
-		return p == n.host.ID() || n.knownMember(agent, p) || !n.peers.Allowed(p) || !n.store.shares.Shared(agent, p.String())
+		return p == n.host.ID() || n.knownMember(agent, p) || !n.peers.Allowed(p) || !n.store.Shares().Shared(agent, p.String())
 	})
 	m, err := n.store.Members(agent)
 	if err != nil {
@@ -88,7 +79,7 @@ func (n *Node) tendMembers(ctx context.Context, agent string, peers ...peer.ID) 
 	if m.Open() && n.foreign(agent) {
 		return // someone else's agent from before members: not this node's to name
 	}
-	err = n.store.sign(ctx, agent, self, false, func(d *capsule.Dir) error {
+	err = n.store.Sign(ctx, agent, self, false, func(d *capsule.Dir) error {
 		if m.Open() {
 			evs, err := d.NameFirstMembers(ctx, n.id, want)
 			if len(evs) > 0 {
@@ -136,14 +127,14 @@ func (n *Node) knownMember(agent string, p peer.ID) bool {
 // the peer that takes one to its members first: a paired peer is given
 // the agent, and what it writes there counts.
 type givingStore struct {
-	*Store
+	*store.Store
 	n *Node
 }
 
 // Export adds peer to the agent's members (see tendMembers), then writes
 // the capsule (Store.Export).
 func (g givingStore) Export(agent, p string, all bool, w io.Writer) error {
-	if id, err := peer.Decode(p); err == nil && g.Store.shares.Shared(agent, p) && g.Store.Holds(agent) {
+	if id, err := peer.Decode(p); err == nil && g.Store.Shares().Shared(agent, p) && g.Store.Holds(agent) {
 		g.n.tendMembers(g.n.ctx, agent, id)
 	}
 	return g.Store.Export(agent, p, all, w)
@@ -169,7 +160,7 @@ func (n *Node) RemoveMember(ctx context.Context, agent, peer string) (*journal.E
 
 func (n *Node) changeMembers(ctx context.Context, agent string, change func(d *capsule.Dir) (*journal.Event, error)) (*journal.Event, error) {
 	var e *journal.Event
-	err := n.store.sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
+	err := n.store.Sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
 		var err error
 		e, err = change(d)
 		return err

@@ -33,9 +33,11 @@ import (
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
+	"github.com/tern-dev/tern/internal/homelock"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/store"
 	"github.com/tern-dev/tern/syncpolicy"
 	"github.com/tern-dev/tern/turns"
 )
@@ -99,7 +101,7 @@ type Node struct {
 	log      *slog.Logger
 	id       *Identity
 	peers    *Peers
-	store    *Store
+	store    *store.Store
 	host     host.Host
 	mdns     mdns.Service // nil with NoMDNS
 	httpSrv  *http.Server // serves apiSrv
@@ -156,7 +158,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = 30 * time.Second
 	}
-	lock, err := lockHome(home)
+	lock, err := homelock.Lock(home)
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +177,11 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := OpenStore(home, log)
+	capsules, err := store.Open(home, log)
 	if err != nil {
 		return nil, err
 	}
-	store.reportDamage()
+	capsules.ReportDamage()
 	newHost := cfg.newHost
 	if newHost == nil {
 		newHost = libp2pHost
@@ -190,11 +192,11 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	g := &gater{peers: peers, log: log}
 	h, err := newHost(id, g, cfg)
 	if err != nil {
-		store.Close()
+		capsules.Close()
 		return nil, fmt.Errorf("start libp2p host: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &Node{home: home, homeLock: lock, cfg: cfg, log: log, id: id, peers: peers, store: store, host: h,
+	n := &Node{home: home, homeLock: lock, cfg: cfg, log: log, id: id, peers: peers, store: capsules, host: h,
 		transfers: newTransfers(), gater: g, fetches: newJobs[syncKey](),
 		fetchLocks: map[string]*fetchLock{}, seen: map[peer.ID]time.Time{}, conns: map[peer.ID]int{},
 		ctx: ctx, cancel: cancel, dialed: make(chan struct{})}
@@ -207,7 +209,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	if err != nil {
 		cancel()
 		h.Close()
-		store.Close()
+		capsules.Close()
 		return nil, err
 	}
 	peers.changed = n.peersChanged
@@ -215,10 +217,10 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	if n.gossip, err = startGossip(ctx, n); err != nil {
 		cancel()
 		h.Close()
-		store.Close()
+		capsules.Close()
 		return nil, err
 	}
-	ids, err := store.List()
+	ids, err := capsules.List()
 	if err != nil {
 		n.Close()
 		return nil, err
@@ -241,15 +243,15 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	if ids, err := store.List(); err == nil {
+	if ids, err := capsules.List(); err == nil {
 		for _, id := range ids {
 			n.tendMembers(n.ctx, id)
 		}
 	}
 	protocol.HandleMigrate(h, n.holders.Protocol(), log)
-	protocol.HandleSync(h, offerAware{store, n}, log)
-	protocol.HandleBlob(h, servedBlobs{store, n.transfers}, log)
-	protocol.HandleCapsules(h, givingStore{store, n}, log)
+	protocol.HandleSync(h, offerAware{capsules, n}, log)
+	protocol.HandleBlob(h, servedBlobs{capsules, n.transfers}, log)
+	protocol.HandleCapsules(h, givingStore{capsules, n}, log)
 	h.Network().Notify(&network.NotifyBundle{
 		ConnectedF: func(_ network.Network, c network.Conn) {
 			p := c.RemotePeer()
@@ -301,7 +303,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		n.info.PeerID = h.ID().String()
 	}
 	if !n.harnessed() {
-		store.beforeSign = n.takeOwnChain
+		capsules.SetBeforeSign(n.takeOwnChain)
 	}
 	if n.driven() {
 		close(n.dialed) // the driver connects the nodes
@@ -450,7 +452,7 @@ func (n *Node) Accept(ctx context.Context, agent string) ([]string, error) {
 	}
 	defer release()
 	var names []string
-	err = n.store.sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
+	err = n.store.Sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
 		var err error
 		names, err = d.AcceptEdits(ctx, n.id)
 		return err
@@ -482,7 +484,7 @@ func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsul
 	defer release()
 	own := filepath.Join(n.home, WorkspacesDir, agent)
 	var left []string
-	err = n.store.sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
+	err = n.store.Sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
 		var err error
 		if body, left, err = d.SnapshotWith(ctx, n.id, epoch, workspace, opt); err != nil {
 			return err
@@ -588,7 +590,7 @@ func (n *Node) Pair(p Peer) error {
 func (n *Node) Peers() *Peers { return n.peers }
 
 // Store returns the node's capsule store.
-func (n *Node) Store() *Store { return n.store }
+func (n *Node) Store() *store.Store { return n.store }
 
 // Host returns the libp2p host.
 func (n *Node) Host() host.Host { return n.host }

@@ -23,6 +23,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/store"
 )
 
 // startNode runs a node on 127.0.0.1 with a fresh home.
@@ -156,7 +157,7 @@ func TestTwoNodesConvergeAfterConcurrentAppends(t *testing.T) {
 		appendN(t, b, agent, 15)
 		converged(t, agent, 35, a, b)
 		for _, n := range []*Node{a, b} {
-			rep, err := capsule.Verify(filepath.Join(n.home, CapsulesDir, agent), capsule.VerifyOptions{})
+			rep, err := capsule.Verify(filepath.Join(n.home, store.CapsulesDir, agent), capsule.VerifyOptions{})
 			if err != nil || !rep.OK() {
 				t.Fatalf("capsule on %s: %v %+v", n.info.PeerID, err, rep)
 			}
@@ -294,7 +295,7 @@ func TestATamperedEventFromAPeerIsQuarantinedAndShown(t *testing.T) {
 				t.Fatal("the tampered event entered the journal")
 			}
 		}
-		data, err := os.ReadFile(filepath.Join(a.home, QuarantineDir, agent+".jsonl"))
+		data, err := os.ReadFile(filepath.Join(a.home, store.QuarantineDir, agent+".jsonl"))
 		if err != nil || !bytes.Contains(data, []byte("forged")) || !bytes.Contains(data, []byte(b.info.PeerID)) {
 			t.Fatalf("quarantine file: %s %v", data, err)
 		}
@@ -310,7 +311,7 @@ func TestAWorkspaceSnapshotReachesThePeerWithEveryBlob(t *testing.T) {
 		os.MkdirAll(filepath.Join(ws, "src"), 0o755)
 		os.WriteFile(filepath.Join(ws, "src", "main.go"), []byte("package main\n"), 0o644)
 		os.WriteFile(filepath.Join(ws, "big.bin"), bytes.Repeat([]byte("0123456789"), 100_000), 0o644)
-		d, done, err := a.store.use(agent)
+		d, done, err := a.store.Use(agent)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +332,7 @@ func TestAWorkspaceSnapshotReachesThePeerWithEveryBlob(t *testing.T) {
 			t.Fatalf("b did not get the snapshot and its blobs: %+v", st.Capsules)
 		}
 		out := filepath.Join(t.TempDir(), "out")
-		c, err := capsule.Open(filepath.Join(b.home, CapsulesDir, agent))
+		c, err := capsule.Open(filepath.Join(b.home, store.CapsulesDir, agent))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +343,7 @@ func TestAWorkspaceSnapshotReachesThePeerWithEveryBlob(t *testing.T) {
 		if got, _ := os.ReadFile(filepath.Join(out, "big.bin")); len(got) != 1_000_000 {
 			t.Fatalf("big.bin has %d bytes on b", len(got))
 		}
-		if rep, _ := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); !rep.OK() {
+		if rep, _ := capsule.Verify(filepath.Join(b.home, store.CapsulesDir, agent), capsule.VerifyOptions{}); !rep.OK() {
 			t.Fatalf("b's capsule: %+v", rep.Problems)
 		}
 	})
@@ -355,7 +356,7 @@ func TestAPeerTakesACapsuleItDoesNotHoldYet(t *testing.T) {
 		appendN(t, a, agent, 4)
 		pair(t, a, b)
 		converged(t, agent, 4, a, b)
-		if rep, err := capsule.Verify(filepath.Join(b.home, CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
+		if rep, err := capsule.Verify(filepath.Join(b.home, store.CapsulesDir, agent), capsule.VerifyOptions{}); err != nil || !rep.OK() {
 			t.Fatalf("b's copy: %v %+v", err, rep)
 		}
 	})

@@ -97,15 +97,9 @@ func readPeers(path string) (map[peer.ID]Peer, error) {
 	return byID, nil
 }
 
-// ParsePeerID reads a peer ID as tern prints them (12D3KooW…), failing with
-// what one looks like and where to find it rather than the decoder's words.
-func ParsePeerID(s string) (peer.ID, error) {
-	id, err := peer.Decode(s)
-	if err != nil {
-		return "", fmt.Errorf("%q is not a peer ID (one looks like 12D3KooW… followed by 44 letters and digits; tern id prints this machine's)", s)
-	}
-	return id, nil
-}
+// ParsePeerID parses a peer ID, with an error that says what one looks
+// like (api.ParsePeerID).
+func ParsePeerID(s string) (peer.ID, error) { return api.ParsePeerID(s) }
 
 // checkPeer validates a peer entry and returns its ID.
 func checkPeer(e Peer) (peer.ID, error) {

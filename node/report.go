@@ -17,6 +17,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/store"
 )
 
 // Status reports the node's state.
@@ -42,7 +43,7 @@ func (n *Node) Status() (api.Status, error) {
 	}
 	for _, id := range ids {
 		cs, err := n.capsuleStatus(id)
-		if errors.Is(err, ErrStoreClosed) {
+		if errors.Is(err, store.ErrStoreClosed) {
 			return st, err
 		}
 		if err != nil {
@@ -82,12 +83,12 @@ func (n *Node) whyNotConnected(id peer.ID, p Peer) string {
 // capsuleStatus summarises one held capsule's journal, from what the
 // store kept of it when it is closed (opening nothing).
 func (n *Node) capsuleStatus(id string) (api.CapsuleStatus, error) {
-	sum, err := n.store.status(id)
+	sum, err := n.store.Status(id)
 	if err != nil {
 		return api.CapsuleStatus{}, err
 	}
 	name := ""
-	if data, err := os.ReadFile(filepath.Join(n.store.dir, id, capsule.AgentFile)); err == nil {
+	if data, err := os.ReadFile(filepath.Join(n.store.Path(id), capsule.AgentFile)); err == nil {
 		if a, err := capsule.ParseAgent(data); err == nil {
 			name = a.Name
 		}
@@ -97,7 +98,7 @@ func (n *Node) capsuleStatus(id string) (api.CapsuleStatus, error) {
 		forks = []journal.Fork{}
 	}
 	return api.CapsuleStatus{ID: id, Name: name, Runs: n.runs(id), Events: sum.Events, Vector: sum.Vector, Forks: forks,
-		Quarantined: sum.Quarantined, Rejected: n.store.quarantine.count(id), Refused: n.store.Refused(id), Wants: len(sum.Wanted), Incomplete: len(sum.Wanted) > 0}, nil
+		Quarantined: sum.Quarantined, Rejected: n.store.RejectedCount(id), Refused: n.store.Refused(id), Wants: len(sum.Wanted), Incomplete: len(sum.Wanted) > 0}, nil
 }
 
 // SyncState says whether p holds the whole of agent's capsule; when it
@@ -154,8 +155,8 @@ func (n *Node) ReloadPeers() ([]Peer, error) {
 
 // ReloadShares reads shares.json again.
 func (n *Node) ReloadShares() error {
-	if err := n.store.shares.Reload(); err != nil {
-		return fmt.Errorf("reload %s: %w", SharesFile, err)
+	if err := n.store.Shares().Reload(); err != nil {
+		return fmt.Errorf("reload %s: %w", store.SharesFile, err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/session"
+	"github.com/tern-dev/tern/store"
 )
 
 // A home restored from an old backup, the sequence a person meets: back up
@@ -111,7 +112,7 @@ func TestAHomeRestoredFromABackupStepsDownAndLosesNothingAcknowledged(t *testing
 							t.Fatalf("%s: the stale turn's %s is %q, want it set aside as %s", n.info.PeerID, e.Type, why[e.ID], journal.AsideStaleEpoch)
 						}
 					}
-					rep, err := capsule.Verify(filepath.Join(n.home, CapsulesDir, agent), capsule.VerifyOptions{})
+					rep, err := capsule.Verify(filepath.Join(n.home, store.CapsulesDir, agent), capsule.VerifyOptions{})
 					if err != nil || !rep.OK() {
 						t.Fatalf("%s: verify: %v %+v", n.info.PeerID, err, rep.Problems)
 					}

@@ -15,6 +15,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/store"
 	"github.com/tern-dev/tern/syncpolicy"
 )
 
@@ -53,8 +54,17 @@ func (n *Node) antiEntropy() {
 }
 
 // syncTick is one tick of the sync policy's clock: an anti-entropy pass.
+// The host's word on who is connected is the truth at each pass: a peer
+// whose end of connection the node missed (a transport that does not say)
+// is dialed like any other.
 func (n *Node) syncTick() {
+	peers := n.policyPeers()
 	n.mu.Lock()
+	for _, p := range peers {
+		if n.policy.IsConnected(p.ID) && n.host.Network().Connectedness(peer.ID(p.ID)) != network.Connected {
+			n.policy.Disconnected(p.ID)
+		}
+	}
 	n.policy.Tick()
 	n.mu.Unlock()
 	n.applyPolicy()
@@ -323,7 +333,7 @@ func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
 		done <- err
 	}()
 	got, _, err := n.store.ImportFrom(pr)
-	pr.CloseWithError(errImportEnded) // the fetch stops if the import did
+	pr.CloseWithError(store.ErrImportEnded) // the fetch stops if the import did
 	if terr := <-done; err != nil && terr != nil {
 		err = terr // the stream's cut says more than the tar's end
 	}
@@ -367,7 +377,7 @@ func (n *Node) recordSynced(p peer.ID, agent string, both journal.Vector) {
 // does not hold has just offered it, so the node starts a round with that
 // peer, which takes the capsule.
 type offerAware struct {
-	*Store
+	*store.Store
 	n *Node
 }
 
@@ -404,7 +414,7 @@ func (o offerAware) Synced(agent, from string, both journal.Vector) {
 // Add stores events a peer sent in an exchange it started, and fetches
 // the blobs they name.
 func (o offerAware) Add(ctx context.Context, agent, from string, events []*journal.Event) error {
-	added, err := o.Store.add(ctx, agent, from, events)
+	added, err := o.Store.AddNew(ctx, agent, from, events)
 	if p, derr := peer.Decode(from); derr == nil {
 		if len(added) > 0 {
 			o.n.log.Info("caught up with a peer", "peer", o.n.peerName(p), "agent", agent, "events", len(added))

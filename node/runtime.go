@@ -39,7 +39,7 @@ func (n *Node) AppendAt(ctx context.Context, agent string, epoch uint64, drafts 
 // SnapshotAt records the folder ws as the agent's workspace snapshot,
 // signed at epoch (inside Hold).
 func (n *Node) SnapshotAt(ctx context.Context, agent string, epoch uint64, ws string) error {
-	return n.store.sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
+	return n.store.Sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
 		_, err := d.SnapshotAt(ctx, n.id, epoch, ws)
 		return err
 	})

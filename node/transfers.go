@@ -9,6 +9,7 @@ import (
 
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/protocol"
+	"github.com/tern-dev/tern/store"
 )
 
 // Transfer is a blob moving between this node and a peer (api.Transfer).
@@ -60,7 +61,7 @@ func (ts *transfers) list() []Transfer {
 // servedBlobs serves the store's blobs and shows each one being served
 // as an "out" transfer while its stream reads it.
 type servedBlobs struct {
-	*Store
+	*store.Store
 	ts *transfers
 }
 

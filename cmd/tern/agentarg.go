@@ -12,6 +12,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
 )
 
 // agentArgNames are the names usage lines give a positional argument that
@@ -104,7 +105,7 @@ type heldName struct{ id, name string }
 // names their agent.json gives them (read as files: no capsule is opened
 // or locked, so it works whether the node runs or not).
 func heldAgents(home string) ([]heldName, error) {
-	entries, err := os.ReadDir(filepath.Join(home, node.CapsulesDir))
+	entries, err := os.ReadDir(filepath.Join(home, store.CapsulesDir))
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +118,7 @@ func heldAgents(home string) ([]heldName, error) {
 		var agent struct {
 			Name string `json:"name"`
 		}
-		if data, err := os.ReadFile(filepath.Join(home, node.CapsulesDir, e.Name(), capsule.AgentFile)); err == nil && json.Unmarshal(data, &agent) == nil {
+		if data, err := os.ReadFile(filepath.Join(home, store.CapsulesDir, e.Name(), capsule.AgentFile)); err == nil && json.Unmarshal(data, &agent) == nil {
 			a.name = agent.Name
 		}
 		out = append(out, a)

@@ -19,6 +19,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
 	"github.com/tern-dev/tern/tool"
 )
 
@@ -576,7 +577,7 @@ func capsulePath(arg string) string {
 	if err != nil {
 		return arg
 	}
-	held := filepath.Join(home, node.CapsulesDir, arg)
+	held := filepath.Join(home, store.CapsulesDir, arg)
 	if _, err := os.Stat(held); err != nil {
 		return arg
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/store"
 )
 
 // completions teaches shell completion (tern completion bash|zsh|fish)
@@ -46,14 +47,14 @@ func completeAgents(directive cobra.ShellCompDirective) cobra.CompletionFunc {
 		if err != nil {
 			return nil, directive
 		}
-		entries, _ := os.ReadDir(filepath.Join(home, node.CapsulesDir))
+		entries, _ := os.ReadDir(filepath.Join(home, store.CapsulesDir))
 		var out []cobra.Completion
 		for _, e := range entries {
 			if !e.IsDir() || !capsule.ValidAgentID(e.Name()) {
 				continue
 			}
 			name := ""
-			if data, err := os.ReadFile(filepath.Join(home, node.CapsulesDir, e.Name(), capsule.AgentFile)); err == nil {
+			if data, err := os.ReadFile(filepath.Join(home, store.CapsulesDir, e.Name(), capsule.AgentFile)); err == nil {
 				if a, err := capsule.ParseAgent(data); err == nil {
 					name = a.Name
 				}

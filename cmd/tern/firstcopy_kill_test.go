@@ -16,6 +16,7 @@ import (
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
 )
 
 // pairedDaemons runs two tern nodes as processes, each paired with the
@@ -92,7 +93,7 @@ func leftovers(home string) []string {
 	for _, p := range parts {
 		out = append(out, filepath.Join(node.PartialDir, p.Name()))
 	}
-	imports, _ := filepath.Glob(filepath.Join(home, node.CapsulesDir, ".import-*"))
+	imports, _ := filepath.Glob(filepath.Join(home, store.CapsulesDir, ".import-*"))
 	for _, p := range imports {
 		rel, _ := filepath.Rel(home, p)
 		out = append(out, rel)
@@ -173,7 +174,7 @@ func TestAFirstCopyResumesAfterKillNineOfEitherSide(t *testing.T) {
 		}
 		if kill != nil {
 			received := func() int64 {
-				return bytesUnder(filepath.Join(receiver.home, node.PartialDir), filepath.Join(receiver.home, node.CapsulesDir, agent, capsule.BlobDir))
+				return bytesUnder(filepath.Join(receiver.home, node.PartialDir), filepath.Join(receiver.home, store.CapsulesDir, agent, capsule.BlobDir))
 			}
 			awaitProgress(t, received, int64(share*copyBytes), nil)
 			kill.kill()
@@ -217,7 +218,7 @@ func TestAFirstCopyResumesAfterKillNineOfEitherSide(t *testing.T) {
 	for _, agent := range agents {
 		var files [2]map[string]capsule.FileEntry
 		for i, d := range ds {
-			path := filepath.Join(d.home, node.CapsulesDir, agent)
+			path := filepath.Join(d.home, store.CapsulesDir, agent)
 			rep, err := capsule.Verify(path, capsule.VerifyOptions{})
 			if err != nil || !rep.OK() {
 				t.Fatalf("agent %s on %s does not verify: %v %v", agent, filepath.Base(d.home), err, rep.Issues())
@@ -258,7 +259,7 @@ func TestAnImportKilledAtRandomLeavesNothingOrAWholeCapsule(t *testing.T) {
 	// What the node has staged of the imports under way: it stages a new
 	// capsule's 64 MiB, then renames it into place; a merge stages as much,
 	// then writes the merged capsule beside it.
-	staged := func() int64 { return bytesUnder(filepath.Join(d.home, node.CapsulesDir, ".import-*")) }
+	staged := func() int64 { return bytesUnder(filepath.Join(d.home, store.CapsulesDir, ".import-*")) }
 	const importBytes = 4 * 16 << 20
 	cut := 0
 	// Sixteen rounds, and more (up to 40) until a kill cuts a new
@@ -301,7 +302,7 @@ func TestAnImportKilledAtRandomLeavesNothingOrAWholeCapsule(t *testing.T) {
 		if merge && !whole {
 			t.Fatalf("round %d: an interrupted merge left the node without the capsule it held", round)
 		}
-		path := filepath.Join(d.home, node.CapsulesDir, agent)
+		path := filepath.Join(d.home, store.CapsulesDir, agent)
 		_, err := os.Stat(path)
 		switch {
 		case !whole && !merge:

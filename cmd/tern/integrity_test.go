@@ -14,6 +14,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
 	"github.com/tern-dev/tern/tool/mcptest"
 )
 
@@ -146,7 +147,7 @@ func TestAForkThisMachineMadeIsHealedWithCapsuleHeal(t *testing.T) {
 	home := t.TempDir()
 	dir, cp := agentAndCopy(t, home)
 	mustTern(t, home, draftLine("branch one"), "journal", "append", dir)
-	os.RemoveAll(filepath.Join(home, node.ChainsDir))
+	os.RemoveAll(filepath.Join(home, store.ChainsDir))
 	mustTern(t, home, draftLine("branch two"), "journal", "append", cp)
 
 	merged := filepath.Join(t.TempDir(), "merged")
@@ -262,7 +263,7 @@ func TestWritesToTheNodesFolderGoThroughTheNode(t *testing.T) {
 	runNode(t, home)
 	dir := newAgent(t, home)
 	id := strings.TrimSpace(mustTern(t, home, "", "capsule", "import", dir))
-	held := filepath.Join(home, node.CapsulesDir, id)
+	held := filepath.Join(home, store.CapsulesDir, id)
 	code, out, errs := tern(t, home, draftLine("through the node"), "journal", "append", held)
 	if code != 0 || !strings.Contains(errs, "through the node") || len(strings.Fields(out)) != 1 {
 		t.Fatalf("append to the node's folder: exit %d, %q, %q", code, out, errs)

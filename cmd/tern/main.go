@@ -24,6 +24,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/store"
 )
 
 // Exit codes of every tern command.
@@ -91,7 +92,7 @@ func exitCode(err error) int {
 	}
 	switch {
 	case errors.Is(err, api.ErrNotRunning), errors.Is(err, capsule.ErrLocked),
-		errors.Is(err, node.ErrChainBusy), errors.Is(err, node.ErrHomeInUse):
+		errors.Is(err, store.ErrChainBusy), errors.Is(err, node.ErrHomeInUse):
 		return exitFailed
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrExist):
 		return exitBadInput // a path the user named

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tern-dev/tern/memory"
-	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
 )
 
 // Notes written by a person through the node and by the agent through its
@@ -49,7 +49,7 @@ func TestMemoryThroughTheNodeAndThroughTheAgentsTools(t *testing.T) {
 	}
 
 	// The node's folder is the node's: commands on it go through the node.
-	held := filepath.Join(home, node.CapsulesDir, id)
+	held := filepath.Join(home, store.CapsulesDir, id)
 	mustTern(t, home, "", "memory", "forget", held, noteID)
 	if out := mustTern(t, home, "", "memory", "list", id); strings.Contains(out, noteID) {
 		t.Fatalf("a forgotten note is listed: %q", out)

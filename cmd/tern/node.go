@@ -30,6 +30,7 @@ import (
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/internal/secrets"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
 )
 
 func nodeCmd(e *env) *cobra.Command {
@@ -660,7 +661,7 @@ func heldAgent(arg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	store, err := resolved(filepath.Join(home, node.CapsulesDir))
+	store, err := resolved(filepath.Join(home, store.CapsulesDir))
 	if err != nil {
 		return "", err
 	}
@@ -830,14 +831,14 @@ func capsuleShareCmd(e *env, on bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := node.LoadShares(home)
+			s, err := store.LoadShares(home)
 			if err != nil {
 				return err
 			}
 			if err := s.Set(args[0], peerID, on); err != nil {
 				return err
 			}
-			if err := reloadNode(cmd.Context(), home, "/v1/shares/reload", node.SharesFile); err != nil {
+			if err := reloadNode(cmd.Context(), home, "/v1/shares/reload", store.SharesFile); err != nil {
 				return err
 			}
 			what := "shares"

@@ -15,6 +15,7 @@ import (
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
 )
 
 // runNode starts a node for home on 127.0.0.1, in-process, as tern node would.
@@ -93,12 +94,12 @@ func TestUnshareAndShareWorkWithoutANode(t *testing.T) {
 	home := t.TempDir()
 	const agent, peer = "6f1c9a52-0d1e-4a8e-9b7f-2a4c1e9d3b10", "12D3KooWRBy97UB99e3J6hiPesre1MZeuNQvfan4gBziswrRJsNK"
 	mustTern(t, home, "", "capsule", "unshare", agent, peer)
-	s, err := node.LoadShares(home)
+	s, err := store.LoadShares(home)
 	if err != nil || s.Shared(agent, peer) {
 		t.Fatalf("after unshare: %v", err)
 	}
 	mustTern(t, home, "", "capsule", "share", agent, peer)
-	if s, _ := node.LoadShares(home); !s.Shared(agent, peer) {
+	if s, _ := store.LoadShares(home); !s.Shared(agent, peer) {
 		t.Fatal("share did not undo unshare")
 	}
 	if code, _, errs := tern(t, home, "", "capsule", "unshare", "not-an-id", peer); code != 2 || !strings.Contains(errs, "agent id") {

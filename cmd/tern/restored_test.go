@@ -15,6 +15,7 @@ import (
 
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
 )
 
 // journalLine is what tern journal log --json prints of an event.
@@ -31,7 +32,7 @@ type journalLine struct {
 // prints it.
 func journalOf(t *testing.T, d *daemon, agent string) []journalLine {
 	t.Helper()
-	code, out, errs := ternQuiet(d.home, "journal", "log", filepath.Join(d.home, node.CapsulesDir, agent), "--json")
+	code, out, errs := ternQuiet(d.home, "journal", "log", filepath.Join(d.home, store.CapsulesDir, agent), "--json")
 	if code != 0 {
 		t.Fatalf("tern journal log: exit %d: %s", code, errs)
 	}
@@ -189,7 +190,7 @@ func TestARestoredHomeThroughTheCLI(t *testing.T) {
 						t.Fatalf("%s: the turn run alone under the ended epoch: %s is %q, want stale_epoch", filepath.Base(d.home), l.Type, l.Quarantined)
 					}
 				}
-				if code, out, errs := ternQuiet(d.home, "capsule", "verify", filepath.Join(d.home, node.CapsulesDir, agent)); code != 0 {
+				if code, out, errs := ternQuiet(d.home, "capsule", "verify", filepath.Join(d.home, store.CapsulesDir, agent)); code != 0 {
 					t.Fatalf("%s: tern capsule verify: exit %d: %s %s", filepath.Base(d.home), code, out, errs)
 				}
 			}

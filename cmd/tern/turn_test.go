@@ -19,6 +19,7 @@ import (
 
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
 	"github.com/tern-dev/tern/tool"
 )
 
@@ -227,7 +228,7 @@ func TestTheNodeRunsTurnsOnlyWithAcceptedEdits(t *testing.T) {
 	home := t.TempDir()
 	runNode(t, home)
 	id := importAgent(t, home, nil)
-	p := filepath.Join(home, node.CapsulesDir, id, "agent.json")
+	p := filepath.Join(home, store.CapsulesDir, id, "agent.json")
 	b, _ := os.ReadFile(p)
 	var a map[string]any
 	json.Unmarshal(b, &a)
@@ -250,7 +251,7 @@ func TestTheNodeRunsTurnsOnlyWithAcceptedEdits(t *testing.T) {
 	if out := mustTern(t, home, "", "capsule", "accept", id); !strings.Contains(out, "accepted agent.json (through the node)") {
 		t.Fatalf("accept through the node: %q", out)
 	}
-	if out := mustTern(t, home, "", "capsule", "accept", filepath.Join(home, node.CapsulesDir, id)); !strings.Contains(out, "nothing to accept") {
+	if out := mustTern(t, home, "", "capsule", "accept", filepath.Join(home, store.CapsulesDir, id)); !strings.Contains(out, "nothing to accept") {
 		t.Fatalf("accept of the node's folder: %q", out)
 	}
 	code, out, errs := tern(t, home, "", "turn", id, `!call shell {"command": "echo approved by agent.json"}`)
@@ -294,7 +295,7 @@ func TestASnapshotByAgentIDGoesThroughTheNodeAndTheToolsGoOnFromIt(t *testing.T)
 
 	// The node's own folder of the agent goes through the node too, and a
 	// folder that is not there is refused, naming it, with exit 2.
-	held := filepath.Join(home, node.CapsulesDir, id)
+	held := filepath.Join(home, store.CapsulesDir, id)
 	if out := mustTern(t, home, "", "capsule", "snapshot", held, project, "--exclude", "node_modules/"); !strings.Contains(out, "(through the node)") {
 		t.Fatalf("snapshot of the node's folder: %q", out)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
 )
 
 // lockWait bounds how long a command waits for another writer of a
@@ -45,14 +46,14 @@ func (h *heldByNode) Error() string {
 type writer struct {
 	*capsule.Dir
 	id    *node.Identity
-	claim *node.ChainClaim
+	claim *store.ChainClaim
 }
 
 // openWriter opens the capsule folder at path to sign events in it as
 // this machine. A folder the running node holds is refused with a
 // *heldByNode. Otherwise it opens the folder (waiting up to lockWait for
 // another writer) and claims this machine's chain of the agent (see
-// node.ClaimChain; takeOver for heal). Close records the chain's new head
+// store.ClaimChain; takeOver for heal). Close records the chain's new head
 // and closes the folder.
 func (e *env) openWriter(ctx context.Context, path string, takeOver bool) (*writer, error) {
 	home, err := node.Home()
@@ -72,7 +73,7 @@ func (e *env) openWriter(ctx context.Context, path string, takeOver bool) (*writ
 	}
 	cctx, cancel := context.WithTimeout(ctx, chainWait)
 	defer cancel()
-	claim, err := node.ClaimChain(cctx, home, d, id.Machine(), takeOver)
+	claim, err := store.ClaimChain(cctx, home, d, id.Machine(), takeOver)
 	if err != nil {
 		d.Close()
 		return nil, err
@@ -92,7 +93,7 @@ func refuseNodeCopy(home, path string) error {
 	if err != nil {
 		return err
 	}
-	store, err := resolved(filepath.Join(home, node.CapsulesDir))
+	store, err := resolved(filepath.Join(home, store.CapsulesDir))
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func (e *env) offlineCopy(agent string) (dir string, ok bool) {
 	if running, _, err := node.Running(home); err != nil || running {
 		return "", false
 	}
-	dir = filepath.Join(home, node.CapsulesDir, agent)
+	dir = filepath.Join(home, store.CapsulesDir, agent)
 	if _, err := os.Stat(filepath.Join(dir, capsule.ManifestFile)); err != nil {
 		return "", false
 	}

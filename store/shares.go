@@ -1,4 +1,4 @@
-package node
+package store
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/atomicfile"
 )
@@ -47,15 +48,15 @@ func LoadShares(home string) (*Shares, error) {
 	dec.DisallowUnknownFields()
 	const todo = `fix it by hand (it holds {"unshared": {AGENT-ID: [PEERID, …]}}), or remove it to share every capsule with every paired peer again`
 	if err := dec.Decode(&f); err != nil {
-		return nil, damagedHomeFile(s.path, err, todo)
+		return nil, fmt.Errorf("%s is damaged: %v; %s", s.path, err, todo)
 	}
 	for agent, peers := range f.Unshared {
 		if !capsule.ValidAgentID(agent) {
-			return nil, damagedHomeFile(s.path, fmt.Errorf("%q is not an agent id", agent), todo)
+			return nil, fmt.Errorf("%s is damaged: %v; %s", s.path, fmt.Errorf("%q is not an agent id", agent), todo)
 		}
 		for _, p := range peers {
 			if _, err := peer.Decode(p); err != nil {
-				return nil, damagedHomeFile(s.path, fmt.Errorf("agent %s: %q is not a peer ID", agent, p), todo)
+				return nil, fmt.Errorf("%s is damaged: %v; %s", s.path, fmt.Errorf("agent %s: %q is not a peer ID", agent, p), todo)
 			}
 		}
 		s.off[agent] = slices.Sorted(slices.Values(peers))
@@ -75,7 +76,7 @@ func (s *Shares) Set(agent, p string, on bool) error {
 	if !capsule.ValidAgentID(agent) {
 		return fmt.Errorf("%q is not an agent id", agent)
 	}
-	if _, err := ParsePeerID(p); err != nil {
+	if _, err := api.ParsePeerID(p); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -1,4 +1,4 @@
-package node
+package store
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
+	"github.com/tern-dev/tern/internal/homelock"
 	"github.com/tern-dev/tern/journal"
 )
 
@@ -127,7 +128,7 @@ func ClaimChain(ctx context.Context, home string, d *capsule.Dir, machine string
 		who := "another process"
 		if pid := filelock.Holder(err); pid == os.Getpid() {
 			who = "the node (this process)"
-		} else if running, npid, _ := Running(home); running && (pid == 0 || pid == npid) {
+		} else if running, npid, _ := homelock.Running(home); running && (pid == 0 || pid == npid) {
 			who = fmt.Sprintf("the running tern node (process %d); write through it (tern journal append %s), or stop it", npid, agent)
 		} else if pid > 0 {
 			who = fmt.Sprintf("process %d", pid)
@@ -153,7 +154,7 @@ func heldByNode(home string, err error) bool {
 	if pid == 0 || pid == os.Getpid() {
 		return false
 	}
-	running, npid, _ := Running(home)
+	running, npid, _ := homelock.Running(home)
 	return running && npid == pid
 }
 
@@ -245,7 +246,7 @@ func readChainRecord(path string) (chainRecord, bool, error) {
 		if err == nil {
 			err = errors.New("no copy named")
 		}
-		return rec, false, damagedHomeFile(path, err, "restore it from a backup of this home, or remove it: nothing else is lost, but tern then no longer knows which copy of the agent this machine wrote last, so write only the newest copy you have (writing an older one forks this machine's chain; tern capsule heal resolves that)")
+		return rec, false, fmt.Errorf("%s is damaged: %v; %s", path, err, "restore it from a backup of this home, or remove it: nothing else is lost, but tern then no longer knows which copy of the agent this machine wrote last, so write only the newest copy you have (writing an older one forks this machine's chain; tern capsule heal resolves that)")
 	}
 	return rec, true, nil
 }

@@ -1,4 +1,4 @@
-package node
+package store
 
 import (
 	"bufio"
@@ -46,7 +46,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	open    map[string]*openCapsule
-	closed  map[string]summary // capsules CloseIdle closed
+	closed  map[string]Summary // capsules CloseIdle closed
 	damaged map[string]string  // why a capsule could not be opened, by agent
 	shut    bool               // Close has run: no capsule opens again
 	// refused counts, by agent, the events of machines that are not its
@@ -172,12 +172,12 @@ func (oc *openCapsule) close() error {
 	return errors.Join(err, oc.d.Close())
 }
 
-// summary is what the store answers for a capsule it closed, while its
+// Summary is what the store answers for a capsule it closed, while its
 // journal and manifest are as they were then.
 // It is kept in $TERN_HOME/summaries/<agent>.json too, so that a node that
 // starts answers its status and idle sync rounds without opening the
 // capsules that have not changed since.
-type summary struct {
+type Summary struct {
 	Vector      journal.Vector `json:"vector"`
 	Wanted      []string       `json:"wanted"`
 	Events      int            `json:"events"`
@@ -196,10 +196,10 @@ type fileStamp struct {
 // SummariesDir keeps the summaries of closed capsules, inside $TERN_HOME.
 const SummariesDir = "summaries"
 
-// summarize is the summary of an open capsule whose journal is in memory
+// summarize is the Summary of an open capsule whose journal is in memory
 // (reading one only to summarize it would cost more than it saves).
-func (s *Store) summarize(id string, d *capsule.Dir) (summary, bool) {
-	var sum summary
+func (s *Store) summarize(id string, d *capsule.Dir) (Summary, bool) {
+	var sum Summary
 	if !d.JournalLoaded() {
 		return sum, false
 	}
@@ -219,7 +219,7 @@ func (s *Store) summarize(id string, d *capsule.Dir) (summary, bool) {
 // its files now, and returns it stamped (ok false if the files cannot be
 // read). s.mu held; writing it to disk (writeSummaries) is left for after
 // the lock.
-func (s *Store) keepSummary(id string, sum summary) (summary, bool) {
+func (s *Store) keepSummary(id string, sum Summary) (Summary, bool) {
 	var err error
 	if sum.Files, err = s.stamps(id); err != nil {
 		return sum, false
@@ -232,7 +232,7 @@ func (s *Store) keepSummary(id string, sum summary) (summary, bool) {
 // through a temporary file renamed into place, without fsync: they are a
 // cache, checked against their capsule's files before use, so one lost in
 // a crash or left half-written only costs opening that capsule once.
-func (s *Store) writeSummaries(sums map[string]summary) {
+func (s *Store) writeSummaries(sums map[string]Summary) {
 	if len(sums) == 0 {
 		return
 	}
@@ -252,7 +252,7 @@ func (s *Store) writeSummaries(sums map[string]summary) {
 // is removed when the store opens).
 const summaryTemp = ".tmp-"
 
-func writeSummary(dir, id string, sum summary) error {
+func writeSummary(dir, id string, sum Summary) error {
 	data, err := json.Marshal(sum)
 	if err != nil {
 		return err
@@ -288,7 +288,7 @@ func (s *Store) loadSummaries() {
 			continue
 		}
 		data, err := os.ReadFile(filepath.Join(s.home, SummariesDir, e.Name()))
-		var sum summary
+		var sum Summary
 		if err == nil && json.Unmarshal(data, &sum) == nil && sum.Vector != nil {
 			s.closed[id] = sum
 		}
@@ -308,10 +308,10 @@ func (s *Store) stamps(agent string) ([2]fileStamp, error) {
 	return out, nil
 }
 
-// use returns the agent's open capsule with the gate and its folder lock
+// Use returns the agent's open capsule with the gate and its folder lock
 // held for reading; call done (non-nil exactly when err is nil) when
 // finished.
-func (s *Store) use(agent string) (d *capsule.Dir, done func(), err error) {
+func (s *Store) Use(agent string) (d *capsule.Dir, done func(), err error) {
 	oc, done, err := s.useOpen(agent)
 	if err != nil {
 		return nil, nil, err
@@ -381,7 +381,7 @@ func (s *Store) CloseIdle(idle time.Duration) (int, error) {
 	s.mu.Unlock()
 	var errs []error
 	closed := 0
-	kept := map[string]summary{}
+	kept := map[string]Summary{}
 	for _, id := range idleOnes {
 		// The folder's lock for writing: no use of this capsule runs while
 		// it closes, and one that starts waits, then opens it anew. The
@@ -421,8 +421,8 @@ func (s *Store) CloseIdle(idle time.Duration) (int, error) {
 
 var _ protocol.Journals = (*Store)(nil)
 
-// OpenStore opens (creating) the capsule store in home.
-func OpenStore(home string, log *slog.Logger) (*Store, error) {
+// Open opens (creating) the capsule store in home.
+func Open(home string, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -434,7 +434,7 @@ func OpenStore(home string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{home: home, dir: dir, log: log, open: map[string]*openCapsule{}, closed: map[string]summary{}, damaged: map[string]string{},
+	s := &Store{home: home, dir: dir, log: log, open: map[string]*openCapsule{}, closed: map[string]Summary{}, damaged: map[string]string{},
 		folders:    map[string]*folderLock{},
 		quarantine: newQuarantine(home), shares: shares}
 	s.tidyImports()
@@ -507,7 +507,7 @@ func (s *Store) openDir(id string) (*capsule.Dir, error) {
 // summary returns what the store kept of the agent's capsule when it
 // closed it, if it is closed and its files have not changed since (the
 // store is their only writer, but a person may run a tool on them).
-func (s *Store) summary(agent string) (summary, bool) {
+func (s *Store) summary(agent string) (Summary, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sum, ok := s.closed[agent]
@@ -530,19 +530,27 @@ var noWait = func() context.Context {
 	return ctx
 }()
 
+// StatusOpens returns how many capsules Status opened because it had no
+// summary of them.
+func (s *Store) StatusOpens() int64 { return s.statusOpens.Load() }
+
+// SummaryTemp marks a summary being written: a leftover one after a
+// crash is removed.
+const SummaryTemp = summaryTemp
+
 // Opens returns how many capsules the store has opened from disk.
 func (s *Store) Opens() int64 { return s.opens.Load() }
 
-// status is what tern status says of the agent's capsule: from its
-// summary while it is closed and unchanged (opening nothing), else from
+// Status is what tern status says of the agent's capsule: from its
+// Summary while it is closed and unchanged (opening nothing), else from
 // the open capsule.
-func (s *Store) status(agent string) (summary, error) {
+func (s *Store) Status(agent string) (Summary, error) {
 	s.mu.Lock()
 	shut := s.shut
 	_, open := s.open[agent]
 	s.mu.Unlock()
 	if shut {
-		return summary{}, ErrStoreClosed
+		return Summary{}, ErrStoreClosed
 	}
 	if sum, ok := s.summary(agent); ok {
 		return sum, nil
@@ -550,21 +558,21 @@ func (s *Store) status(agent string) (summary, error) {
 	if !open {
 		s.statusOpens.Add(1)
 	}
-	d, done, err := s.use(agent)
+	d, done, err := s.Use(agent)
 	if err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	defer done()
 	evs, err := d.Events()
 	if err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	wanted, err := d.Wanted()
 	if err != nil {
-		return summary{}, err
+		return Summary{}, err
 	}
 	_, q := journal.Readable(evs)
-	return summary{Vector: journal.VectorOf(evs), Wanted: wanted, Events: len(evs), Forks: journal.Forks(evs), Quarantined: len(q)}, nil
+	return Summary{Vector: journal.VectorOf(evs), Wanted: wanted, Events: len(evs), Forks: journal.Forks(evs), Quarantined: len(q)}, nil
 }
 
 // ErrStoreClosed means the store was closed (the node is shutting down).
@@ -579,7 +587,7 @@ func (s *Store) Events(agent, peer string) ([]*journal.Event, error) {
 	if peer != "" && !s.shares.Shared(agent, peer) {
 		return nil, fmt.Errorf("agent %s: %w", agent, protocol.ErrNotShared)
 	}
-	d, done, err := s.use(agent)
+	d, done, err := s.Use(agent)
 	if done != nil {
 		defer done()
 	}
@@ -594,13 +602,14 @@ func (s *Store) Events(agent, peer string) ([]*journal.Event, error) {
 
 // Add stores events a peer sent, durably.
 func (s *Store) Add(ctx context.Context, agent, peer string, events []*journal.Event) error {
-	_, err := s.add(ctx, agent, peer, events)
+	_, err := s.AddNew(ctx, agent, peer, events)
 	return err
 }
 
-// add stores events a peer sent, durably, and returns those that were new.
-func (s *Store) add(ctx context.Context, agent, peer string, events []*journal.Event) ([]*journal.Event, error) {
-	d, done, err := s.use(agent)
+// AddNew stores events a peer sent, durably, and returns those that were
+// new.
+func (s *Store) AddNew(ctx context.Context, agent, peer string, events []*journal.Event) ([]*journal.Event, error) {
+	d, done, err := s.Use(agent)
 	if err != nil {
 		return nil, err
 	}
@@ -633,7 +642,7 @@ func (s *Store) Reject(agent, peer string, line []byte, err error) {
 // With runs f with the agent's open capsule, which stays open and is not
 // replaced by an import until f returns.
 func (s *Store) With(agent string, f func(d *capsule.Dir) error) error {
-	d, done, err := s.use(agent)
+	d, done, err := s.Use(agent)
 	if err != nil {
 		return err
 	}
@@ -644,7 +653,7 @@ func (s *Store) With(agent string, f func(d *capsule.Dir) error) error {
 // Append appends drafts to the agent's journal as events signed by s, at
 // the given holder epoch (0 for an offline edit).
 func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer, epoch uint64, drafts []journal.Draft) (evs []*journal.Event, err error) {
-	err = s.sign(ctx, agent, signer.Machine(), false, func(d *capsule.Dir) error {
+	err = s.Sign(ctx, agent, signer.Machine(), false, func(d *capsule.Dir) error {
 		evs, err = d.Append(ctx, signer, epoch, drafts...)
 		return err
 	})
@@ -654,7 +663,7 @@ func (s *Store) Append(ctx context.Context, agent string, signer journal.Signer,
 // AppendReserved is Append of event types only tern writes (see
 // capsule.Dir.AppendReserved).
 func (s *Store) AppendReserved(ctx context.Context, agent string, signer journal.Signer, epoch uint64, drafts []journal.Draft) (evs []*journal.Event, err error) {
-	err = s.sign(ctx, agent, signer.Machine(), false, func(d *capsule.Dir) error {
+	err = s.Sign(ctx, agent, signer.Machine(), false, func(d *capsule.Dir) error {
 		evs, err = d.AppendReserved(ctx, signer, epoch, drafts...)
 		return err
 	})
@@ -665,7 +674,7 @@ func (s *Store) AppendReserved(ctx context.Context, agent string, signer journal
 // capsule.Dir.Heal), taking the machine's chain over if the copy it was
 // last written in is gone.
 func (s *Store) Heal(ctx context.Context, agent string, signer journal.Signer) (evs []*journal.Event, err error) {
-	err = s.sign(ctx, agent, signer.Machine(), true, func(d *capsule.Dir) error {
+	err = s.Sign(ctx, agent, signer.Machine(), true, func(d *capsule.Dir) error {
 		evs, err = d.Heal(ctx, signer)
 		return err
 	})
@@ -701,16 +710,16 @@ func (s *Store) ownChainTaken(ctx context.Context, agent string) error {
 	}
 }
 
-// sign runs f, which signs events as machine, with the agent's open
+// Sign runs f, which signs events as machine, with the agent's open
 // capsule, once the store has claimed the machine's chain of the agent.
 // The store keeps the claim for as long as it holds the capsule open (see
 // ClaimChain), so that no other copy of the agent on this machine is
 // signed meanwhile.
-func (s *Store) sign(ctx context.Context, agent, machine string, takeOver bool, f func(d *capsule.Dir) error) (err error) {
+func (s *Store) Sign(ctx context.Context, agent, machine string, takeOver bool, f func(d *capsule.Dir) error) (err error) {
 	if err := s.ownChainTaken(ctx, agent); err != nil {
 		return err
 	}
-	defer func() { err = diskFull(filepath.Join(s.dir, agent), err) }()
+	defer func() { err = atomicfile.DiskFull(filepath.Join(s.dir, agent), err) }()
 	oc, done, err := s.useOpen(agent)
 	if err != nil {
 		return err
@@ -747,9 +756,9 @@ func (s *Store) claim(ctx context.Context, oc *openCapsule, machine string, take
 	return nil
 }
 
-// reportDamage logs every held capsule whose manifest does not open, and
+// ReportDamage logs every held capsule whose manifest does not open, and
 // remembers it for Status; the healthy ones work as ever.
-func (s *Store) reportDamage() {
+func (s *Store) ReportDamage() {
 	ids, err := s.List()
 	if err != nil {
 		s.log.Error("cannot list the capsules", "dir", s.dir, "err", err)
@@ -783,7 +792,7 @@ func (s *Store) Wanted(agent string) ([]string, error) {
 	if sum, ok := s.summary(agent); ok {
 		return slices.Clone(sum.Wanted), nil
 	}
-	d, done, err := s.use(agent)
+	d, done, err := s.Use(agent)
 	if done != nil {
 		defer done()
 	}
@@ -793,11 +802,11 @@ func (s *Store) Wanted(agent string) ([]string, error) {
 	return d.Wanted()
 }
 
-// adoptFetched moves a file that a blob fetch checked whole against its
+// AdoptFetched moves a file that a blob fetch checked whole against its
 // name into the agent's blob store (see capsule.Dir.AdoptCheckedBlob): it
 // is not hashed again, so only a fetch may call it.
-func (s *Store) adoptFetched(agent, sha256Hex, path string) error {
-	d, done, err := s.use(agent)
+func (s *Store) AdoptFetched(agent, sha256Hex, path string) error {
+	d, done, err := s.Use(agent)
 	if done != nil {
 		defer done()
 	}
@@ -838,7 +847,7 @@ func (s *Store) HeldBlobs(agent, peer string, hashes []string) []string {
 	if peer != "" && !s.shares.Shared(agent, peer) {
 		return nil
 	}
-	d, done, err := s.use(agent)
+	d, done, err := s.Use(agent)
 	if err != nil {
 		return nil
 	}
@@ -856,7 +865,7 @@ func (s *Store) HeldBlobs(agent, peer string, hashes []string) []string {
 // Blobs returns every blob the agent's capsule holds or wants: what a
 // peer must hold to hold the whole capsule.
 func (s *Store) Blobs(agent string) ([]string, error) {
-	d, done, err := s.use(agent)
+	d, done, err := s.Use(agent)
 	if err != nil {
 		return nil, err
 	}
@@ -875,7 +884,7 @@ func (s *Store) Vector(agent string) (journal.Vector, error) {
 	if sum, ok := s.summary(agent); ok {
 		return sum.Vector.Clone(), nil
 	}
-	d, done, err := s.use(agent)
+	d, done, err := s.Use(agent)
 	if err != nil {
 		return nil, err
 	}
@@ -915,12 +924,14 @@ func (s *Store) Import(path string) (string, bool, error) {
 		pw.CloseWithError(err)
 	}()
 	id, merged, err := s.ImportFrom(pr)
-	pr.CloseWithError(errImportEnded) // the packer stops if the import did
+	pr.CloseWithError(ErrImportEnded) // the packer stops if the import did
 	<-packed                          // and is done with src before it closes
 	return id, merged, err
 }
 
-var errImportEnded = errors.New("the import ended")
+// ErrImportEnded is what a fetch feeding an import is cut with once the
+// import has ended.
+var ErrImportEnded = errors.New("the import ended")
 
 // importPrefix names the folders in which imports stage their capsules,
 // inside the store's folder: a kill -9 leaves them, and OpenStore removes
@@ -1117,7 +1128,7 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.shut = true
 	var errs []error
-	kept := map[string]summary{}
+	kept := map[string]Summary{}
 	for id, oc := range s.open {
 		sum, keep := s.summarize(id, oc.d)
 		s.keepRefused(id, oc)
@@ -1131,4 +1142,38 @@ func (s *Store) Close() error {
 	}
 	s.writeSummaries(kept) // s.mu held: nothing opens again, and Close returns once they are written
 	return errors.Join(errs...)
+}
+
+// Members returns the agent's members as this node's copy names them.
+func (s *Store) Members(agent string) (journal.Members, error) {
+	d, done, err := s.Use(agent)
+	if err != nil {
+		return journal.Members{}, err
+	}
+	defer done()
+	return d.Members()
+}
+
+// SetBeforeSign makes f run once per agent in the store's life, before
+// this machine signs its first event of it: the node takes what its
+// paired peers hold of this machine's own chain first. Set it before the
+// store is used.
+func (s *Store) SetBeforeSign(f func(ctx context.Context, agent string)) { s.beforeSign = f }
+
+// Shares is which capsule is shared with which peer (shares.json).
+func (s *Store) Shares() *Shares { return s.shares }
+
+// Path is the folder of the agent's capsule.
+func (s *Store) Path(agent string) string { return filepath.Join(s.dir, agent) }
+
+// RejectedCount is how many lines peers sent of the agent that did not
+// check (kept aside in the quarantine folder).
+func (s *Store) RejectedCount(agent string) int { return s.quarantine.count(agent) }
+
+// IsOpen reports whether the store holds the agent's capsule open now.
+func (s *Store) IsOpen(agent string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, open := s.open[agent]
+	return open
 }

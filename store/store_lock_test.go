@@ -1,4 +1,4 @@
-package node
+package store
 
 import (
 	"context"
@@ -98,7 +98,7 @@ func TestAMergeKilledBetweenItsRenamesLeavesTheHeldCapsule(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.MkdirAll(filepath.Join(home, CapsulesDir, importPrefix+"123", "merged"), 0o700) // the merge it was about to install
-	s2, err := OpenStore(home, nil)
+	s2, err := Open(home, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
