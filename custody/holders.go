@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -81,6 +82,9 @@ type holder struct {
 	agent  string
 	tick   time.Duration // the machine's tick
 	strict bool          // Config.Strict
+
+	// ticking: a tick of this machine runs (Run starts no other).
+	ticking atomic.Bool
 
 	mu sync.Mutex
 	m  *fencing.Machine
@@ -421,38 +425,48 @@ func (hs *Holders) all() []*holder {
 }
 
 // Tick advances every machine with a timer armed by one tick, in the
-// order of their agents.
+// order of their agents, one after another: a harness's tick, the same
+// every run.
 func (hs *Holders) Tick() {
 	for _, h := range hs.all() {
-		h.mu.Lock()
-		if h.failed != nil {
-			if h.bootIn--; h.bootIn <= 0 {
-				if err := hs.boot(h); err != nil {
-					if err.Error() != h.failed.Error() {
-						hs.log.Error("fencing cannot start for an agent; retrying", "agent", h.agent, "err", err)
-					}
-					h.failed, h.bootIn = err, bootRetry
-				} else {
-					hs.log.Info("fencing started for an agent after all", "agent", h.agent)
-					h.failed = nil
-				}
-			}
-		} else if !h.m.Idle() || h.m.HasReady() {
-			h.m.Tick()
-			hs.apply(h)
-		}
-		if h.staged != nil && !h.wsStale && h.m.State() != fencing.Staging {
-			if h.warmAge++; h.warmAge > warmLinger {
-				h.warmAge = 0
-				h.wsStale = true
-				hs.cfg.Spawn(func() { hs.freshWorkspace(h) })
-			}
-		}
-		h.mu.Unlock()
+		hs.tick(h)
 	}
 }
 
-// Run ticks the machines until the node closes.
+// tick advances h's machine by one tick, if a timer of it is armed, or
+// tries again to start a machine that could not start.
+func (hs *Holders) tick(h *holder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failed != nil {
+		if h.bootIn--; h.bootIn <= 0 {
+			if err := hs.boot(h); err != nil {
+				if err.Error() != h.failed.Error() {
+					hs.log.Error("fencing cannot start for an agent; retrying", "agent", h.agent, "err", err)
+				}
+				h.failed, h.bootIn = err, bootRetry
+			} else {
+				hs.log.Info("fencing started for an agent after all", "agent", h.agent)
+				h.failed = nil
+			}
+		}
+	} else if !h.m.Idle() || h.m.HasReady() {
+		h.m.Tick()
+		hs.apply(h)
+	}
+	if h.staged != nil && !h.wsStale && h.m.State() != fencing.Staging {
+		if h.warmAge++; h.warmAge > warmLinger {
+			h.warmAge = 0
+			h.wsStale = true
+			hs.cfg.Spawn(func() { hs.freshWorkspace(h) })
+		}
+	}
+}
+
+// Run ticks the machines until the node closes, each agent's on its own:
+// one whose tick is slow (a registry write on a slow disk, a promotion
+// copying a workspace) holds up no other agent's, and lets the ticks that
+// come while its last one runs go by.
 func (hs *Holders) Run(every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -461,7 +475,14 @@ func (hs *Holders) Run(every time.Duration) {
 		case <-hs.ctx.Done():
 			return
 		case <-t.C:
-			hs.Tick()
+		}
+		for _, h := range hs.all() {
+			if !h.ticking.CompareAndSwap(false, true) {
+				continue // its last tick still runs
+			}
+			if !hs.cfg.Spawn(func() { defer h.ticking.Store(false); hs.tick(h) }) {
+				h.ticking.Store(false)
+			}
 		}
 	}
 }
@@ -1610,7 +1631,7 @@ func (hs *Holders) Resolve(ctx context.Context, agent, action string) (string, e
 }
 
 // self is this machine's peer ID.
-func (hs *Holders) self() string { return hs.cfg.Host.ID().String() }
+func (hs *Holders) self() string { return hs.cfg.Self }
 
 // Adopt starts the fencing of an agent the node has just taken (an
 // import, a copy from a peer), unless it runs already.

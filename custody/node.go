@@ -64,6 +64,8 @@ type Config struct {
 	// Home is $TERN_HOME: the registry, the staging area, the handovers
 	// and the workspaces are in it.
 	Home string
+	// Self is this machine's peer ID.
+	Self string
 	// Host is the node's libp2p host: fencing messages and pulls go over
 	// /tern/migrate/1.0.0 on it.
 	Host host.Host

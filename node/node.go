@@ -233,7 +233,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	n.rt = turns.New(n.ctx, n, turns.Config{Home: home, Secrets: cfg.Secrets, API: func() string { return n.info.API },
 		Spawn: n.spawn, Disabled: n.harnessed(), Log: log})
-	ccfg := custody.Config{Home: home, Host: h, Signer: id, Secrets: cfg.Secrets, Strict: cfg.Strict, Tick: n.tickEvery(),
+	ccfg := custody.Config{Home: home, Self: id.Machine(), Host: h, Signer: id, Secrets: cfg.Secrets, Strict: cfg.Strict, Tick: n.tickEvery(),
 		Spawn: n.spawn, Context: n.ctx, Log: log, Off: n.harnessed(), LoseMigrate: cfg.loseMigrate}
 	if hn := cfg.Harness; hn != nil {
 		ccfg.Incarnation, ccfg.Flaw, ccfg.MigrateFate = hn.Incarnation, hn.Flaw, hn.MigrateFate
