@@ -36,8 +36,8 @@ func scanCanonical(b []byte, i, depth int) (int, bool) {
 	}
 	switch c := b[i]; {
 	case c == '"':
-		end, s, ok := jsonscan.String(b, i)
-		return end, ok && s.Canonical
+		end, _, ok := canonicalString(b, i)
+		return end, ok
 	case c == '{':
 		return scanCanonicalObject(b, i, depth+1)
 	case c == '[':
@@ -64,8 +64,8 @@ func scanCanonicalObject(b []byte, i, depth int) (int, bool) {
 		if i >= len(b) || b[i] != '"' {
 			return 0, false
 		}
-		end, s, ok := jsonscan.String(b, i)
-		if !ok || !s.Canonical || s.Escaped {
+		end, plain, ok := canonicalString(b, i)
+		if !ok || !plain {
 			return 0, false // a key with an escape: the canonicalizer decodes it
 		}
 		key := b[i+1 : end-1]
@@ -88,6 +88,15 @@ func scanCanonicalObject(b []byte, i, depth int) (int, bool) {
 			return 0, false
 		}
 	}
+}
+
+// canonicalString returns the index just past the string at b[i] == '"'
+// if it is valid and written as RFC 8785 writes strings; plain is true if
+// it holds no escape at all.
+func canonicalString(b []byte, i int) (end int, plain, ok bool) {
+	var s jsonscan.Scanner
+	end, ok = s.String(b, i)
+	return end, !s.Escaped, ok && s.Canonical
 }
 
 // keyBefore reports whether the object key a (valid UTF-8, no escapes)

@@ -178,7 +178,7 @@ func buildView(events []*journal.Event, blobs *blobCache, n *notes) []unit {
 			continue // nothing to say
 		}
 		e.event = ev
-		e.tokens = EventOverhead + estimateCounts(len(ev.Body), c.NonASCII) + partTokens(e.parts, blobs)
+		e.tokens = EventOverhead + estimateCounts(len(ev.Body), c.NonASCII()) + partTokens(e.parts, blobs)
 		k++
 	}
 	entries = entries[:k]

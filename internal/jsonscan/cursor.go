@@ -16,7 +16,7 @@ package jsonscan
 //	}
 //	if err := c.Done(); err != nil { … }
 type Cursor struct {
-	Scanner
+	s   Scanner
 	b   []byte
 	i   int
 	err error
@@ -24,6 +24,10 @@ type Cursor struct {
 
 // NewCursor returns a cursor at the start of b.
 func NewCursor(b []byte) Cursor { return Cursor{b: b} }
+
+// NonASCII counts the bytes from 0x80 up of the strings read so far: what
+// an estimate of tokens needs.
+func (c *Cursor) NonASCII() int { return c.s.NonASCII }
 
 // Err is the first error of a step: ErrSyntax, or ErrNotObject or
 // ErrNotArray from Enter; nil if there was none.
@@ -87,9 +91,9 @@ func (c *Cursor) Key() []byte {
 		return nil
 	}
 	start := c.i
-	end, err := c.str(c.b, start)
-	if err != nil {
-		c.fail(err)
+	end, ok := c.s.String(c.b, start)
+	if !ok {
+		c.fail(ErrSyntax)
 		return nil
 	}
 	c.i = end
@@ -98,7 +102,7 @@ func (c *Cursor) Key() []byte {
 		return nil
 	}
 	c.i++
-	if c.Escaped {
+	if c.s.Escaped {
 		return AppendUnquote(nil, c.b[start:end])
 	}
 	return c.b[start+1 : end-1]
@@ -108,7 +112,7 @@ func (c *Cursor) Key() []byte {
 // it; nil after an error.
 func (c *Cursor) Value() []byte {
 	start := SkipSpace(c.b, c.i)
-	end, err := c.Scanner.Value(c.b, start, 1)
+	end, err := c.s.Value(c.b, start, 1)
 	if err != nil {
 		c.fail(err)
 		return nil

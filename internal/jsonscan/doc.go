@@ -7,11 +7,11 @@
 //
 // Two kinds of function, never to be mixed up:
 //
-//   - Validating: String, Number, Literal, Scanner.Value, Valid, Trim and
-//     Cursor check every byte against RFC 8259, and also that the bytes
-//     of every string are valid UTF-8 (which encoding/json.Valid does not
-//     check). They accept nothing encoding/json would refuse, but for
-//     one more level of nesting (MaxDepth).
+//   - Validating: Scanner.String, Number, Literal, Scanner.Value, Valid,
+//     Trim and Cursor check every byte against RFC 8259, and also that
+//     the bytes of every string are valid UTF-8 (which encoding/json.Valid
+//     does not check). They accept nothing encoding/json would refuse,
+//     but for one more level of nesting (MaxDepth).
 //   - Trusted: SkipString, SkipValue, Walker, Unquote, AppendUnquote and
 //     Equal are for text a validating function has accepted; they only
 //     find where things end. SkipString, SkipValue and Walker give some

@@ -15,8 +15,8 @@ func deep(b []byte) bool { return bytes.Count(b, []byte("["))+bytes.Count(b, []b
 // FuzzValidAgreesWithEncodingJSON holds the validating functions to
 // encoding/json (which does not check UTF-8), and the trusted ones to the
 // validating ones: on text Valid accepts, a Walker with Unquote and a
-// Cursor read the values encoding/json reads, each string token's Str is
-// right, and SkipValue finds the end Trim found.
+// Cursor read the values encoding/json reads, what Scanner.String notes of
+// each string token is right, and SkipValue finds the end Trim found.
 func FuzzValidAgreesWithEncodingJSON(f *testing.F) {
 	for _, s := range append(append([]string{}, validTexts...), invalidTexts...) {
 		f.Add([]byte(s))
@@ -58,14 +58,14 @@ func FuzzValidAgreesWithEncodingJSON(f *testing.F) {
 		for _, x := range b {
 			nonASCII += int(x >> 7)
 		}
-		if c.NonASCII != nonASCII {
-			t.Fatalf("the cursor counts %d bytes that are not ASCII in %q, want %d", c.NonASCII, b, nonASCII)
+		if c.NonASCII() != nonASCII {
+			t.Fatalf("the cursor counts %d bytes that are not ASCII in %q, want %d", c.NonASCII(), b, nonASCII)
 		}
 	})
 }
 
 // walked decodes the valid value v with a Walker and Unquote, checking
-// every string token's Str on the way.
+// what Scanner.String notes of every string token on the way.
 func walked(t *testing.T, v []byte) any {
 	switch v[0] {
 	case '{':
@@ -98,9 +98,11 @@ func walked(t *testing.T, v []byte) any {
 	return json.Number(v)
 }
 
-// str checks what String says of the valid token tok and decodes it.
+// str checks what Scanner.String notes of the valid token tok and decodes
+// it.
 func str(t *testing.T, tok []byte) string {
-	end, st, ok := String(tok, 0)
+	var st Scanner
+	end, ok := st.String(tok, 0)
 	if !ok || end != len(tok) {
 		t.Fatalf("String(%q) = %d, %v of a token Valid accepted", tok, end, ok)
 	}

@@ -60,25 +60,33 @@ var plainInString = func() (t [256]bool) {
 	return t
 }()
 
-// Str is what String learns of a string token on the way.
-type Str struct {
-	// NonASCII counts the token's bytes from 0x80 up.
+// Scanner validates JSON tokens and values, and notes what it sees on the
+// way. Its zero value is ready.
+type Scanner struct {
+	// NonASCII counts the bytes from 0x80 up of every string read
+	// (everything outside strings is ASCII): what an estimate of tokens
+	// needs.
 	NonASCII int
-	// Escaped says whether the token holds a backslash escape.
+	// Escaped says whether the last string read holds a backslash escape.
 	Escaped bool
-	// Canonical says whether the token is written as RFC 8785 writes
-	// strings: every character as itself but '"', '\\' and the control
-	// characters, which take the escapes \" \\ \b \f \n \r \t where there
-	// is one, else \u00xx in lower case.
+	// Canonical says whether the last string read is written as RFC 8785
+	// writes strings: every character as itself but '"', '\\' and the
+	// control characters, which take the escapes \" \\ \b \f \n \r \t
+	// where there is one, else \u00xx in lower case.
 	Canonical bool
 }
 
 // String validates the string token that starts at b[i], which must be
 // '"', and returns the index just past its closing quote; ok is false if
-// there is no such token, or its bytes are not valid UTF-8.
-func String(b []byte, i int) (end int, s Str, ok bool) {
+// there is no such token, or its bytes are not valid UTF-8. A token it
+// accepts adds its bytes from 0x80 up to NonASCII and sets Escaped and
+// Canonical; after a refusal those two say nothing.
+func (s *Scanner) String(b []byte, i int) (end int, ok bool) {
 	start := i + 1
-	s.Canonical = true
+	high := 0 // bytes with the high bit set: not ASCII
+	// Nothing else lives across the loops, which keeps them in registers:
+	// the rare escapes write to s.
+	s.Escaped, s.Canonical = false, true
 	for i++; i < len(b); i++ {
 		// Eight plain bytes at a time, then one at a time.
 		for ; i+8 <= len(b); i += 8 {
@@ -86,10 +94,10 @@ func String(b []byte, i int) (end int, s Str, ok bool) {
 			if !PlainWord(w) {
 				break
 			}
-			s.NonASCII += bits.OnesCount64(w & highBits)
+			high += bits.OnesCount64(w & highBits)
 		}
 		for i < len(b) && plainInString[b[i]] {
-			s.NonASCII += int(b[i] >> 7)
+			high += int(b[i] >> 7)
 			i++
 		}
 		if i >= len(b) {
@@ -97,15 +105,16 @@ func String(b []byte, i int) (end int, s Str, ok bool) {
 		}
 		switch c := b[i]; {
 		case c == '"':
-			if s.NonASCII > 0 && !utf8.Valid(b[start:i]) {
-				return 0, Str{}, false
+			if high > 0 && !utf8.Valid(b[start:i]) {
+				return 0, false
 			}
-			return i + 1, s, true
+			s.NonASCII += high
+			return i + 1, true
 		case c == '\\':
 			s.Escaped = true
 			i++
 			if i >= len(b) {
-				return 0, Str{}, false
+				return 0, false
 			}
 			switch b[i] {
 			case '"', '\\', 'b', 'f', 'n', 'r', 't':
@@ -113,11 +122,11 @@ func String(b []byte, i int) (end int, s Str, ok bool) {
 				s.Canonical = false
 			case 'u':
 				if i+4 >= len(b) {
-					return 0, Str{}, false
+					return 0, false
 				}
 				for _, h := range b[i+1 : i+5] {
 					if !isHex(h) {
-						return 0, Str{}, false
+						return 0, false
 					}
 				}
 				if s.Canonical && !canonicalU(b[i+1:i+5]) {
@@ -125,13 +134,13 @@ func String(b []byte, i int) (end int, s Str, ok bool) {
 				}
 				i += 4
 			default:
-				return 0, Str{}, false
+				return 0, false
 			}
 		default: // a control character
-			return 0, Str{}, false
+			return 0, false
 		}
 	}
-	return 0, Str{}, false
+	return 0, false
 }
 
 func isHex(c byte) bool {
@@ -232,25 +241,13 @@ func Literal(b []byte, i int) (end int, ok bool) {
 	return i + len(w), true
 }
 
-// Scanner validates JSON values and counts, across all it validates, the
-// bytes of their strings that are not ASCII (everything outside strings
-// is ASCII): what an estimate of tokens needs. Its zero value is ready.
-type Scanner struct {
-	// NonASCII counts the bytes from 0x80 up of every string read.
-	NonASCII int
-	// Escaped says whether the last string read holds an escape.
-	Escaped bool
-}
-
 // str validates the string token at b[i] == '"' and returns the index
 // just past it.
 func (s *Scanner) str(b []byte, i int) (int, error) {
-	end, st, ok := String(b, i)
+	end, ok := s.String(b, i)
 	if !ok {
 		return 0, ErrSyntax
 	}
-	s.NonASCII += st.NonASCII
-	s.Escaped = st.Escaped
 	return end, nil
 }
 

@@ -8,40 +8,44 @@ import (
 	"testing"
 )
 
-func TestStringReadsATokenAndWhatItHolds(t *testing.T) {
+func TestStringReadsATokenAndNotesWhatItHolds(t *testing.T) {
 	for _, tt := range []struct {
 		name, in string
 		end      int // 0: not a valid token
-		want     Str
+		want     Scanner
 	}{
-		{"an empty string is canonical", `""`, 2, Str{Canonical: true}},
-		{"plain ASCII ends at its quote", `"abc",1`, 5, Str{Canonical: true}},
-		{"a long plain string is read eight bytes at a time", `"` + strings.Repeat("abcdefgh", 5) + `"`, 42, Str{Canonical: true}},
-		{"bytes that are not ASCII are counted", `"héllo €😀"`, 16, Str{NonASCII: 9, Canonical: true}},
-		{"non-ASCII bytes past eight are counted", `"` + strings.Repeat("é", 10) + `"`, 22, Str{NonASCII: 20, Canonical: true}},
-		{"the short escapes are canonical", `"\"\\\b\f\n\r\t"`, 16, Str{Escaped: true, Canonical: true}},
-		{"a control character without a short escape is canonical as \\u00xx", `"\u001f\u0000"`, 14, Str{Escaped: true, Canonical: true}},
-		{"an escaped slash is valid, not canonical", `"\/"`, 4, Str{Escaped: true}},
-		{"upper-case hex is valid, not canonical", `"\u001F"`, 8, Str{Escaped: true}},
-		{"an escaped letter is valid, not canonical", `"\u0041"`, 8, Str{Escaped: true}},
-		{"a \\u escape of a character with a short one is not canonical", `"\u000a"`, 8, Str{Escaped: true}},
-		{"a surrogate pair is valid, not canonical", `"\ud83d\ude00"`, 14, Str{Escaped: true}},
-		{"a lone surrogate escape is valid JSON", `"\ud800"`, 8, Str{Escaped: true}},
-		{"DEL and U+2028 are written as themselves", "\"\x7f\u2028\"", 6, Str{NonASCII: 3, Canonical: true}},
-		{"an unterminated string is refused", `"abc`, 0, Str{}},
-		{"an escape at the end is refused", `"\`, 0, Str{}},
-		{"an unknown escape is refused", `"\x"`, 0, Str{}},
-		{"a short \\u escape is refused", `"\u12"`, 0, Str{}},
-		{"a \\u escape with a non-hex digit is refused", `"\u12g4"`, 0, Str{}},
-		{"a raw control character is refused", "\"a\nb\"", 0, Str{}},
-		{"a raw control character past eight bytes is refused", "\"abcdefghij\x01\"", 0, Str{}},
-		{"invalid UTF-8 is refused", "\"\xff\"", 0, Str{}},
-		{"an encoded surrogate is refused", "\"\xed\xa0\x80\"", 0, Str{}},
+		{"an empty string is canonical", `""`, 2, Scanner{Canonical: true}},
+		{"plain ASCII ends at its quote", `"abc",1`, 5, Scanner{Canonical: true}},
+		{"a long plain string is read eight bytes at a time", `"` + strings.Repeat("abcdefgh", 5) + `"`, 42, Scanner{Canonical: true}},
+		{"bytes that are not ASCII are counted", `"héllo €😀"`, 16, Scanner{NonASCII: 9, Canonical: true}},
+		{"non-ASCII bytes past eight are counted", `"` + strings.Repeat("é", 10) + `"`, 22, Scanner{NonASCII: 20, Canonical: true}},
+		{"the short escapes are canonical", `"\"\\\b\f\n\r\t"`, 16, Scanner{Escaped: true, Canonical: true}},
+		{"a control character without a short escape is canonical as \\u00xx", `"\u001f\u0000"`, 14, Scanner{Escaped: true, Canonical: true}},
+		{"an escaped slash is valid, not canonical", `"\/"`, 4, Scanner{Escaped: true}},
+		{"upper-case hex is valid, not canonical", `"\u001F"`, 8, Scanner{Escaped: true}},
+		{"an escaped letter is valid, not canonical", `"\u0041"`, 8, Scanner{Escaped: true}},
+		{"a \\u escape of a character with a short one is not canonical", `"\u000a"`, 8, Scanner{Escaped: true}},
+		{"a surrogate pair is valid, not canonical", `"\ud83d\ude00"`, 14, Scanner{Escaped: true}},
+		{"a lone surrogate escape is valid JSON", `"\ud800"`, 8, Scanner{Escaped: true}},
+		{"DEL and U+2028 are written as themselves", "\"\x7f\u2028\"", 6, Scanner{NonASCII: 3, Canonical: true}},
+		{"an unterminated string is refused", `"abc`, 0, Scanner{}},
+		{"an escape at the end is refused", `"\`, 0, Scanner{}},
+		{"an unknown escape is refused", `"\x"`, 0, Scanner{}},
+		{"a short \\u escape is refused", `"\u12"`, 0, Scanner{}},
+		{"a \\u escape with a non-hex digit is refused", `"\u12g4"`, 0, Scanner{}},
+		{"a raw control character is refused", "\"a\nb\"", 0, Scanner{}},
+		{"a raw control character past eight bytes is refused", "\"abcdefghij\x01\"", 0, Scanner{}},
+		{"invalid UTF-8 is refused", "\"\xff\"", 0, Scanner{}},
+		{"an encoded surrogate is refused", "\"\xed\xa0\x80\"", 0, Scanner{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			end, s, ok := String([]byte(tt.in), 0)
+			var s Scanner
+			end, ok := s.String([]byte(tt.in), 0)
+			if !ok {
+				s.Escaped, s.Canonical = false, false // say nothing after a refusal
+			}
 			if ok != (tt.end > 0) || end != tt.end || s != tt.want {
-				t.Fatalf("String(%q) = %d, %+v, %v; want %d, %+v", tt.in, end, s, ok, tt.end, tt.want)
+				t.Fatalf("String(%q) = %d, %v and %+v; want %d and %+v", tt.in, end, ok, s, tt.end, tt.want)
 			}
 		})
 	}
