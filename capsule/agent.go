@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tern-dev/tern/internal/providerid"
 	"github.com/tern-dev/tern/memory"
 )
 
@@ -145,13 +146,10 @@ type MemorySettings struct {
 	Workspace bool   `json:"workspace,omitempty"`  // index the workspace's text files as well as the notes
 }
 
-// Embedders are the names memory.embedder may take.
-var Embedders = []string{"builtin", "openai", "ollama", "gemini"}
-
 // EmbedderSpec is what the agent's index records as its embedder.
 func (a Agent) EmbedderSpec() memory.EmbedderSpec {
 	m := a.Memory
-	if m == nil || m.Embedder == "" || m.Embedder == "builtin" {
+	if m == nil || m.Embedder == "" || providerid.Embedder(m.Embedder) == providerid.Builtin {
 		return memory.BuiltinSpec
 	}
 	return memory.EmbedderSpec{Name: m.Embedder, Model: m.Model, Dim: m.Dim}
@@ -162,10 +160,11 @@ func (m *MemorySettings) check() error {
 	if m == nil {
 		return nil
 	}
-	if m.Embedder != "" && !slices.Contains(Embedders, m.Embedder) {
-		return fmt.Errorf("memory.embedder %q is not one of %s", m.Embedder, strings.Join(Embedders, ", "))
+	embedders := providerid.Names(providerid.Embedders())
+	if m.Embedder != "" && !slices.Contains(embedders, m.Embedder) {
+		return fmt.Errorf("memory.embedder %q is not one of %s", m.Embedder, strings.Join(embedders, ", "))
 	}
-	builtin := m.Embedder == "" || m.Embedder == "builtin"
+	builtin := m.Embedder == "" || providerid.Embedder(m.Embedder) == providerid.Builtin
 	switch {
 	case builtin && (m.Model != "" || m.BaseURL != "" || m.KeySecret != "" || m.Dim != 0):
 		return fmt.Errorf("memory: the built-in embedder takes no model, base_url, key_secret or dim; set memory.embedder to openai, ollama or gemini to use a provider's")
@@ -186,12 +185,9 @@ func (m *MemorySettings) check() error {
 	return nil
 }
 
-// Providers are the names agent.json's provider may take: the wire
-// protocols tern speaks, and the built-in offline model.
-var Providers = []string{"openai-chat", "openai-responses", "anthropic", "gemini", "ollama", "offline"}
-
-// OfflineModel is the one model of the offline provider.
-const OfflineModel = "tern-offline"
+// OfflineModel is the one model of the offline provider
+// (providerid.OfflineModel).
+const OfflineModel = providerid.OfflineModel
 
 var secretName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,63}$`)
 
@@ -214,7 +210,7 @@ func DefaultAgent(name string) Agent {
 	return Agent{
 		Name:         name,
 		Instructions: "You are a helpful assistant.",
-		Provider:     "offline",
+		Provider:     string(providerid.Offline),
 		Model:        OfflineModel,
 		Tools:        []Tool{},
 	}
@@ -264,15 +260,16 @@ func ParseAgent(data []byte) (Agent, error) {
 
 // checkModel checks provider, model, base_url and key_secret.
 func (a Agent) checkModel() error {
-	if !slices.Contains(Providers, a.Provider) {
-		return fmt.Errorf("provider %q is not one of %s", a.Provider, strings.Join(Providers, ", "))
+	provider, err := providerid.Parse(a.Provider)
+	if err != nil {
+		return err
 	}
 	switch {
 	case a.Model == "":
 		return fmt.Errorf("model is empty: name the %s model to use", a.Provider)
 	case strings.TrimSpace(a.Model) != a.Model || strings.ContainsAny(a.Model, " \t\n"):
 		return fmt.Errorf("model %q has spaces in it", a.Model)
-	case a.Provider == "offline" && a.Model != OfflineModel:
+	case provider == providerid.Offline && a.Model != OfflineModel:
 		return fmt.Errorf("model %q: the offline provider has one model, %q", a.Model, OfflineModel)
 	}
 	if a.BaseURL != "" {
@@ -283,10 +280,10 @@ func (a Agent) checkModel() error {
 		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 			return fmt.Errorf("base_url %q carries credentials or a query: give the API's base URL only; a key goes in a secret (key_secret)", redactURL(u))
 		}
-		if a.Provider == "offline" {
+		if provider == providerid.Offline {
 			return fmt.Errorf("base_url: the offline provider runs in tern and has none")
 		}
-		if err := checkBaseURLPath(a.Provider, a.BaseURL); err != nil {
+		if err := checkBaseURLPath(provider, a.BaseURL); err != nil {
 			return err
 		}
 	}
@@ -300,20 +297,20 @@ func (a Agent) checkModel() error {
 // itself, lower-cased: a base_url ending in one would be posted to twice
 // the path (…/chat/completions/chat/completions) and fail with a 404 far
 // from its cause.
-var endpointPaths = map[string][]string{
-	"openai-chat":      {"/chat/completions", "/completions", "/chat"},
-	"openai-responses": {"/responses"},
-	"anthropic":        {"/v1/messages", "/messages", "/v1"},
-	"gemini":           {"/v1beta", "/v1", "/models", ":streamgeneratecontent", ":generatecontent"},
-	"ollama":           {"/api/chat", "/api"},
+var endpointPaths = map[providerid.ID][]string{
+	providerid.OpenAIChat:      {"/chat/completions", "/completions", "/chat"},
+	providerid.OpenAIResponses: {"/responses"},
+	providerid.Anthropic:       {"/v1/messages", "/messages", "/v1"},
+	providerid.Gemini:          {"/v1beta", "/v1", "/models", ":streamgeneratecontent", ":generatecontent"},
+	providerid.Ollama:          {"/api/chat", "/api"},
 }
 
 // checkBaseURLPath refuses a base_url that ends in a path the provider's
 // client adds itself, saying what to write instead.
-func checkBaseURLPath(provider, base string) error {
+func checkBaseURLPath(provider providerid.ID, base string) error {
 	trimmed := strings.TrimRight(base, "/")
 	lower := strings.ToLower(trimmed)
-	if provider == "gemini" {
+	if provider == providerid.Gemini {
 		if i := strings.Index(lower, "/v1beta/"); i >= 0 { // …/v1beta/models/gemini-x:streamGenerateContent
 			lower, trimmed = lower[:i+len("/v1beta")], trimmed[:i+len("/v1beta")]
 		}
@@ -324,7 +321,7 @@ func checkBaseURLPath(provider, base string) error {
 				base, trimmed[len(trimmed)-len(p):], trimmed[:len(trimmed)-len(p)])
 		}
 	}
-	if provider == "ollama" && strings.HasSuffix(lower, "/v1") {
+	if provider == providerid.Ollama && strings.HasSuffix(lower, "/v1") {
 		return fmt.Errorf("base_url %q is Ollama's OpenAI-compatible API: use provider \"openai-chat\" with it, or provider \"ollama\" with %q",
 			base, trimmed[:len(trimmed)-len("/v1")])
 	}

@@ -319,3 +319,29 @@ func BenchmarkNewEvent(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCanonicalLine is the check every line read from a file or a
+// peer passes: recognising text that is already canonical.
+func BenchmarkCanonicalLine(b *testing.B) {
+	line := sample(b, newSigner(b)).Line()
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Canonical(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseDraft reads a draft as the API receives it: canonical
+// form, its members, the integer check and the core body check.
+func BenchmarkParseDraft(b *testing.B) {
+	line := []byte(`{"body":` + string(benchBody) + `,"session":"s-1","turn":"t-1","type":"message"}`)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseDraft(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

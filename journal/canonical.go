@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/tern-dev/tern/internal/jsonscan"
 )
 
 // maxSafeInt is the largest integer every JSON reader holds exactly (2^53-1).
@@ -55,8 +57,8 @@ type member struct {
 }
 
 var (
-	errNotObject = errors.New("not a JSON object")
-	errNotArray  = errors.New("not a JSON array")
+	errNotObject = jsonscan.ErrNotObject
+	errNotArray  = jsonscan.ErrNotArray
 )
 
 // splitMembers cuts a canonical JSON object (no insignificant whitespace)
@@ -70,41 +72,25 @@ func splitMembers(b []byte) ([]member, error) {
 		return nil, nil
 	}
 	ms := make([]member, 0, 16)
-	i := 1
-	for {
-		start := i
-		if i >= len(b) || b[i] != '"' {
-			return nil, errNotObject
-		}
-		end, err := skipString(b, i)
+	end := 0
+	w := jsonscan.Object(b)
+	for k, v, ok := w.Member(); ok; k, v, ok = w.Member() {
+		key, err := decodeString(k)
 		if err != nil {
 			return nil, err
 		}
-		key, err := decodeString(b[i:end])
-		if err != nil {
-			return nil, err
-		}
-		i = end
-		if i >= len(b) || b[i] != ':' {
-			return nil, errNotObject
-		}
-		i++
-		vstart := i
-		end, err = skipValue(b, i)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, member{key: key, raw: b[start:end], val: b[vstart:end], off: vstart})
-		i = end
-		switch {
-		case i < len(b)-1 && b[i] == ',':
-			i++
-		case i == len(b)-1 && b[i] == '}':
-			return ms, nil
-		default:
-			return nil, errNotObject
-		}
+		// k and v are slices of b: their capacities say where they start.
+		start, off := cap(b)-cap(k), cap(b)-cap(v)
+		end = off + len(v)
+		ms = append(ms, member{key: key, raw: b[start:end], val: v, off: off})
 	}
+	if err := w.Err(); err != nil {
+		return nil, err
+	}
+	if end != len(b)-1 {
+		return nil, errNotObject
+	}
+	return ms, nil
 }
 
 // splitElements cuts a canonical JSON array into its elements, in order.
@@ -117,74 +103,19 @@ func splitElements(b []byte) ([][]byte, error) {
 		return nil, nil
 	}
 	var out [][]byte
-	for i := 1; ; {
-		end, err := skipValue(b, i)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b[i:end])
-		switch {
-		case end < len(b)-1 && b[end] == ',':
-			i = end + 1
-		case end == len(b)-1:
-			return out, nil
-		default:
-			return nil, errNotArray
-		}
+	end := 0
+	w := jsonscan.Array(b)
+	for v, ok := w.Element(); ok; v, ok = w.Element() {
+		out = append(out, v)
+		end = cap(b) - cap(v) + len(v) // v is a slice of b
 	}
-}
-
-// skipString returns the index just past the string starting at b[i] == '"'.
-func skipString(b []byte, i int) (int, error) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, nil
-		}
+	if err := w.Err(); err != nil {
+		return nil, err
 	}
-	return 0, errors.New("unterminated string")
-}
-
-// skipValue returns the index just past the JSON value starting at b[i].
-func skipValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
-		return 0, errors.New("missing value")
+	if end != len(b)-1 {
+		return nil, errNotArray
 	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, err := skipString(b, j)
-				if err != nil {
-					return 0, err
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, nil
-				}
-			}
-		}
-		return 0, errors.New("unterminated value")
-	default:
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
-			j++
-		}
-		if j == i {
-			return 0, errors.New("missing value")
-		}
-		return j, nil
-	}
+	return out, nil
 }
 
 // decodeString decodes a JSON string literal, quotes included.

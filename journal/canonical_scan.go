@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/tern-dev/tern/internal/jsonscan"
 )
 
 // maxScanDepth is how deep isCanonical follows arrays and objects; deeper
@@ -26,33 +28,27 @@ func isCanonical(b []byte) bool {
 }
 
 // scanCanonical returns the index just past the canonical value at b[i].
+// The tokens are jsonscan's; what is canonical about them and their
+// order is decided here.
 func scanCanonical(b []byte, i, depth int) (int, bool) {
 	if i >= len(b) {
 		return 0, false
 	}
 	switch c := b[i]; {
 	case c == '"':
-		end, _, ok := scanCanonicalString(b, i)
+		end, _, ok := canonicalString(b, i)
 		return end, ok
 	case c == '{':
 		return scanCanonicalObject(b, i, depth+1)
 	case c == '[':
 		return scanCanonicalArray(b, i, depth+1)
-	case c == 't':
-		return literal(b, i, "true")
-	case c == 'f':
-		return literal(b, i, "false")
-	case c == 'n':
-		return literal(b, i, "null")
+	case c == 't' || c == 'f' || c == 'n':
+		return jsonscan.Literal(b, i)
 	case c == '-' || ('0' <= c && c <= '9'):
-		return scanCanonicalNumber(b, i)
+		end, ok := jsonscan.Number(b, i)
+		return end, ok && canonicalNumber(b[i:end])
 	}
 	return 0, false
-}
-
-func literal(b []byte, i int, lit string) (int, bool) {
-	end := i + len(lit)
-	return end, end <= len(b) && string(b[i:end]) == lit
 }
 
 func scanCanonicalObject(b []byte, i, depth int) (int, bool) {
@@ -68,7 +64,7 @@ func scanCanonicalObject(b []byte, i, depth int) (int, bool) {
 		if i >= len(b) || b[i] != '"' {
 			return 0, false
 		}
-		end, plain, ok := scanCanonicalString(b, i)
+		end, plain, ok := canonicalString(b, i)
 		if !ok || !plain {
 			return 0, false // a key with an escape: the canonicalizer decodes it
 		}
@@ -92,6 +88,15 @@ func scanCanonicalObject(b []byte, i, depth int) (int, bool) {
 			return 0, false
 		}
 	}
+}
+
+// canonicalString returns the index just past the string at b[i] == '"'
+// if it is valid and written as RFC 8785 writes strings; plain is true if
+// it holds no escape at all.
+func canonicalString(b []byte, i int) (end int, plain, ok bool) {
+	var s jsonscan.Scanner
+	end, ok = s.String(b, i)
+	return end, !s.Escaped, ok && s.Canonical
 }
 
 // keyBefore reports whether the object key a (valid UTF-8, no escapes)
@@ -136,65 +141,9 @@ func scanCanonicalArray(b []byte, i, depth int) (int, bool) {
 	}
 }
 
-// scanCanonicalString returns the index just past the string at b[i] ==
-// '"' if it is written as RFC 8785 writes strings: valid UTF-8, every
-// character as itself but '"', '\\' and the control characters, which take
-// the short escapes \" \\ \b \f \n \r \t where there is one, else \u00xx in
-// lower case. plain is true if it holds no escape at all.
-func scanCanonicalString(b []byte, i int) (end int, plain, ok bool) {
-	start := i + 1
-	high := false
-	plain = true
-	for j := start; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			return j + 1, plain, !high || utf8.Valid(b[start:j])
-		case c == '\\':
-			plain = false
-			if j+1 >= len(b) {
-				return 0, false, false
-			}
-			switch b[j+1] {
-			case '"', '\\', 'b', 'f', 'n', 'r', 't':
-				j++
-			case 'u':
-				if j+5 >= len(b) || b[j+2] != '0' || b[j+3] != '0' || !lowerHex(b[j+4]) || !lowerHex(b[j+5]) {
-					return 0, false, false
-				}
-				switch v := hexValue(b[j+4])<<4 | hexValue(b[j+5]); {
-				case v >= 0x20, v == '\b', v == '\f', v == '\n', v == '\r', v == '\t':
-					return 0, false, false // written as itself or with a short escape
-				}
-				j += 5
-			default:
-				return 0, false, false
-			}
-		case c < 0x20:
-			return 0, false, false
-		case c >= utf8.RuneSelf:
-			high = true
-		}
-	}
-	return 0, false, false
-}
-
-func lowerHex(c byte) bool { return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') }
-
-func hexValue(c byte) byte {
-	if c <= '9' {
-		return c - '0'
-	}
-	return c - 'a' + 10
-}
-
-// scanCanonicalNumber returns the index just past the number at b[i] if
-// it is written as ECMAScript writes that double (as RFC 8785 asks).
-func scanCanonicalNumber(b []byte, i int) (int, bool) {
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
-		j++
-	}
-	tok := b[i:j]
+// canonicalNumber reports whether the number token tok is written as
+// ECMAScript writes that double (as RFC 8785 asks).
+func canonicalNumber(tok []byte) bool {
 	// The common case: an integer of at most 15 digits, exact as a double
 	// and written by ECMAScript digit for digit.
 	digits := tok
@@ -202,17 +151,14 @@ func scanCanonicalNumber(b []byte, i int) (int, bool) {
 		digits = digits[1:]
 	}
 	if n := len(digits); n > 0 && n <= 15 && isDigitBytes(digits) {
-		if digits[0] == '0' {
-			return j, len(tok) == 1 // "0"; never "-0" or a leading zero
-		}
-		return j, true
+		return digits[0] != '0' || len(tok) == 1 // "0"; never "-0"
 	}
 	f, err := strconv.ParseFloat(string(tok), 64)
 	if err != nil {
-		return 0, false
+		return false
 	}
 	s, err := jcs.NumberToJSON(f)
-	return j, err == nil && s == string(tok)
+	return err == nil && s == string(tok)
 }
 
 func isDigitBytes(b []byte) bool {

@@ -1,9 +1,11 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
+
+	"github.com/tern-dev/tern/internal/jsonscan"
 )
 
 // Draft is what a writer supplies for a new event; the journal adds the
@@ -116,30 +118,19 @@ func unsafeInteger(b []byte) string {
 	for i := 0; i < len(b); i++ {
 		switch c := b[i]; {
 		case c == '"':
-			end, err := skipString(b, i)
-			if err != nil {
+			i = jsonscan.SkipString(b, i) - 1
+		case c == '-' || (c >= '0' && c <= '9'):
+			end, ok := jsonscan.Number(b, i)
+			if !ok {
 				return ""
 			}
-			i = end - 1
-		case c == '-' || (c >= '0' && c <= '9'):
-			j := i
-			if c == '-' {
-				j++
-			}
-			start := j
-			for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-				j++
-			}
-			integer := j == len(b) || (b[j] != '.' && b[j] != 'e' && b[j] != 'E')
-			for j < len(b) && strings.IndexByte("0123456789.eE+-", b[j]) >= 0 {
-				j++
-			}
-			if integer {
-				if _, ok := parseSafeInt(b[start:j]); !ok && j-start > 0 && (b[start] != '0' || j-start == 1) {
-					return string(b[i:j])
+			tok := b[i:end]
+			if bytes.IndexAny(tok, ".eE") < 0 {
+				if _, safe := parseSafeInt(bytes.TrimPrefix(tok, []byte("-"))); !safe {
+					return string(tok)
 				}
 			}
-			i = j - 1
+			i = end - 1
 		}
 	}
 	return ""

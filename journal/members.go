@@ -354,6 +354,8 @@ func validNonce(s string) bool {
 	return true
 }
 
+func lowerHex(c byte) bool { return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') }
+
 // StrangerError says that a journal holds events written by a machine that
 // never was a member of the agent: they are not part of its history. It
 // wraps ErrNotMember.

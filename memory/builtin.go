@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/tern-dev/tern/internal/providerid"
 )
 
 // BuiltinDim is the dimension of the built-in embedder's vectors.
@@ -22,7 +24,7 @@ const BuiltinDim = 384
 type Builtin struct{}
 
 // BuiltinSpec is the spec an index built by Builtin records.
-var BuiltinSpec = EmbedderSpec{Name: "builtin", Model: "tern-hash-v1", Dim: BuiltinDim}
+var BuiltinSpec = EmbedderSpec{Name: string(providerid.Builtin), Model: "tern-hash-v1", Dim: BuiltinDim}
 
 // Spec returns BuiltinSpec.
 func (Builtin) Spec() EmbedderSpec { return BuiltinSpec }

@@ -7,7 +7,7 @@ import "context"
 // spec from the same notes are equal byte for byte when the embedder is
 // deterministic (the built-in one is).
 type EmbedderSpec struct {
-	Name  string `json:"name"`            // "builtin", "openai", "ollama" or "gemini"
+	Name  string `json:"name"`            // one of providerid.Embedders
 	Model string `json:"model,omitempty"` // the provider's model; the built-in embedder's version
 	Dim   int    `json:"dim"`
 }

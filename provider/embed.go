@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/providerid"
 	"github.com/tern-dev/tern/memory"
-	"github.com/tern-dev/tern/render"
 )
 
 // EmbedderSettings choose a provider embedder (agent.json's
@@ -48,28 +48,10 @@ type EmbedderSettings struct {
 	Dim int
 }
 
-// The embedder providers.
-const (
-	EmbedOpenAI = "openai"
-	EmbedOllama = "ollama"
-	EmbedGemini = "gemini"
-)
-
-// EmbedderProviders lists the providers an embedder can talk to.
-func EmbedderProviders() []string { return []string{EmbedOpenAI, EmbedOllama, EmbedGemini} }
-
 // DefaultEmbedderBaseURL is the base URL p's official SDK uses by
 // default; "" for an unknown provider.
 func DefaultEmbedderBaseURL(p string) string {
-	switch p {
-	case EmbedOpenAI:
-		return DefaultBaseURL(string(render.OpenAIChat))
-	case EmbedOllama:
-		return DefaultBaseURL(string(render.Ollama))
-	case EmbedGemini:
-		return DefaultBaseURL(string(render.Gemini))
-	}
-	return ""
+	return DefaultBaseURL(string(providerid.Embedder(p).Provider()))
 }
 
 // EmbedBatch is the most texts one request carries: Embed splits a
@@ -81,16 +63,9 @@ const EmbedBatch = 96
 // header can carry, a negative dimension. Its messages start with
 // "memory.embedder: ", the part of agent.json to fix.
 func (s EmbedderSettings) Check() error {
-	var chat render.Provider
-	switch s.Provider {
-	case EmbedOpenAI:
-		chat = render.OpenAIChat
-	case EmbedOllama:
-		chat = render.Ollama
-	case EmbedGemini:
-		chat = render.Gemini
-	default:
-		return fmt.Errorf("memory.embedder %q is not one of %s", s.Provider, strings.Join(EmbedderProviders(), ", "))
+	chat := providerid.Embedder(s.Provider).Provider()
+	if chat == "" {
+		return fmt.Errorf("memory.embedder %q is not one of %s", s.Provider, strings.Join(providerid.Names(providerid.ProviderEmbedders()), ", "))
 	}
 	if s.Model == "" {
 		return fmt.Errorf("memory.model is empty: name the %s embedding model", s.Provider)
@@ -127,12 +102,12 @@ func NewEmbedderWith(s EmbedderSettings, opt Options) (memory.Embedder, error) {
 		return nil, err
 	}
 	var w embedWire
-	switch s.Provider {
-	case EmbedOpenAI:
+	switch providerid.Embedder(s.Provider) {
+	case providerid.EmbedOpenAI:
 		w = openaiEmbed{}
-	case EmbedOllama:
+	case providerid.EmbedOllama:
 		w = ollamaEmbed{}
-	case EmbedGemini:
+	case providerid.EmbedGemini:
 		w = geminiEmbed{}
 	}
 	base := s.BaseURL
@@ -275,7 +250,7 @@ func (e *embedder) try(ctx context.Context, body []byte) ([]byte, string, error)
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		x := e.m.classify(resp.StatusCode, e.w.message(raw))
 		x.header = resp.Header
-		if e.s.Provider == EmbedGemini {
+		if providerid.Embedder(e.s.Provider) == providerid.EmbedGemini {
 			geminiWire{}.refine(x, raw)
 		}
 		switch x.Kind {

@@ -15,8 +15,7 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3/packages/ssestream"
-
-	"github.com/tern-dev/tern/render"
+	"github.com/tern-dev/tern/internal/providerid"
 )
 
 // Options tune how a Model talks to its API. The zero value is what tern
@@ -66,20 +65,19 @@ func NewWith(s Settings, opt Options) (Model, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
 	}
-	if s.Provider == Offline {
-		return offlineModel{s: s}, nil
-	}
 	var w wire
-	switch render.Provider(s.Provider) {
-	case render.OpenAIChat:
+	switch providerid.ID(s.Provider) {
+	case providerid.Offline:
+		return offlineModel{s: s}, nil
+	case providerid.OpenAIChat:
 		w = chatWire{}
-	case render.OpenAIResponses:
+	case providerid.OpenAIResponses:
 		w = responsesWire{}
-	case render.Anthropic:
+	case providerid.Anthropic:
 		w = anthropicWire{}
-	case render.Gemini:
+	case providerid.Gemini:
 		w = geminiWire{}
-	case render.Ollama:
+	case providerid.Ollama:
 		w = ollamaWire{}
 	default:
 		return nil, fmt.Errorf("provider %q: %w", s.Provider, errUnknownProvider)

@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tern-dev/tern/render"
 	"strings"
+
+	"github.com/tern-dev/tern/render"
 )
 
 // offlineModel is the built-in offline model: deterministic, no network,

@@ -20,17 +20,19 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/tern-dev/tern/internal/providerid"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/render"
 )
 
-// Offline is the provider name of the built-in offline model.
-const Offline = "offline"
+// Offline is the provider name of the built-in offline model
+// (providerid.Offline, as the string Settings.Provider holds).
+const Offline = string(providerid.Offline)
 
 // Settings are what agent.json says about the model, with the key
 // resolved: which provider and model, where, and with what key.
 type Settings struct {
-	// Provider is one of render's providers or Offline.
+	// Provider is one of providerid.All.
 	Provider string
 	// Model is the model name (the body render wrote names it too).
 	Model string
@@ -45,34 +47,16 @@ type Settings struct {
 	Key string
 }
 
-// Known reports whether p names a provider tern can talk to.
-func Known(p string) bool {
-	if p == Offline {
-		return true
-	}
-	_, err := render.ParseProvider(p)
-	return err == nil
-}
-
-// Names lists every provider name, for messages.
-func Names() []string {
-	var out []string
-	for _, p := range render.Providers() {
-		out = append(out, string(p))
-	}
-	return append(out, Offline)
-}
-
 // DefaultBaseURL is the base URL each official SDK uses by default.
 func DefaultBaseURL(p string) string {
-	switch render.Provider(p) {
-	case render.OpenAIChat, render.OpenAIResponses:
+	switch providerid.ID(p) {
+	case providerid.OpenAIChat, providerid.OpenAIResponses:
 		return "https://api.openai.com/v1"
-	case render.Anthropic:
+	case providerid.Anthropic:
 		return "https://api.anthropic.com"
-	case render.Gemini:
+	case providerid.Gemini:
 		return "https://generativelanguage.googleapis.com"
-	case render.Ollama:
+	case providerid.Ollama:
 		return "http://127.0.0.1:11434"
 	}
 	return ""
@@ -107,14 +91,14 @@ func (s Settings) Wire() render.Provider {
 	if s.Provider == Offline {
 		return render.OpenAIChat
 	}
-	return render.Provider(s.Provider)
+	return providerid.ID(s.Provider)
 }
 
 // Check says what is wrong with s before anything is sent: an unknown
 // provider, a missing model, a base URL that is not http(s).
 func (s Settings) Check() error {
-	if !Known(s.Provider) {
-		return fmt.Errorf("provider %q is not one of %s", s.Provider, strings.Join(Names(), ", "))
+	if _, err := providerid.Parse(s.Provider); err != nil {
+		return err
 	}
 	if s.Model == "" {
 		return fmt.Errorf("provider %s: no model named", s.Provider)

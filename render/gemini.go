@@ -1,6 +1,10 @@
 package render
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/tern-dev/tern/internal/jsonscan"
+)
 
 // Gemini generateContent (POST /v1beta/models/{model}:generateContent), with
 // the JSON names of the genai types (camelCase): contents is []*genai.Content,
@@ -203,10 +207,10 @@ func (p *plan) geminiValue(w *writer, pcs []piece) {
 	if texts == 1 && only.tok != nil {
 		s := only.tok[1 : len(only.tok)-1]
 		if hasEscape(s) {
-			p.buf = appendUnquoted(p.buf[:0], only.tok)
+			p.buf = jsonscan.AppendUnquote(p.buf[:0], only.tok)
 			s = p.buf
 		}
-		if v, err := trimValue(s); err == nil {
+		if v, err := jsonscan.Trim(s); err == nil {
 			w.rawb(v)
 			return
 		}

@@ -1,5 +1,7 @@
 package render
 
+import "github.com/tern-dev/tern/internal/jsonscan"
+
 // Ollama (POST /api/chat), as api.ChatRequest spells it:
 //
 //	{"model":…,"messages":[…],"tools":[…],"options":{}}
@@ -172,18 +174,18 @@ func (p *plan) ollamaStep(w *writer, u *unit, l *list) {
 // ollamaParameters writes schema cut down to api.ToolFunctionParameters.
 func ollamaParameters(w *writer, schema []byte) {
 	var typ, defs, items, required, props []byte
-	it := object(schema)
-	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+	it := jsonscan.Object(schema)
+	for k, v, ok := it.Member(); ok; k, v, ok = it.Member() {
 		switch {
-		case keyIs(k, "type"):
+		case jsonscan.Equal(k, "type"):
 			typ = v
-		case keyIs(k, "$defs"):
+		case jsonscan.Equal(k, "$defs"):
 			defs = v
-		case keyIs(k, "items"):
+		case jsonscan.Equal(k, "items"):
 			items = v
-		case keyIs(k, "required"):
+		case jsonscan.Equal(k, "required"):
 			required = v
-		case keyIs(k, "properties"):
+		case jsonscan.Equal(k, "properties"):
 			props = v
 		}
 	}
@@ -215,8 +217,8 @@ func ollamaParameters(w *writer, schema []byte) {
 func ollamaProperties(w *writer, props []byte) {
 	w.raw("{")
 	l := list{w: w}
-	it := object(props)
-	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+	it := jsonscan.Object(props)
+	for k, v, ok := it.Member(); ok; k, v, ok = it.Member() {
 		if v[0] != '{' {
 			continue
 		}
@@ -233,22 +235,22 @@ func ollamaProperties(w *writer, props []byte) {
 func ollamaProperty(w *writer, prop []byte) {
 	l := list{w: w}
 	w.raw("{")
-	it := object(prop)
-	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
+	it := jsonscan.Object(prop)
+	for k, v, ok := it.Member(); ok; k, v, ok = it.Member() {
 		switch {
-		case keyIs(k, "anyOf") && v[0] == '[' && !isEmpty(v):
+		case jsonscan.Equal(k, "anyOf") && v[0] == '[' && !isEmpty(v):
 			l.next()
 			w.raw(`"anyOf":[`)
 			m := list{w: w}
-			arr := array(v)
-			for el, ok := arr.element(); ok; el, ok = arr.element() {
+			arr := jsonscan.Array(v)
+			for el, ok := arr.Element(); ok; el, ok = arr.Element() {
 				if el[0] == '{' {
 					m.next()
 					ollamaProperty(w, el)
 				}
 			}
 			w.raw("]")
-		case keyIs(k, "type"):
+		case jsonscan.Equal(k, "type"):
 			if v[0] == '"' {
 				l.next()
 				w.raw(`"type":`)
@@ -257,26 +259,26 @@ func ollamaProperty(w *writer, prop []byte) {
 				l.next()
 				w.raw(`"type":`)
 				if n == 1 { // api.PropertyType writes a one-type list as a string
-					arr := array(v)
-					one, _ := arr.element()
+					arr := jsonscan.Array(v)
+					one, _ := arr.Element()
 					w.rawb(one)
 				} else {
 					w.rawb(v)
 				}
 			}
-		case keyIs(k, "items") && present(v):
+		case jsonscan.Equal(k, "items") && present(v):
 			l.next()
 			w.raw(`"items":`)
 			w.rawb(v)
-		case keyIs(k, "description") && v[0] == '"' && len(v) > 2:
+		case jsonscan.Equal(k, "description") && v[0] == '"' && len(v) > 2:
 			l.next()
 			w.raw(`"description":`)
 			w.rawb(v)
-		case keyIs(k, "enum") && v[0] == '[' && !isEmpty(v):
+		case jsonscan.Equal(k, "enum") && v[0] == '[' && !isEmpty(v):
 			l.next()
 			w.raw(`"enum":`)
 			w.rawb(v)
-		case keyIs(k, "properties") && v[0] == '{':
+		case jsonscan.Equal(k, "properties") && v[0] == '{':
 			l.next()
 			w.raw(`"properties":`)
 			ollamaProperties(w, v)
@@ -293,16 +295,16 @@ func isEmpty(v []byte) bool {
 	if len(v) == 0 {
 		return true
 	}
-	it := walker{}
+	it := jsonscan.Walker{}
 	switch v[0] {
 	case '{':
-		it = object(v)
+		it = jsonscan.Object(v)
 	case '[':
-		it = array(v)
+		it = jsonscan.Array(v)
 	default:
 		return false
 	}
-	return it.done && it.err == nil
+	return !it.More() && it.Err() == nil
 }
 
 // stringArray counts the elements of the array v and reports whether they
@@ -311,12 +313,12 @@ func stringArray(v []byte) (n int, allStrings bool) {
 	if len(v) == 0 || v[0] != '[' {
 		return 0, false
 	}
-	arr := array(v)
-	for el, ok := arr.element(); ok; el, ok = arr.element() {
+	arr := jsonscan.Array(v)
+	for el, ok := arr.Element(); ok; el, ok = arr.Element() {
 		if el[0] != '"' {
 			return n, false
 		}
 		n++
 	}
-	return n, arr.err == nil
+	return n, arr.Err() == nil
 }

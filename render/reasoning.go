@@ -3,6 +3,8 @@ package render
 import (
 	"encoding/base64"
 	"fmt"
+
+	"github.com/tern-dev/tern/internal/jsonscan"
 )
 
 // Reasoning is provider data. A reasoning event says which provider,
@@ -32,14 +34,14 @@ import (
 
 // matches reports whether r was produced for target t.
 func (r *reasoningData) matches(t Target, host string) bool {
-	return tokenIs(r.provider, string(t.Provider)) && tokenIs(r.model, t.Model) && tokenIs(r.host, host)
+	return jsonscan.Equal(r.provider, string(t.Provider)) && jsonscan.Equal(r.model, t.Model) && jsonscan.Equal(r.host, host)
 }
 
 // field returns the value of member key of the data object, or nil.
 func (r *reasoningData) field(key string) []byte {
-	it := object(r.data)
-	for k, v, ok := it.member(); ok; k, v, ok = it.member() {
-		if keyIs(k, key) {
+	it := jsonscan.Object(r.data)
+	for k, v, ok := it.Member(); ok; k, v, ok = it.Member() {
+		if jsonscan.Equal(k, key) {
 			return v
 		}
 	}
@@ -56,11 +58,11 @@ func (r *reasoningData) stringField(key string) []byte {
 	return v
 }
 
-func parseReasoning(e *entry, c *cursor, r *reasoningData) error {
+func parseReasoning(e *entry, c *jsonscan.Cursor, r *reasoningData) error {
 	*e = entry{kind: entReasoning, rsn: r}
-	for ok := c.enter('{', '}'); ok; ok = c.more('}') {
-		k := c.key()
-		v := c.value()
+	for ok := c.Enter('{', '}'); ok; ok = c.More('}') {
+		k := c.Key()
+		v := c.Value()
 		if v == nil {
 			break
 		}
@@ -90,7 +92,7 @@ func parseReasoning(e *entry, c *cursor, r *reasoningData) error {
 		}
 		*field = v
 	}
-	return c.done()
+	return c.Done()
 }
 
 // replayable marks, for each item of a step, whether it is reasoning that

@@ -1,44 +1,37 @@
 package render
 
 import (
-	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tern-dev/tern/internal/providerid"
 )
 
-// Provider names a request format.
-type Provider string
+// Provider names a request format: one of providerid's wire providers.
+type Provider = providerid.ID
 
 // The request formats render writes.
 const (
-	OpenAIChat      Provider = "openai-chat"      // OpenAI Chat Completions, POST /v1/chat/completions
-	OpenAIResponses Provider = "openai-responses" // OpenAI Responses, POST /v1/responses, stateless
-	Anthropic       Provider = "anthropic"        // Anthropic Messages, POST /v1/messages
-	Gemini          Provider = "gemini"           // Gemini generateContent, POST /v1beta/models/{model}:generateContent
-	Ollama          Provider = "ollama"           // Ollama, POST /api/chat
+	OpenAIChat      = providerid.OpenAIChat      // OpenAI Chat Completions, POST /v1/chat/completions
+	OpenAIResponses = providerid.OpenAIResponses // OpenAI Responses, POST /v1/responses, stateless
+	Anthropic       = providerid.Anthropic       // Anthropic Messages, POST /v1/messages
+	Gemini          = providerid.Gemini          // Gemini generateContent, POST /v1beta/models/{model}:generateContent
+	Ollama          = providerid.Ollama          // Ollama, POST /api/chat
 )
 
 // Providers lists every provider render knows, in a fixed order.
-func Providers() []Provider {
-	return []Provider{OpenAIChat, OpenAIResponses, Anthropic, Gemini, Ollama}
-}
+func Providers() []Provider { return providerid.Wires() }
 
 // ErrUnknownProvider means a provider name is not one of Providers.
-var ErrUnknownProvider = errors.New("unknown provider")
+var ErrUnknownProvider = providerid.ErrUnknown
 
 // ParseProvider returns the provider named s. An unknown name is an error
 // wrapping ErrUnknownProvider that lists the valid names.
 func ParseProvider(s string) (Provider, error) {
-	for _, p := range Providers() {
-		if string(p) == s {
-			return p, nil
-		}
+	if p := Provider(s); p.Wire() {
+		return p, nil
 	}
-	names := make([]string, 0, 5)
-	for _, p := range Providers() {
-		names = append(names, string(p))
-	}
-	return "", fmt.Errorf("%w %q: valid providers are %s", ErrUnknownProvider, s, strings.Join(names, ", "))
+	return "", fmt.Errorf("%w %q: valid providers are %s", ErrUnknownProvider, s, strings.Join(providerid.Names(Providers()), ", "))
 }
 
 // DefaultHost is the provider's public API host: the host a target gets

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/jsonscan"
 )
 
 // toolDef is a tool definition from agent.json, ready for any provider.
@@ -30,7 +31,7 @@ func toolDefs(a capsule.Agent, n *notes) []toolDef {
 		raw := bytes.TrimSpace(t.Parameters)
 		switch {
 		case len(raw) == 0 || string(raw) == "null":
-		case raw[0] != '{' || !validJSON(raw):
+		case raw[0] != '{' || !jsonscan.Valid(raw):
 			n.addf("tool %q: parameters are not a JSON object; sent as an empty object schema", t.Name)
 		default:
 			var buf bytes.Buffer
@@ -45,9 +46,9 @@ func toolDefs(a capsule.Agent, n *notes) []toolDef {
 
 // withType adds "type":"object" to a schema object that has no "type".
 func withType(obj []byte) []byte {
-	it := object(obj)
-	for k, _, ok := it.member(); ok; k, _, ok = it.member() {
-		if keyIs(k, "type") {
+	it := jsonscan.Object(obj)
+	for k, _, ok := it.Member(); ok; k, _, ok = it.Member() {
+		if jsonscan.Equal(k, "type") {
 			return obj
 		}
 	}

@@ -1,9 +1,11 @@
 package render
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 
+	"github.com/tern-dev/tern/internal/jsonscan"
 	"github.com/tern-dev/tern/journal"
 )
 
@@ -146,7 +148,7 @@ func buildView(events []*journal.Event, blobs *blobCache, n *notes) []unit {
 	k, cl, th := 0, 0, 0
 	for _, ev := range events {
 		e := &entries[k]
-		c := cursor{b: ev.Body}
+		c := jsonscan.NewCursor(ev.Body)
 		var err error
 		switch ev.Type {
 		case "message":
@@ -176,7 +178,7 @@ func buildView(events []*journal.Event, blobs *blobCache, n *notes) []unit {
 			continue // nothing to say
 		}
 		e.event = ev
-		e.tokens = EventOverhead + estimateCounts(len(ev.Body), c.nonASCII) + partTokens(e.parts, blobs)
+		e.tokens = EventOverhead + estimateCounts(len(ev.Body), c.NonASCII()) + partTokens(e.parts, blobs)
 		k++
 	}
 	entries = entries[:k]
@@ -303,20 +305,20 @@ func group(entries []entry, ncalls int, n *notes) []unit {
 	return units
 }
 
-func parseMessage(e *entry, c *cursor, n *notes, ev *journal.Event, arena *[]part) error {
+func parseMessage(e *entry, c *jsonscan.Cursor, n *notes, ev *journal.Event, arena *[]part) error {
 	e.kind = entMessage
 	hasContent := false
-	for ok := c.enter('{', '}'); ok; ok = c.more('}') {
-		switch string(c.key()) {
+	for ok := c.Enter('{', '}'); ok; ok = c.More('}') {
+		switch string(c.Key()) {
 		case "role":
-			v := c.value()
+			v := c.Value()
 			switch {
 			case v == nil:
-			case tokenIs(v, "user"):
+			case jsonscan.Equal(v, "user"):
 				e.role = roleUser
-			case tokenIs(v, "assistant"):
+			case jsonscan.Equal(v, "assistant"):
 				e.role = roleAssistant
-			case tokenIs(v, "system"):
+			case jsonscan.Equal(v, "system"):
 				e.role = roleSystem
 			case v[0] == '"':
 				return fmt.Errorf("unknown role %s", v)
@@ -330,12 +332,12 @@ func parseMessage(e *entry, c *cursor, n *notes, ev *journal.Event, arena *[]par
 				return err
 			}
 		default:
-			c.value()
+			c.Value()
 		}
 	}
 	switch {
-	case c.done() != nil:
-		return c.err
+	case c.Done() != nil:
+		return c.Err()
 	case e.role == 0:
 		return fmt.Errorf("no role")
 	case !hasContent:
@@ -344,12 +346,12 @@ func parseMessage(e *entry, c *cursor, n *notes, ev *journal.Event, arena *[]par
 	return nil
 }
 
-func parseCall(e *entry, c *cursor, names map[string]string) error {
+func parseCall(e *entry, c *jsonscan.Cursor, names map[string]string) error {
 	e.kind = entCall
 	hasID := false
-	for ok := c.enter('{', '}'); ok; ok = c.more('}') {
-		k := c.key()
-		v := c.value()
+	for ok := c.Enter('{', '}'); ok; ok = c.More('}') {
+		k := c.Key()
+		v := c.Value()
 		if v == nil {
 			break
 		}
@@ -365,7 +367,7 @@ func parseCall(e *entry, c *cursor, names map[string]string) error {
 				return fmt.Errorf("name is not a string")
 			}
 			if hasEscape(v) {
-				e.name = decodeString(v)
+				e.name = jsonscan.Unquote(v)
 				break
 			}
 			name, ok := names[string(v[1:len(v)-1])]
@@ -379,8 +381,8 @@ func parseCall(e *entry, c *cursor, names map[string]string) error {
 		}
 	}
 	switch {
-	case c.done() != nil:
-		return c.err
+	case c.Done() != nil:
+		return c.Err()
 	case !hasID:
 		return fmt.Errorf("no call_id")
 	case e.name == "":
@@ -392,13 +394,13 @@ func parseCall(e *entry, c *cursor, names map[string]string) error {
 	return nil
 }
 
-func parseResult(e *entry, c *cursor, n *notes, ev *journal.Event, arena *[]part) error {
+func parseResult(e *entry, c *jsonscan.Cursor, n *notes, ev *journal.Event, arena *[]part) error {
 	e.kind = entResult
 	hasID := false
-	for ok := c.enter('{', '}'); ok; ok = c.more('}') {
-		switch string(c.key()) {
+	for ok := c.Enter('{', '}'); ok; ok = c.More('}') {
+		switch string(c.Key()) {
 		case "call_id":
-			v := c.value()
+			v := c.Value()
 			var isString bool
 			if e.callID, isString = stringValue(v); !isString && v != nil {
 				return fmt.Errorf("call_id is not a string")
@@ -410,13 +412,13 @@ func parseResult(e *entry, c *cursor, n *notes, ev *journal.Event, arena *[]part
 				return err
 			}
 		case "is_error":
-			e.isError = string(c.value()) == "true"
+			e.isError = string(c.Value()) == "true"
 		default:
-			c.value()
+			c.Value()
 		}
 	}
-	if c.done() != nil {
-		return c.err
+	if c.Done() != nil {
+		return c.Err()
 	}
 	if !hasID {
 		return fmt.Errorf("no call_id")
@@ -427,29 +429,29 @@ func parseResult(e *entry, c *cursor, n *notes, ev *journal.Event, arena *[]part
 // parseParts reads the content value at c into parts appended to arena. A
 // bare string is taken as one text part; empty text parts are left out;
 // parts of an unknown type are skipped with a note.
-func parseParts(c *cursor, n *notes, ev *journal.Event, arena *[]part) ([]part, error) {
+func parseParts(c *jsonscan.Cursor, n *notes, ev *journal.Event, arena *[]part) ([]part, error) {
 	start := len(*arena)
-	if c.peek() == '"' {
-		v := c.value()
+	if c.Peek() == '"' {
+		v := c.Value()
 		if len(v) <= 2 {
-			return nil, c.err
+			return nil, c.Err()
 		}
 		*arena = append(*arena, part{kind: partText, text: v})
 		return (*arena)[start:len(*arena):len(*arena)], nil
 	}
 	shape := func() error {
-		if c.err == errSyntax {
-			return errSyntax
+		if c.Err() == jsonscan.ErrSyntax {
+			return jsonscan.ErrSyntax
 		}
 		return fmt.Errorf("content is neither a list of part objects nor a string")
 	}
 	parts := *arena
-	for ok := c.enter('[', ']'); ok; ok = c.more(']') {
+	for ok := c.Enter('[', ']'); ok; ok = c.More(']') {
 		var p part
 		var typ []byte
-		for ok := c.enter('{', '}'); ok; ok = c.more('}') {
-			k := c.key()
-			v := c.value()
+		for ok := c.Enter('{', '}'); ok; ok = c.More('}') {
+			k := c.Key()
+			v := c.Value()
 			if v == nil {
 				break
 			}
@@ -470,11 +472,11 @@ func parseParts(c *cursor, n *notes, ev *journal.Event, arena *[]part) ([]part, 
 				return nil, fmt.Errorf("content part field %q is not a string", k)
 			}
 		}
-		if c.err != nil {
+		if c.Err() != nil {
 			return nil, shape()
 		}
 		switch {
-		case tokenIs(typ, "text"):
+		case jsonscan.Equal(typ, "text"):
 			p.mediaRef = nil
 			if p.text == nil {
 				return nil, fmt.Errorf("text part without text")
@@ -483,13 +485,13 @@ func parseParts(c *cursor, n *notes, ev *journal.Event, arena *[]part) ([]part, 
 				continue
 			}
 			p.kind = partText
-		case tokenIs(typ, "image"), tokenIs(typ, "file"):
+		case jsonscan.Equal(typ, "image"), jsonscan.Equal(typ, "file"):
 			if p.mediaRef == nil || p.cid == "" {
 				return nil, fmt.Errorf("%s part without cid", typ)
 			}
 			p.text = nil
 			p.kind = partImage
-			if tokenIs(typ, "file") {
+			if jsonscan.Equal(typ, "file") {
 				p.kind = partFile
 			}
 		default:
@@ -501,7 +503,7 @@ func parseParts(c *cursor, n *notes, ev *journal.Event, arena *[]part) ([]part, 
 		}
 		parts = append(parts, p)
 	}
-	if c.err != nil {
+	if c.Err() != nil {
 		return nil, shape()
 	}
 	*arena = parts
@@ -535,3 +537,15 @@ func partTokens(parts []part, blobs *blobCache) int {
 	}
 	return t
 }
+
+// stringValue returns the decoded string if v is a string token.
+func stringValue(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	return jsonscan.Unquote(v), true
+}
+
+// hasEscape reports whether the string token tok, or its inside, holds an
+// escape.
+func hasEscape(tok []byte) bool { return bytes.IndexByte(tok, '\\') >= 0 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/tern-dev/tern/internal/jsonscan"
 )
 
 // Window fitting. When the estimated request exceeds the target's window,
@@ -195,7 +197,7 @@ func summarize(left []unit, keep, events int) string {
 	}
 	b.WriteString(" " + strings.Join(counts, ", ") + ".")
 	if first != nil {
-		b.WriteString(" It began with the user saying: \"" + clip(decodeString(first), 120) + "\"")
+		b.WriteString(" It began with the user saying: \"" + clip(jsonscan.Unquote(first), 120) + "\"")
 	}
 	b.WriteString("]")
 	return b.String()

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/tern-dev/tern/internal/jsonscan"
 )
 
 // writer appends JSON to a byte slice. Keys are written in the order the
@@ -63,7 +65,7 @@ func appendEscaped[S string | []byte](dst []byte, s S) []byte {
 		for i+8 <= len(s) {
 			w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
 				uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-			if w&highBits != 0 || hasLess(w, 0x20) || hasZero(w^(ones*'"')) || hasZero(w^(ones*'\\')) {
+			if w&0x8080808080808080 != 0 || !jsonscan.PlainWord(w) {
 				break
 			}
 			i += 8

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/providerid"
 	"github.com/tern-dev/tern/node"
-	"github.com/tern-dev/tern/provider"
 	"github.com/tern-dev/tern/store"
 )
 
@@ -86,5 +86,5 @@ func completePeers(*cobra.Command, []string, string) ([]cobra.Completion, cobra.
 }
 
 func completeProviders(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
-	return provider.Names(), cobra.ShellCompDirectiveNoFileComp
+	return providerid.Names(providerid.All()), cobra.ShellCompDirectiveNoFileComp
 }

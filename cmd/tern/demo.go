@@ -18,6 +18,7 @@ import (
 
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/providerid"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
 	"github.com/tern-dev/tern/node"
@@ -227,7 +228,7 @@ func runDemo(ctx context.Context, e *env, dir string, kept, web bool) error {
 	if err != nil {
 		return err
 	}
-	model := provider.Settings{Provider: provider.Offline, Model: capsule.OfflineModel}
+	model := provider.Settings{Provider: string(providerid.Offline), Model: providerid.OfflineModel}
 	req, err := render.Render(render.Request{Events: append(evs, ask...), Agent: agent,
 		Target: render.Target{Provider: model.Wire(), Model: model.Model, Host: model.Host(), Stream: true}})
 	if err != nil {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/providerid"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/render"
 )
@@ -13,6 +15,13 @@ import (
 // maxRenderBlob bounds one image or file read into a request body; the
 // providers refuse far smaller ones.
 const maxRenderBlob = 64 << 20
+
+// wireNames lists the providers render writes for: "openai-chat, …, gemini
+// or ollama".
+func wireNames() string {
+	names := providerid.Names(providerid.Wires())
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 func renderCmd(e *env) *cobra.Command {
 	var provider, model, host, session string
@@ -22,7 +31,7 @@ func renderCmd(e *env) *cobra.Command {
 		Example: "  tern render ./agent --provider anthropic --window 100000 | jq .",
 		Short:   "Print the request body a provider would get for a session of the journal",
 		Long: "Renders one session of the capsule's journal (PATH is a folder or a tar) as the exact JSON\n" +
-			"request body for a provider: openai-chat, openai-responses, anthropic, gemini or ollama.\n" +
+			"request body for a provider: " + wireNames() + ".\n" +
 			"The provider and model default to agent.json's, the host to the provider's public API, the\n" +
 			"session to that of the journal's most recent event that has one. --window fits the request into that\n" +
 			"many estimated tokens, instructions and tools included, leaving out the oldest events with\n" +
@@ -91,7 +100,7 @@ func renderCmd(e *env) *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&provider, "provider", "", "openai-chat, openai-responses, anthropic, gemini or ollama (default: agent.json's)")
+	f.StringVar(&provider, "provider", "", wireNames()+" (default: agent.json's)")
 	f.StringVar(&model, "model", "", "model name (default: agent.json's)")
 	f.StringVar(&host, "host", "", "API host; reasoning is replayed only to the host that produced it (default: the provider's public API)")
 	f.IntVar(&window, "window", 0, "context window in estimated tokens; 0 means no limit")

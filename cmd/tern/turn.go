@@ -17,7 +17,7 @@ import (
 
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
-	"github.com/tern-dev/tern/provider"
+	"github.com/tern-dev/tern/internal/providerid"
 	"github.com/tern-dev/tern/session"
 )
 
@@ -126,8 +126,8 @@ func turnCmd(e *env) *cobra.Command {
 			if (providerName == "") != (model == "") {
 				return errors.New("turn: give --provider and --model together")
 			}
-			if providerName != "" && !provider.Known(providerName) {
-				return fmt.Errorf("turn: --provider %q is not one of %s", providerName, strings.Join(provider.Names(), ", "))
+			if providerName != "" && !providerid.ID(providerName).Known() {
+				return fmt.Errorf("turn: --provider %q is not one of %s", providerName, strings.Join(providerid.Names(providerid.All()), ", "))
 			}
 			ctx := cmd.Context()
 			if sessionID != "" {
