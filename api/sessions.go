@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/providerid"
 	"github.com/tern-dev/tern/internal/sse"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/provider"
@@ -329,8 +330,8 @@ func (srv *Server) handleNewTurn(w http.ResponseWriter, r *http.Request) {
 			srv.httpError(w, http.StatusUnprocessableEntity, fmt.Errorf("model: %w", err))
 			return
 		}
-		if m.Provider == provider.Offline && m.Name != capsule.OfflineModel {
-			srv.httpError(w, http.StatusUnprocessableEntity, fmt.Errorf("model: the offline provider has one model, %q", capsule.OfflineModel))
+		if providerid.ID(m.Provider) == providerid.Offline && m.Name != providerid.OfflineModel {
+			srv.httpError(w, http.StatusUnprocessableEntity, fmt.Errorf("model: the offline provider has one model, %q", providerid.OfflineModel))
 			return
 		}
 	}

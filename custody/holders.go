@@ -26,6 +26,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/atomicfile"
+	"github.com/tern-dev/tern/internal/providerid"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/render"
@@ -1042,8 +1043,8 @@ func (hs *Holders) prepareFiles(h *holder) error {
 		if err := hs.secretsResolve(env, agent); err != nil {
 			return err
 		}
-		p, err := render.ParseProvider(agent.Provider)
-		if err != nil {
+		p := providerid.ID(agent.Provider)
+		if !p.Wire() {
 			return nil // the built-in offline model takes the journal as it is
 		}
 		events, err := d.Events()

@@ -20,6 +20,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/procgroup"
+	"github.com/tern-dev/tern/internal/providerid"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
 	"github.com/tern-dev/tern/provider"
@@ -998,8 +999,8 @@ func (rt *Runtime) step(ctx context.Context, r *runner, v *view, lt *liveTurn) e
 // defaultKeySecrets names the secret a turn's key comes from when the turn
 // asks for another provider than agent.json's (whose key_secret is for its
 // own provider).
-var defaultKeySecrets = map[string]string{
-	"openai-chat": "OPENAI_KEY", "openai-responses": "OPENAI_KEY", "anthropic": "ANTHROPIC_KEY", "gemini": "GEMINI_KEY",
+var defaultKeySecrets = map[providerid.ID]string{
+	providerid.OpenAIChat: "OPENAI_KEY", providerid.OpenAIResponses: "OPENAI_KEY", providerid.Anthropic: "ANTHROPIC_KEY", providerid.Gemini: "GEMINI_KEY",
 }
 
 // settings are the model settings of the turn: agent.json's, or those the
@@ -1011,7 +1012,7 @@ func (rt *Runtime) settings(agent string, v *view) (provider.Settings, error) {
 		return provider.SettingsFor(a, rt.cfg.Secrets)
 	}
 	if m.Provider != a.Provider {
-		a.BaseURL, a.KeySecret = "", defaultKeySecrets[m.Provider]
+		a.BaseURL, a.KeySecret = "", defaultKeySecrets[providerid.ID(m.Provider)]
 	}
 	a.Provider, a.Model = m.Provider, m.Name
 	s, err := provider.SettingsFor(a, rt.cfg.Secrets)
