@@ -22,7 +22,7 @@ import (
 // than a guess about how slow the machine is.
 func bubble(t *testing.T, test func(t *testing.T, mn *memNodes)) {
 	synctest.Test(t, func(t *testing.T) {
-		mn := &memNodes{t: t, net: memnet.New(), addrs: map[string]ma.Multiaddr{}}
+		mn := &memNodes{t: t, net: memnet.New(nil), addrs: map[string]ma.Multiaddr{}}
 		done, stopped := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(stopped)

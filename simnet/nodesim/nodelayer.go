@@ -186,7 +186,7 @@ func SimulateNodes(seed uint64, dir string, opt simnet.Options) simnet.Result {
 	r.res.Seed = seed
 	r.set = simnet.DeriveSettings(r.rng, opt.Faults)
 	r.res.Settings = r.set
-	r.net = memnet.New()
+	r.net = memnet.New(nil)
 	r.start = time.Now()
 	defer r.shutdown()
 	if err := r.boot(); err != nil {
