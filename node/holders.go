@@ -23,6 +23,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/atomicfile"
+	"github.com/tern-dev/tern/internal/clock"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/render"
@@ -826,14 +827,10 @@ func (hs *holders) send(msg fencing.Message) {
 	}
 	for _, delay := range delays {
 		hs.n.spawn(func() {
-			if delay > 0 {
-				select {
-				case <-time.After(delay):
-				case <-hs.n.ctx.Done():
-					return
-				}
+			if delay > 0 && !clock.Sleep(hs.n.ctx, hs.n.clock(), delay) {
+				return
 			}
-			ctx, cancel := context.WithTimeout(hs.n.ctx, 10*time.Second)
+			ctx, cancel := clock.WithTimeout(hs.n.clock(), hs.n.ctx, 10*time.Second)
 			defer cancel()
 			if err := protocol.SendMigrate(ctx, hs.n.host, to, msg); err != nil {
 				hs.n.log.Debug("migrate message not delivered", "to", msg.To, "type", msg.Type, "err", err)
@@ -901,12 +898,12 @@ func (hs *holders) event(h *holder, ev fencing.Event) {
 	}
 	if ev.Kind == fencing.EvOverride || ev.Kind == fencing.EvOverrideRefused {
 		hs.n.log.Warn("fencing: an operator's override", "agent", h.agent, "outcome", ev.Kind.String(), "epoch", ev.Epoch, "what", ev.Err)
-		if h.resolve != nil {
+		if resolve := h.resolve; resolve != nil {
 			msg := ev.Kind.String()
 			if ev.Err != nil {
 				msg = ev.Err.Error()
 			}
-			h.resolve <- msg
+			hs.n.wake(func() { resolve <- msg })
 			h.resolve = nil
 		}
 	}
@@ -922,8 +919,8 @@ func (hs *holders) event(h *holder, ev fencing.Event) {
 	default:
 		return
 	}
-	if h.outcome != nil {
-		h.outcome <- outcome
+	if told := h.outcome; told != nil {
+		hs.n.wake(func() { told <- outcome })
 		h.outcome = nil
 	}
 }
@@ -1132,7 +1129,7 @@ func (hs *holders) appendEpoch(agent string) (uint64, func(), error) {
 		if !released {
 			released = true
 			if h.inflight--; h.inflight == 0 {
-				h.idle.Broadcast()
+				hs.n.wake(h.idle.Broadcast)
 			}
 		}
 	}, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/clock"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 )
@@ -61,14 +62,14 @@ func (n *Node) dialPeers() {
 		if n.host.Network().Connectedness(ai.ID) == network.Connected {
 			continue
 		}
-		wg.Go(func() { // a peer that is down delays no other
-			ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		wg.Go(n.held(func() { // a peer that is down delays no other
+			ctx, cancel := clock.WithTimeout(n.clock(), n.ctx, 10*time.Second)
 			defer cancel()
 			if err := n.host.Connect(ctx, ai); err != nil {
 				n.log.Debug("paired peer unreachable", "peer", ai.ID, "err", err)
 				n.dialFailed(ai.ID, err)
 			}
-		})
+		}))
 	}
 	wg.Wait()
 }
