@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -1454,15 +1455,21 @@ func (r *simRun) tracef(format string, args ...any) {
 	r.tracefLocked(format, args...)
 }
 
-// tracefLocked writes a line of the trace; the run's folder, in a path,
-// is written $RUN, so that the same seed gives the same trace wherever it
-// runs.
+// tracefLocked writes a line of the trace. In a path, the run's folder is
+// written $RUN and the random part of a temporary name (os.MkdirTemp's,
+// os.CreateTemp's) *, so that the same seed gives the same trace wherever
+// and however often it runs.
 func (r *simRun) tracefLocked(format string, args ...any) {
 	if r.trace != nil {
 		line := strings.ReplaceAll(fmt.Sprintf(format, args...), r.dir, "$RUN")
+		line = tempName.ReplaceAllString(line, "${1}*")
 		fmt.Fprintf(r.trace, "t=%dms %s\n", r.now(), line)
 	}
 }
+
+// tempName matches a temporary file or folder in the run's folder: a
+// hidden name that ends in a dash and os.MkdirTemp's random digits.
+var tempName = regexp.MustCompile(`(\$RUN(?:/[^/\s"]+)*/\.[^/\s"]*-)[0-9]+`)
 
 // prefixWriter writes a node's log lines into the trace, but for those it
 // writes once it is dead (a killed process writes nothing).
