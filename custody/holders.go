@@ -26,6 +26,7 @@ import (
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/atomicfile"
+	"github.com/tern-dev/tern/internal/clock"
 	"github.com/tern-dev/tern/internal/providerid"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
@@ -165,6 +166,12 @@ func Start(n Node, rt Runtime, cfg Config) (*Holders, error) {
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
+	}
+	if cfg.Wake == nil {
+		cfg.Wake = func(f func()) { f() }
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real
 	}
 	ids, err := n.Agents()
 	if err != nil {
@@ -843,14 +850,10 @@ func (hs *Holders) send(msg fencing.Message) {
 	}
 	for _, delay := range delays {
 		hs.cfg.Spawn(func() {
-			if delay > 0 {
-				select {
-				case <-time.After(delay):
-				case <-hs.ctx.Done():
-					return
-				}
+			if delay > 0 && !clock.Sleep(hs.ctx, hs.cfg.Clock, delay) {
+				return
 			}
-			ctx, cancel := context.WithTimeout(hs.ctx, 10*time.Second)
+			ctx, cancel := clock.WithTimeout(hs.cfg.Clock, hs.ctx, 10*time.Second)
 			defer cancel()
 			if err := protocol.SendMigrate(ctx, hs.cfg.Host, to, msg); err != nil {
 				hs.log.Debug("migrate message not delivered", "to", msg.To, "type", msg.Type, "err", err)
@@ -918,12 +921,12 @@ func (hs *Holders) event(h *holder, ev fencing.Event) {
 	}
 	if ev.Kind == fencing.EvOverride || ev.Kind == fencing.EvOverrideRefused {
 		hs.log.Warn("fencing: an operator's override", "agent", h.agent, "outcome", ev.Kind.String(), "epoch", ev.Epoch, "what", ev.Err)
-		if h.resolve != nil {
+		if resolve := h.resolve; resolve != nil {
 			msg := ev.Kind.String()
 			if ev.Err != nil {
 				msg = ev.Err.Error()
 			}
-			h.resolve <- msg
+			hs.cfg.Wake(func() { resolve <- msg })
 			h.resolve = nil
 		}
 	}
@@ -939,8 +942,8 @@ func (hs *Holders) event(h *holder, ev fencing.Event) {
 	default:
 		return
 	}
-	if h.outcome != nil {
-		h.outcome <- outcome
+	if told := h.outcome; told != nil {
+		hs.cfg.Wake(func() { told <- outcome })
 		h.outcome = nil
 	}
 }
@@ -1149,7 +1152,7 @@ func (hs *Holders) AppendEpoch(agent string) (uint64, func(), error) {
 		if !released {
 			released = true
 			if h.inflight--; h.inflight == 0 {
-				h.idle.Broadcast()
+				hs.cfg.Wake(h.idle.Broadcast)
 			}
 		}
 	}, nil

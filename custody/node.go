@@ -11,6 +11,7 @@ import (
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/clock"
 	"github.com/tern-dev/tern/internal/flaws"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/provider"
@@ -80,7 +81,13 @@ type Config struct {
 	Tick time.Duration
 	// Spawn runs f in the background unless the node is closing; Context
 	// is done once it closes.
-	Spawn   func(f func()) bool
+	Spawn func(f func()) bool
+	// Wake runs f, which wakes a goroutine that waits (a channel it reads
+	// is sent to, a condition it waits on is signalled); a harness's gate
+	// runs it in its turn. Nil runs f at once.
+	Wake func(f func())
+	// Clock is what delays and timeouts run on (nil: the real clock).
+	Clock   clock.Clock
 	Context context.Context
 	Log     *slog.Logger
 

@@ -27,7 +27,7 @@ import (
 // is.
 func bubble(t *testing.T, test func(t *testing.T, mn *memNodes)) {
 	synctest.Test(t, func(t *testing.T) {
-		mn := &memNodes{t: t, net: memnet.New(), addrs: map[string]ma.Multiaddr{}, dialed: map[[2]peer.ID]int{}}
+		mn := &memNodes{t: t, net: memnet.New(nil), addrs: map[string]ma.Multiaddr{}, dialed: map[[2]peer.ID]int{}}
 		done, stopped := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(stopped)

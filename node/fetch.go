@@ -120,34 +120,51 @@ func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial strin
 
 // lockFetch takes the lock of the fetch named h (a blob's sha256, or
 // "capsule/" and an agent id for a first copy), waiting at most until ctx
-// ends (then ok is false); call unlock when done.
+// ends (then ok is false); call unlock when done. Waiters take it in the
+// order they came.
 func (n *Node) lockFetch(ctx context.Context, h string) (unlock func(), ok bool) {
+	unlock = func() {
+		n.mu.Lock()
+		l := n.fetchLocks[h]
+		if len(l.waiting) == 0 {
+			delete(n.fetchLocks, h)
+			n.mu.Unlock()
+			return
+		}
+		next := l.waiting[0]
+		l.waiting = l.waiting[1:]
+		n.mu.Unlock()
+		n.wake(func() { close(next) }) // it holds the lock now
+	}
 	n.mu.Lock()
 	l := n.fetchLocks[h]
 	if l == nil {
-		l = &fetchLock{held: make(chan struct{}, 1)}
-		n.fetchLocks[h] = l
-	}
-	l.users++
-	n.mu.Unlock()
-	leave := func() {
-		n.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(n.fetchLocks, h)
-		}
+		n.fetchLocks[h] = &fetchLock{}
 		n.mu.Unlock()
+		return unlock, true
 	}
+	turn := make(chan struct{})
+	l.waiting = append(l.waiting, turn)
+	n.mu.Unlock()
 	select {
-	case l.held <- struct{}{}:
-		return func() { <-l.held; leave() }, true
+	case <-turn:
+		return unlock, true
 	case <-ctx.Done():
-		leave()
-		return nil, false
 	}
+	n.mu.Lock()
+	i := slices.Index(l.waiting, turn)
+	if i >= 0 {
+		l.waiting = slices.Delete(l.waiting, i, i+1)
+	}
+	n.mu.Unlock()
+	if i < 0 { // handed the lock as ctx ended
+		unlock()
+	}
+	return nil, false
 }
 
-// fetchLock serializes the fetches of one blob or capsule.
+// fetchLock serializes the fetches of one blob or capsule: it is held
+// while it is in Node.fetchLocks.
 type fetchLock struct {
-	held  chan struct{} // holds a token while a fetch runs
-	users int           // holders and waiters; n.mu held
+	waiting []chan struct{} // closed, in order, to hand the lock on; n.mu held
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/clock"
 	"github.com/tern-dev/tern/internal/flaws"
 	"github.com/tern-dev/tern/protocol"
 )
@@ -21,11 +22,17 @@ type Harness struct {
 	// network, instead of TCP and QUIC sockets.
 	Host func() (host.Host, error)
 	// Gate is the spawner: every goroutine the node starts waits for the
-	// channel Hold returns before it runs. Nil starts them at once.
+	// channel Hold returns before it runs, and so does one that another
+	// wakes from a wait (a lock handed on, an outcome told). Nil starts
+	// and wakes them at once.
 	Gate interface{ Hold() <-chan struct{} }
-	// Driven is the clock: the node starts no timers of its own; the
-	// harness calls TickFencing and TickSync, and connects the nodes.
+	// Driven: the node runs no tickers of its own; the harness calls
+	// TickFencing and TickSync, and connects the nodes.
 	Driven bool
+	// Clock is the clock the node's timeouts and delays run on, instead
+	// of the real one (nil). The protocols time their exchanges on their
+	// host's clock, if it has one (memnet's does).
+	Clock clock.Clock
 	// Incarnation is the fencing machines' incarnation; 0 draws one.
 	Incarnation uint64
 	// Flaw runs a deliberately broken variant of the protocols.
@@ -48,14 +55,23 @@ func (n *Node) harnessed() bool { return n.cfg.Harness != nil }
 // driven reports whether a harness ticks the node.
 func (n *Node) driven() bool { return n.cfg.Harness != nil && n.cfg.Harness.Driven }
 
+// clock is the clock the node waits on: the harness's, or the real one.
+func (n *Node) clock() clock.Clock {
+	if hn := n.cfg.Harness; hn != nil && hn.Clock != nil {
+		return hn.Clock
+	}
+	return clock.Real
+}
+
 // TickFencing is one tick of every agent's fencing machine: what the
 // node does on its own every DefaultTick, for a Driven harness to call.
 func (n *Node) TickFencing() { n.holders.Tick() }
 
-// TickSync is one tick of anti-entropy: a round with every connected
+// TickSync starts one tick of anti-entropy: a round with every connected
 // peer, a dial of the others, idle capsules closed; what the node does on
-// its own every SyncInterval, for a Driven harness to call.
-func (n *Node) TickSync() { n.syncTick() }
+// its own every SyncInterval, for a Driven harness to call. It runs in a
+// goroutine of its own, as the dials it waits for do.
+func (n *Node) TickSync() { n.spawn(n.syncTick) }
 
 // Context is done once the node closes.
 func (n *Node) Context() context.Context { return n.ctx }
@@ -82,6 +98,18 @@ func (n *Node) SavedRecord(agent string) (fencing.Record, bool, error) {
 // carries.
 func (n *Node) NewestEpoch(agent string) (uint64, error) {
 	return n.holders.NewestEpoch(agent)
+}
+
+// wake runs f, which wakes a goroutine of the node that waits (closes the
+// channel it waits on, sends it a result, signals its condition), or, with
+// a harness's gate, has it run in its turn: the goroutine woken does not
+// run beside the one that woke it. f must not block.
+func (n *Node) wake(f func()) {
+	if hn := n.cfg.Harness; hn == nil || hn.Gate == nil {
+		f()
+		return
+	}
+	go n.held(f)()
 }
 
 // held returns f as it is, or f waiting for the harness's gate to let it

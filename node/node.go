@@ -234,7 +234,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	n.rt = turns.New(n.ctx, n, turns.Config{Home: home, Secrets: cfg.Secrets, API: func() string { return n.info.API },
 		Spawn: n.spawn, Disabled: n.harnessed(), Log: log})
 	ccfg := custody.Config{Home: home, Self: id.Machine(), Host: h, Signer: id, Secrets: cfg.Secrets, Strict: cfg.Strict, Tick: n.tickEvery(),
-		Spawn: n.spawn, Context: n.ctx, Log: log, Off: n.harnessed(), LoseMigrate: cfg.loseMigrate}
+		Spawn: n.spawn, Wake: n.wake, Clock: n.clock(), Context: n.ctx, Log: log, Off: n.harnessed(), LoseMigrate: cfg.loseMigrate}
 	if hn := cfg.Harness; hn != nil {
 		ccfg.Incarnation, ccfg.Flaw, ccfg.MigrateFate = hn.Incarnation, hn.Flaw, hn.MigrateFate
 		ccfg.Saving, ccfg.Event, ccfg.Runs = hn.Saving, hn.Event, hn.Runs

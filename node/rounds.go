@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/clock"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/store"
@@ -177,7 +178,7 @@ func (n *Node) dial(p peer.ID) {
 				ai = d
 			}
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		ctx, cancel := clock.WithTimeout(n.clock(), n.ctx, 10*time.Second)
 		if err = n.host.Connect(ctx, ai); err != nil {
 			n.log.Debug("paired peer unreachable", "peer", p, "err", err)
 		}

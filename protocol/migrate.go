@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/clock"
 	"github.com/tern-dev/tern/journal"
 )
 
@@ -224,7 +225,7 @@ func ServeMigrate(rw io.ReadWriter, node MigrateNode, remote string) error {
 		}
 		return node.Deliver(remote, msg)
 	case kindPull:
-		ctx, cancel := context.WithTimeout(context.Background(), MigrateTimeout)
+		ctx, cancel := clock.WithTimeout(clockOf(rw), context.Background(), MigrateTimeout)
 		defer cancel()
 		pulled, err := node.Pull(ctx, remote, req.Agent, req.Epoch)
 		if err != nil {

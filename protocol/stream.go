@@ -11,7 +11,23 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/internal/clock"
 )
+
+// clocked is a host or a stream that keeps time of its own (the
+// simulator's in-memory network does, so that it decides when what waits
+// for a timeout wakes): the exchanges over it are timed on its clock.
+type clocked interface{ Clock() clock.Clock }
+
+// clockOf is the clock the exchanges over x, a host or a stream, are
+// timed on: its own, or the real one.
+func clockOf(x any) clock.Clock {
+	if c, ok := x.(clocked); ok {
+		return c.Clock()
+	}
+	return clock.Real
+}
 
 // Finish ends an exchange on s once this side has written everything it
 // will and read everything it expected: it closes its writing side, reads
@@ -65,7 +81,7 @@ func HandleSync(h host.Host, j Journals, log *slog.Logger) {
 			return
 		}
 		defer s.Scope().ReleaseMemory(syncMemory)
-		ctx, cancel := context.WithTimeout(context.Background(), SyncTimeout)
+		ctx, cancel := clock.WithTimeout(clockOf(s), context.Background(), SyncTimeout)
 		defer cancel()
 		_ = s.SetDeadline(time.Now().Add(SyncTimeout))
 		stats, err := Respond(ctx, s, j, remote.String())
@@ -92,7 +108,7 @@ func HandleSync(h host.Host, j Journals, log *slog.Logger) {
 // Sync runs one exchange for agent with peer p over a new stream: both end
 // up holding the union of their events. The stream is reset on any error.
 func Sync(ctx context.Context, h host.Host, p peer.ID, agent string, j Journals) (SyncStats, error) {
-	ctx, cancel := context.WithTimeout(ctx, SyncTimeout)
+	ctx, cancel := clock.WithTimeout(clockOf(h), ctx, SyncTimeout)
 	defer cancel()
 	s, err := h.NewStream(ctx, p, SyncID)
 	if err != nil {
@@ -162,7 +178,7 @@ func HandleBlob(h host.Host, src BlobSource, log *slog.Logger) {
 // Fetch fetches one of the agent's blobs from p into the partial file (see
 // FetchBlob).
 func Fetch(ctx context.Context, h host.Host, p peer.ID, agent, sha256Hex, partial string, progress Progress) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, BlobTimeout)
+	ctx, cancel := clock.WithTimeout(clockOf(h), ctx, BlobTimeout)
 	defer cancel()
 	s, err := h.NewStream(ctx, p, BlobID)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/tern-dev/tern/internal/clock"
 )
 
 // Host is one host on the network: a host.Host as far as tern's node uses
@@ -128,6 +130,10 @@ func (h *Host) Close() error {
 	h.cancel()
 	return nil
 }
+
+// Clock is the network's clock, which its streams' read deadlines run
+// on: the protocol package times its exchanges on a host's Clock.
+func (h *Host) Clock() clock.Clock { return h.net.clock }
 
 // Network returns the host's view of the network.
 func (h *Host) Network() network.Network { return hostNetwork{h: h} }

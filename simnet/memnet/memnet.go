@@ -11,6 +11,11 @@
 // message and waits for every goroutine to block before the next, makes a
 // run a function of its own choices.
 //
+// Time is a clock's (New): a read waits for its deadline on it, and so do
+// the exchanges the protocol package times on a host's Clock. A driver
+// that fires the clock's timers itself, one at a time, decides in what
+// order the goroutines they wake run, as it does for deliveries.
+//
 // Failures are the connection's, as on a real network, where TCP and QUIC
 // hide lost packets until the connection fails: losing a message closes
 // the connection it was on, and every stream on it is reset at both ends.
@@ -32,6 +37,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/tern-dev/tern/internal/clock"
 )
 
 // Kind is what a Message does.
@@ -147,6 +154,8 @@ var ErrUnreachable = errors.New("memnet: peer unreachable")
 // Network is the in-memory network: its hosts, their connections, the
 // links that are cut, and the messages sent and not yet delivered.
 type Network struct {
+	clock clock.Clock
+
 	mu     sync.Mutex
 	hosts  map[peer.ID]*Host
 	conns  map[link]*conn
@@ -175,9 +184,12 @@ type conn struct {
 	closed bool
 }
 
-// New returns an empty network.
-func New() *Network {
-	return &Network{hosts: map[peer.ID]*Host{}, conns: map[link]*conn{}, cut: map[link]bool{}, wake: make(chan struct{}, 1)}
+// New returns an empty network on c (nil: the real clock).
+func New(c clock.Clock) *Network {
+	if c == nil {
+		c = clock.Real
+	}
+	return &Network{clock: c, hosts: map[peer.ID]*Host{}, conns: map[link]*conn{}, cut: map[link]bool{}, wake: make(chan struct{}, 1)}
 }
 
 // AddHost starts a host with key, listening at addr. A host of the same

@@ -15,6 +15,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/tern-dev/tern/internal/clock"
 )
 
 func testHost(t *testing.T, n *Network, i byte) *Host {
@@ -61,7 +63,7 @@ func echo(s network.Stream) {
 
 func TestAStreamCarriesBytesBothWaysOnlyWhenDelivered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := New()
+		n := New(nil)
 		a, b := testHost(t, n, 0), testHost(t, n, 1)
 		b.SetStreamHandler("/echo", echo)
 		s, err := a.NewStream(context.Background(), b.ID(), "/echo")
@@ -94,7 +96,7 @@ func TestAStreamCarriesBytesBothWaysOnlyWhenDelivered(t *testing.T) {
 
 func TestLosingAMessageResetsEveryStreamOnItsConnection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := New()
+		n := New(nil)
 		a, b := testHost(t, n, 0), testHost(t, n, 1)
 		b.SetStreamHandler("/echo", echo)
 		s1, _ := a.NewStream(context.Background(), b.ID(), "/echo")
@@ -134,7 +136,7 @@ func TestLosingAMessageResetsEveryStreamOnItsConnection(t *testing.T) {
 
 func TestACutLinkRefusesConnectionsUntilMended(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := New()
+		n := New(nil)
 		a, b := testHost(t, n, 0), testHost(t, n, 1)
 		n.Cut(a.ID(), b.ID())
 		if _, err := a.NewStream(context.Background(), b.ID(), "/echo"); !errors.Is(err, ErrUnreachable) {
@@ -149,7 +151,7 @@ func TestACutLinkRefusesConnectionsUntilMended(t *testing.T) {
 
 func TestAReadTimesOutAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := New()
+		n := New(nil)
 		a, b := testHost(t, n, 0), testHost(t, n, 1)
 		b.SetStreamHandler("/echo", echo)
 		s, _ := a.NewStream(context.Background(), b.ID(), "/echo")
@@ -162,9 +164,43 @@ func TestAReadTimesOutAtItsDeadline(t *testing.T) {
 	})
 }
 
+func TestAReadWaitsForItsDeadlineOnTheNetworksClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c clock.Manual
+		n := New(&c)
+		a, b := testHost(t, n, 0), testHost(t, n, 1)
+		if a.Clock() != &c {
+			t.Fatal("a host's clock is not its network's")
+		}
+		b.SetStreamHandler("/echo", echo)
+		s, _ := a.NewStream(context.Background(), b.ID(), "/echo")
+		s.SetDeadline(time.Now().Add(time.Minute))
+		read := make(chan error, 1)
+		go func() {
+			_, err := s.Read(make([]byte, 1))
+			read <- err
+		}()
+		time.Sleep(time.Hour) // the bubble's time passes; nobody fires the clock's timer
+		select {
+		case err := <-read:
+			t.Fatalf("the read returned %v before the clock's timer fired", err)
+		default:
+		}
+		if due, ok := c.Next(); !ok || !due.Equal(s.(*stream).deadline) {
+			t.Fatalf("the clock's next timer is due %v (%v), want at the read's deadline", due, ok)
+		}
+		c.Fire(time.Now())
+		if err := <-read; !errors.Is(err, errDeadline) {
+			t.Fatalf("the read returned %v, want a timeout", err)
+		}
+		s.Reset()
+		drive(n)
+	})
+}
+
 func TestGossipReachesEveryoneOnceThroughAcceptingPeers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := New()
+		n := New(nil)
 		a, b, c := testHost(t, n, 0), testHost(t, n, 1), testHost(t, n, 2)
 		got := map[peer.ID]int{}
 		accept := func(h *Host) Validator {
@@ -191,7 +227,7 @@ func TestSentIsInTheSameOrderHoweverGoroutinesRan(t *testing.T) {
 	order := func() string {
 		var s string
 		synctest.Test(t, func(t *testing.T) {
-			n := New()
+			n := New(nil)
 			a, b := testHost(t, n, 0), testHost(t, n, 1)
 			b.SetStreamHandler("/echo", echo)
 			for i := range 8 {
@@ -221,7 +257,7 @@ func TestSentIsInTheSameOrderHoweverGoroutinesRan(t *testing.T) {
 // closed quietly.
 func TestClosingBeforeThePeerFinishedWritingStopsItsWritesAsQUICDoes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		n := New()
+		n := New(nil)
 		a, b := testHost(t, n, 0), testHost(t, n, 1)
 		closed, release := make(chan error, 1), make(chan struct{})
 		b.SetStreamHandler("/answer", func(s network.Stream) {

@@ -10,6 +10,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/tern-dev/tern/internal/clock"
 )
 
 // pipe is one stream: its two ends, on one connection.
@@ -63,6 +65,13 @@ func (s *stream) signal() {
 	case s.readable <- struct{}{}:
 	default:
 	}
+}
+
+// wake wakes a blocked reader to look at its deadline.
+func (s *stream) wake() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.signal()
 }
 
 // receive adds what the network delivered.
@@ -132,12 +141,9 @@ func (s *stream) Read(p []byte) (int, error) {
 		if wait <= 0 {
 			return 0, errDeadline
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-s.readable:
-			t.Stop()
-		case <-t.C:
-		}
+		stop := s.net.clock.AfterFunc(wait, s.wake)
+		<-s.readable
+		stop()
 	}
 }
 
@@ -257,6 +263,9 @@ func (s *stream) SetReadDeadline(t time.Time) error {
 func (s *stream) SetWriteDeadline(time.Time) error { return nil }
 
 func (s *stream) Protocol() protocol.ID { return s.pipe.proto }
+
+// Clock is the network's clock (see Host.Clock).
+func (s *stream) Clock() clock.Clock { return s.net.clock }
 
 func (s *stream) Conn() network.Conn { return connView{local: s.local, remote: s.remote} }
 

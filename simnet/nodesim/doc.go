@@ -10,6 +10,7 @@
 //
 // Both reach a node only through node.Harness: the transport (a host on
 // their network), the spawner (the node layer's gate, which lets one
-// goroutine start at a time), the clock (the node layer ticks the nodes
-// itself), and the hooks the checker (simnet.Ledger) watches.
+// goroutine start or wake at a time), the clock (the node layer ticks the
+// nodes itself, and fires every timer they and memnet set, one at a time),
+// and the hooks the checker (simnet.Ledger) watches.
 package nodesim

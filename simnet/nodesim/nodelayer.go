@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/fencing"
+	"github.com/tern-dev/tern/internal/clock"
 	"github.com/tern-dev/tern/internal/flaws"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/node"
@@ -40,10 +42,13 @@ import (
 // stores, registries and fencing machines, the sync, blob, capsule and
 // migrate protocols and gossip — on memnet, an in-memory network that
 // moves only when the run delivers. The run is one goroutine inside a
-// testing/synctest bubble: it delivers one message, waits until every
-// node's goroutines are blocked, checks, and picks the next; time is the
-// bubble's, and passes only when everything waits for it. So a seed's run
-// is a function of the seed, and Result.TraceHash proves it.
+// testing/synctest bubble: it delivers one message, fires one timer (every
+// timeout of the nodes and their network is on the run's clock), or lets
+// one goroutine a node starts or wakes go (the gate), then waits until
+// every node's goroutines are blocked, checks, and picks the next; time is
+// the bubble's, and passes only when everything waits for it. So one of
+// the nodes' goroutines runs at a time, a seed's run is a function of the
+// seed, and Result.TraceHash proves it.
 //
 // The faults of the model layer, on a real network: a dropped message
 // closes the connection it was on (TCP and QUIC hide losses until the
@@ -72,10 +77,10 @@ type simHooks struct {
 	migrateFate func(fencing.Message) []time.Duration
 }
 
-// simGate holds the goroutines nodes start until the run lets them go,
-// one at a time, in the order they were started: with deliveries one at a
-// time too, one goroutine runs at a time, and what it does cannot race
-// with another.
+// simGate holds the goroutines nodes start, and those they wake from a
+// wait, until the run lets them go, one at a time, in the order they were
+// held: with deliveries and timers one at a time too, one goroutine runs at
+// a time, and what it does cannot race with another.
 type simGate struct {
 	mu      sync.Mutex
 	waiting []chan struct{}
@@ -186,7 +191,7 @@ func SimulateNodes(seed uint64, dir string, opt simnet.Options) simnet.Result {
 	r.res.Seed = seed
 	r.set = simnet.DeriveSettings(r.rng, opt.Faults)
 	r.res.Settings = r.set
-	r.net = memnet.New()
+	r.net = memnet.New(&r.clock)
 	r.start = time.Now()
 	defer r.shutdown()
 	if err := r.boot(); err != nil {
@@ -206,6 +211,7 @@ type simRun struct {
 	set   simnet.Settings
 	rng   *rand.Rand
 	net   *memnet.Network
+	clock clock.Manual // the nodes', their network's and the run's timers, which the run fires
 	dir   string
 	start time.Time
 	nodes []*simNode
@@ -257,7 +263,7 @@ type simNode struct {
 	id     peer.ID
 	addr   ma.Multiaddr
 	n      *node.Node // nil while down
-	dead   bool       // crashed: what it does until it is gone never happened
+	dead   bool       // crashed: what it does until it is gone never happened (r.mu)
 	paused bool
 	lostAt time.Duration // when it last lost its registry; -1 never
 	lost   bool          // its registry is lost and not yet relearnt
@@ -342,7 +348,7 @@ func (r *simRun) boot() error {
 		}
 		sn.log = slog.New(slog.DiscardHandler)
 		if r.trace != nil {
-			sn.log = slog.New(slog.NewTextHandler(&prefixWriter{r: r, name: sn.name}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			sn.log = slog.New(slog.NewTextHandler(&prefixWriter{r: r, sn: sn}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		}
 		r.nodes = append(r.nodes, sn)
 	}
@@ -381,12 +387,14 @@ func (r *simRun) boot() error {
 // startNode starts sn's node from its home, as `tern node` would.
 func (r *simRun) startNode(sn *simNode) error {
 	cfg := node.Config{NoMDNS: true, SyncInterval: simSyncInterval,
-		Harness: &node.Harness{Gate: &r.gate, Driven: true, Incarnation: r.rng.Uint64() | 1, Flaw: r.opt.Flaw,
+		Harness: &node.Harness{Gate: &r.gate, Clock: &r.clock, Driven: true, Incarnation: r.rng.Uint64() | 1, Flaw: r.opt.Flaw,
 			Host:   func() (host.Host, error) { return r.net.AddHost(sn.key, sn.addr) },
 			Saving: func(agent string, old, rec *fencing.Record) { r.saving(sn, old, rec) },
 			Event:  func(_ string, ev fencing.Event) { r.event(sn, ev) },
 			Runs:   func(_ string, saved fencing.Record) { r.runs(sn, saved) }}}
+	r.mu.Lock()
 	sn.dead = false
+	r.mu.Unlock()
 	n, err := node.Start(sn.home, cfg, sn.log)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", sn.name, err)
@@ -493,9 +501,10 @@ func (r *simRun) schedule(q *[]simEvent, at time.Time, kind simKind, node, arg i
 	*q = slices.Insert(*q, i, e)
 }
 
-// loop runs the simulation: collect what the nodes sent, check, deliver
-// the next message due or run the next event due, or let time pass until
-// one is due or a node sends something.
+// loop runs the simulation: collect what the nodes sent, check, let the
+// next goroutine waiting at the gate start, deliver the next message due,
+// fire the next timer due or run the next event due, or let time pass
+// until one is due or a node sends something.
 func (r *simRun) loop() {
 	settleBy := r.healAt.Add(simSettleLimit)
 	for !r.failed() {
@@ -511,6 +520,9 @@ func (r *simRun) loop() {
 		now := time.Now()
 		if m := r.nextDue(now); m != nil {
 			r.deliver(m)
+			continue
+		}
+		if r.clock.Fire(now) {
 			continue
 		}
 		if e, ok := r.nextEvent(now); ok {
@@ -535,8 +547,8 @@ func (r *simRun) loop() {
 	}
 }
 
-// sleep lets time pass until the next message or event is due, settleBy,
-// or a node sends something.
+// sleep lets time pass until the next message, timer or event is due,
+// settleBy, or a node sends something.
 func (r *simRun) sleep(now, settleBy time.Time) {
 	next := settleBy
 	if !r.healed {
@@ -551,6 +563,9 @@ func (r *simRun) sleep(now, settleBy time.Time) {
 		if len(q) > 0 && q[0].at.Before(next) {
 			next = q[0].at
 		}
+	}
+	if due, ok := r.clock.Next(); ok && due.Before(next) {
+		next = due
 	}
 	if r.healed {
 		// Let the nodes' timers tick the settling along, and look often.
@@ -805,7 +820,7 @@ func (r *simRun) command() {
 	r.res.Migrations++
 	n, target := src.n, dst.id
 	r.move(func() {
-		ctx, cancel := context.WithTimeout(n.Context(), simMigrateTimeout)
+		ctx, cancel := clock.WithTimeout(&r.clock, n.Context(), simMigrateTimeout)
 		defer cancel()
 		out, err := n.Migrate(ctx, simnet.AgentID, target)
 		if err != nil {
@@ -946,11 +961,13 @@ func (r *simRun) crash(sn *simNode, lose bool) {
 }
 
 // stop takes sn's node down: off the network first, so nothing it does
-// while it closes reaches anyone.
+// while it closes reaches anyone, and whatever it still runs ends or
+// blocks before the run goes on.
 func (r *simRun) stop(sn *simNode) {
 	sn.n.Host().Close()
 	sn.n.Close()
 	sn.n = nil
+	synctest.Wait()
 }
 
 func (r *simRun) restart(sn *simNode) {
@@ -1321,7 +1338,7 @@ func (r *simRun) override(sn, gone *simNode) bool {
 	}
 	n := sn.n
 	r.move(func() {
-		ctx, cancel := context.WithTimeout(n.Context(), simMigrateTimeout)
+		ctx, cancel := clock.WithTimeout(&r.clock, n.Context(), simMigrateTimeout)
 		defer cancel()
 		msg, err := n.Resolve(ctx, simnet.AgentID, "resume")
 		r.tracef("operator on %s: %s %v", sn.name, msg, err)
@@ -1438,19 +1455,34 @@ func (r *simRun) tracef(format string, args ...any) {
 	r.tracefLocked(format, args...)
 }
 
+// tracefLocked writes a line of the trace. In a path, the run's folder is
+// written $RUN and the random part of a temporary name (os.MkdirTemp's,
+// os.CreateTemp's) *, so that the same seed gives the same trace wherever
+// and however often it runs.
 func (r *simRun) tracefLocked(format string, args ...any) {
 	if r.trace != nil {
-		fmt.Fprintf(r.trace, "t=%dms %s\n", r.now(), fmt.Sprintf(format, args...))
+		line := strings.ReplaceAll(fmt.Sprintf(format, args...), r.dir, "$RUN")
+		line = tempName.ReplaceAllString(line, "${1}*")
+		fmt.Fprintf(r.trace, "t=%dms %s\n", r.now(), line)
 	}
 }
 
-// prefixWriter writes a node's log lines into the trace.
+// tempName matches a temporary file or folder in the run's folder: a
+// hidden name that ends in a dash and os.MkdirTemp's random digits.
+var tempName = regexp.MustCompile(`(\$RUN(?:/[^/\s"]+)*/\.[^/\s"]*-)[0-9]+`)
+
+// prefixWriter writes a node's log lines into the trace, but for those it
+// writes once it is dead (a killed process writes nothing).
 type prefixWriter struct {
-	r    *simRun
-	name string
+	r  *simRun
+	sn *simNode
 }
 
 func (w *prefixWriter) Write(p []byte) (int, error) {
-	w.r.tracef("  %s| %s", w.name, strings.TrimSuffix(string(p), "\n"))
+	w.r.mu.Lock()
+	defer w.r.mu.Unlock()
+	if !w.sn.dead {
+		w.r.tracefLocked("  %s| %s", w.sn.name, strings.TrimSuffix(string(p), "\n"))
+	}
 	return len(p), nil
 }

@@ -38,50 +38,32 @@ func TestTheNodeLayerFindsNothingWrongWithTheSoundProtocol(t *testing.T) {
 	}
 }
 
+// A seed's run is a function of the seed, under the race detector's
+// scheduling too: the same trace, line for line (every message, every
+// node's log, every fault), and so the same hash.
 func TestTheNodeLayerGivesTheSameTraceForTheSameSeed(t *testing.T) {
-	if raceEnabled {
-		// Known gap (docs/MIGRATION.md, "simnet node layer"): two of a
-		// node's goroutines woken at the same fake instant by their
-		// timeouts can race for the same job (a capsule copy or a blob
-		// fetch from either of two peers); the race detector's scheduling
-		// makes that visible (seeds 1, 2, 8 here), plain runs replay.
-		t.Skip("replays differ under the race detector when timeouts coincide")
-	}
 	run := func(seed uint64) (simnet.Summary, string) {
 		var trace strings.Builder
 		o := simnet.DefaultOptions()
 		o.Trace = &trace
 		return nodeLayer(t, seed, 1, o), trace.String()
 	}
-	same := func(a, b simnet.Summary) bool {
-		return a.TraceHash == b.TraceHash && a.Violations == b.Violations && a.Steps == b.Steps
-	}
 	for seed := uint64(1); seed <= uint64(simSeeds()); seed++ {
 		a, ta := run(seed)
 		b, tb := run(seed)
-		if same(a, b) {
+		if a.TraceHash == b.TraceHash && a.Steps == b.Steps && a.Violations == b.Violations && ta == tb {
 			continue
 		}
-		// The known gap above shows on a loaded machine even without the
-		// race detector, rarely: it makes one of two schedules. A third
-		// run must give one of them; a new source of nondeterminism (the
-		// wall clock, map order, a goroutine outside the bubble) makes
-		// every run differ.
-		c, _ := run(seed)
-		t.Logf("seed %d: two runs differed at trace line %d (coincident timeouts?); a third run matches one: %v",
-			seed, firstDifference(ta, tb), same(c, a) || same(c, b))
-		if !same(c, a) && !same(c, b) {
-			la, lb := strings.Split(ta, "\n"), strings.Split(tb, "\n")
-			i := firstDifference(ta, tb) - 1
-			at := func(l []string) string {
-				if i < len(l) {
-					return l[i]
-				}
-				return "(end)"
+		la, lb := strings.Split(ta, "\n"), strings.Split(tb, "\n")
+		i := firstDifference(ta, tb) - 1
+		at := func(l []string) string {
+			if i < len(l) {
+				return l[i]
 			}
-			t.Errorf("seed %d: three runs differ: hash %x, %d steps, %d violations / hash %x, %d steps, %d violations / hash %x; first differing trace line %d:\n%s\n%s",
-				seed, a.TraceHash, a.Steps, a.Violations, b.TraceHash, b.Steps, b.Violations, c.TraceHash, i+1, at(la), at(lb))
+			return "(end)"
 		}
+		t.Errorf("seed %d: two runs differ: hash %x, %d steps, %d violations / hash %x, %d steps, %d violations; first differing trace line %d:\n%s\n%s",
+			seed, a.TraceHash, a.Steps, a.Violations, b.TraceHash, b.Steps, b.Violations, i+1, at(la), at(lb))
 	}
 }
 
