@@ -58,7 +58,7 @@ func TestAnExchangeIsTimedOnItsHostsClock(t *testing.T) {
 			}
 		}
 		deliver()
-		time.Sleep(2 * SyncTimeout)
+		time.Sleep(2 * SyncTimeout) // synctest: the bubble's time passes; only the host's clock may end the exchange
 		select {
 		case err := <-done:
 			t.Fatalf("the exchange ended before its host's clock fired: %v", err)

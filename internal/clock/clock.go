@@ -5,7 +5,7 @@
 // "simnet node layer").
 //
 // Only waits go through a Clock; the time itself is always time.Now (a
-// simulator runs inside a testing/synctest bubble, whose time.Now is its
+// simulator runs inside a synctest bubble, whose time.Now is its
 // fake clock).
 package clock
 
