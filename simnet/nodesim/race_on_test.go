@@ -2,6 +2,6 @@
 
 package nodesim
 
-// raceEnabled: the race detector slows the long simulations tenfold; they
-// run without it in CI.
+// raceEnabled: the race detector slows the long simulations (the hunts for
+// the historical bugs) tenfold; they run without it in CI.
 const raceEnabled = true
