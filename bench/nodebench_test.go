@@ -39,6 +39,12 @@ func TestBlobMovesTheWholeBlobAndComparesItWithBothLimits(t *testing.T) {
 	if slower != min(r.Libp2p, r.Disk) || math.Abs(r.Ratio-r.EndToEnd/slower) > 1e-9 {
 		t.Errorf("limit %q, ratio %v; libp2p %v, disk %v, end to end %v", r.Limit, r.Ratio, r.Libp2p, r.Disk, r.EndToEnd)
 	}
+	// The first copy as a person times it, from the file in its folder,
+	// is its snapshot and then its import until the other node holds it.
+	if !(r.SnapshotSeconds > 0) || !(r.FirstCopySeconds > 0) || math.Abs(r.FromFolderSeconds-(r.SnapshotSeconds+r.FirstCopySeconds)) > 1e-9 {
+		t.Errorf("from the folder %v s, snapshot %v s, import to held %v s: want the snapshot and the import to held, both timed, adding up",
+			r.FromFolderSeconds, r.SnapshotSeconds, r.FirstCopySeconds)
+	}
 }
 
 func TestCatchUpBringsEveryEventAndCountsTheWire(t *testing.T) {
