@@ -54,7 +54,7 @@ func TestATimeoutOnAClockEndsWhenItsTimerFires(t *testing.T) {
 		if dl, ok := ctx.Deadline(); !ok || !dl.Equal(time.Now().Add(time.Minute)) {
 			t.Fatalf("deadline %v %v, want a minute from now", dl, ok)
 		}
-		time.Sleep(time.Hour) // the bubble's time passes; nobody fires the clock's timer
+		time.Sleep(time.Hour) // synctest: fake time passes, exactly; nobody fires the clock's timer, so nothing may end
 		if ctx.Err() != nil {
 			t.Fatalf("ended before its clock's timer fired: %v", ctx.Err())
 		}

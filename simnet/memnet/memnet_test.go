@@ -180,7 +180,7 @@ func TestAReadWaitsForItsDeadlineOnTheNetworksClock(t *testing.T) {
 			_, err := s.Read(make([]byte, 1))
 			read <- err
 		}()
-		time.Sleep(time.Hour) // the bubble's time passes; nobody fires the clock's timer
+		time.Sleep(time.Hour) // synctest: fake time passes, exactly; nobody fires the clock's timer, so nothing may end
 		select {
 		case err := <-read:
 			t.Fatalf("the read returned %v before the clock's timer fired", err)
