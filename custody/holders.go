@@ -870,6 +870,9 @@ func (hs *Holders) outgoing(h *holder, msg fencing.Message) fencing.Message {
 		msg.Handover = hs.handover(h, msg)
 	}
 	mg := h.mig
+	if mg != nil && msg.Type == fencing.MsgPropose {
+		mg.epoch = msg.Epoch // proposed again under a newer one after a stale refusal
+	}
 	if mg == nil || msg.Epoch != mg.epoch {
 		return msg
 	}

@@ -78,8 +78,9 @@ const (
 	ReasonNotStaging
 	ReasonRegistryLost
 	// ReasonStarting: the target is still asking its peers what they know
-	// (the startup check, or an override). It will answer soon, so the
-	// source proposes again instead of giving up.
+	// (the startup check, or an override), or the decision on a move it
+	// committed itself. It will answer soon, so the source proposes again
+	// instead of giving up.
 	ReasonStarting
 )
 

@@ -144,13 +144,21 @@ func TestEveryFailureBeforeThePointOfNoReturnAborts(t *testing.T) {
 		arrange func(n *testNet)
 		err     error // in the source's abort event
 	}{
-		{"a refused proposal", func(n *testNet) {
+		{"a proposal refused as stale, and again under a newer epoch", func(n *testNet) {
 			b := n.node("b")
 			r := n.record("b")
 			r.Highest = 9
 			b.reg.Save(testAgent, r)
 			n.start(b)
 			n.settle(20)
+			n.drop = func(m *Message) bool {
+				if m.Type == MsgRefuse && m.Reason == ReasonStale && m.Epoch == 2 {
+					// Meanwhile b hears of a newer epoch still.
+					n.queue = append(n.queue, Message{Type: MsgTell, From: "a", To: "b", Agent: testAgent,
+						Nonce: b.m.cfg.Incarnation, Highest: 30, Info: Info{Known: true}})
+				}
+				return false
+			}
 		}, ErrStaleEpoch},
 		{"a corrupt file", func(n *testNet) {
 			n.drop = func(m *Message) bool {
@@ -501,5 +509,90 @@ func TestAProposalToATargetStillAskingItsPeersIsMadeAgain(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A source that restarts past its point of no return stays frozen until
+// the target tells it what it decided. A move proposed to it meanwhile (by
+// that target, which runs the agent now) is not refused as busy: the node
+// will know soon, so the proposer proposes again, and the move commits
+// once the restarted node has retired; if the answer never comes, the
+// move aborts as busy when it would have anyway.
+func TestAProposalToANodeResolvingItsCommitIsMadeAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		answerIn   int // ticks until the decision reaches a; 0: never
+		wantRunner string
+	}{
+		{"the decision reaches it: the move back commits", 4, "a"},
+		{"it never does: the move back aborts as busy", 0, "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNet(t, "a", "b")
+			n.drop = func(m *Message) bool { return m.Type == MsgDecision && m.To == "a" }
+			n.migrate("a", "b")
+			for range 3 {
+				n.tick()
+			}
+			if n.runner() != "b" {
+				t.Fatalf("runner %q, want b to run after activating", n.runner())
+			}
+			a := n.node("a")
+			n.crash(a, false)
+			n.start(a)
+			if rec := n.record("a"); rec.State != Frozen || !rec.Committing {
+				t.Fatalf("a restarted as %+v, want frozen past the point of no return", rec)
+			}
+			n.migrate("b", "a")
+			n.deliver()
+			refused := false
+			for _, rd := range a.readies {
+				for _, m := range rd.Messages {
+					refused = refused || m.Type == MsgRefuse && m.Reason == ReasonStarting
+				}
+			}
+			if !refused || n.saw(EvAbort) {
+				t.Fatalf("a did not refuse the proposal as one it will answer soon (events %v)", n.events)
+			}
+			for i := 0; i < 40 && n.node("b").m.Resolving(); i++ {
+				if i == tc.answerIn && tc.answerIn > 0 {
+					n.drop = nil
+				}
+				n.tick()
+			}
+			if n.runner() != tc.wantRunner {
+				t.Fatalf("runner %q, want %s", n.runner(), tc.wantRunner)
+			}
+			if tc.wantRunner == "b" {
+				i := slices.IndexFunc(n.events, func(e Event) bool { return e.Kind == EvAbort })
+				if i < 0 || !errors.Is(n.events[i].Err, ErrBusy) {
+					t.Fatalf("events %v: want an abort for busy", n.events)
+				}
+			}
+		})
+	}
+}
+
+// A target that has seen the epoch proposed (a peer told it while it
+// started) refuses it as stale and takes nothing; the source proposes
+// again, once, above everything either has seen, and the move commits.
+func TestAStaleRefusalIsProposedAgainUnderANewerEpoch(t *testing.T) {
+	n := newNet(t, "a", "b")
+	b := n.node("b")
+	r := n.record("b")
+	r.Highest = 9
+	b.reg.Save(testAgent, r)
+	n.start(b)
+	n.settle(20)
+	n.migrate("a", "b")
+	n.settle(100)
+	if !n.saw(EvStaleRefused) || n.saw(EvAbort) {
+		t.Fatalf("events %v: want a stale refusal and no abort", n.events)
+	}
+	if n.runner() != "b" {
+		t.Fatalf("runner %q, want b", n.runner())
+	}
+	if rec := n.record("b"); rec.Epoch != 10 || rec.Decision(2) == Activated {
+		t.Errorf("target record %+v: want active at 10, epoch 2 never activated", rec)
 	}
 }

@@ -15,6 +15,7 @@ type migration struct {
 	silent     int    // ticks since the target last answered
 	retryIn    int
 	starting   bool // the target refused only because it was still asking its peers
+	renumbered bool // proposed again under a newer epoch after a stale refusal
 }
 
 // Migrate proposes the agent to target: the record becomes frozen at the
@@ -169,6 +170,18 @@ func (m *Machine) onReply(msg *Message) {
 		}
 		if msg.Highest > r.Highest {
 			r.Highest = msg.Highest
+		}
+		if msg.Reason == ReasonStale && s.proposing && !s.renumbered {
+			// The target has seen the epoch proposed (a peer told it while
+			// it started, say), and took nothing: propose again, once,
+			// above everything either has seen, as Migrate would.
+			n := r.Highest + 1
+			r.Highest, r.Next = n, n
+			m.save()
+			s.renumbered = true
+			m.send(Message{Type: MsgPropose, To: r.Peer, Epoch: n, Files: s.files})
+			s.retryIn = m.tm.Retry
+			return
 		}
 		err := msg.Reason.Err()
 		if msg.Detail != "" {

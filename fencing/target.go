@@ -48,6 +48,12 @@ func (m *Machine) onPropose(msg *Message) {
 		m.event(EvStaleRefused, n, msg.From, ErrStaleEpoch)
 		m.refuse(msg, ReasonStale)
 		return
+	case r.State == Frozen && m.src.committing:
+		// Past the point of no return of its own move (a restart there
+		// leaves it asking its target): it learns soon whether it retired,
+		// and the proposer proposes again meanwhile.
+		m.refuse(msg, ReasonStarting)
+		return
 	case r.State == Active || r.State == Frozen:
 		m.refuse(msg, ReasonBusy)
 		return

@@ -243,6 +243,8 @@ func TestMigrationsWithKillNineNeverShowTwoActiveHolders(t *testing.T) {
 		}
 		marks := [2]int{ds[0].log.len(), ds[1].log.len()}
 		mig := ternProcess(ds[from].home, "", "migrate", agent, "--to", fmt.Sprint("n", 1-from), "--timeout", "5s")
+		var migErr strings.Builder
+		mig.Stderr = &migErr
 		if err := mig.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +256,7 @@ func TestMigrationsWithKillNineNeverShowTwoActiveHolders(t *testing.T) {
 		victim.kill()
 		check()
 		<-ended
-		t.Logf("round %d: move from n%d exited %d; killed %s at %s (reached: %v)", round, from, mig.ProcessState.ExitCode(), filepath.Base(victim.home), stage, reached)
+		t.Logf("round %d: move from n%d exited %d; killed %s at %s (reached: %v): %s", round, from, mig.ProcessState.ExitCode(), filepath.Base(victim.home), stage, reached, strings.TrimSpace(migErr.String()))
 		if mig.ProcessState.ExitCode() == 0 {
 			committed++
 		}
