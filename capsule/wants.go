@@ -151,6 +151,15 @@ func latestSnapshotBlob(view []*journal.Event) (string, bool) {
 	return "", false
 }
 
+// HoldsBlob reports whether the manifest lists the blob sha256Hex: a
+// lookup, where HeldBlobs lists them all.
+func (d *Dir) HoldsBlob(sha256Hex string) bool {
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	_, ok := d.Manifest().Files[BlobPath(sha256Hex)]
+	return ok
+}
+
 // HeldBlobs returns the sha256 hex names of the blobs the manifest lists,
 // sorted: the blobs this copy of the capsule holds, verified.
 func (d *Dir) HeldBlobs() []string {
@@ -196,35 +205,67 @@ func (d *Dir) AdoptBlob(sha256Hex, path string) error {
 // The file is not read again; reading it again would only repeat the
 // fetch's hash.
 func (d *Dir) AdoptCheckedBlob(sha256Hex, path string) error {
-	if !isSHA256Hex(sha256Hex) {
-		return fmt.Errorf("adopt blob: %q is not a sha256 hex name", sha256Hex)
+	return d.AdoptCheckedBlobs(map[string]string{sha256Hex: path})
+}
+
+// AdoptCheckedBlobs is AdoptCheckedBlob for many files at once, by blob
+// name: each is moved into the blob store, the folders that received one
+// are fsynced once each, and one manifest commit lists them all (and
+// brings snapshot.json and the editable files up to what they complete).
+// Adopting blobs one at a time rewrites the whole manifest for each,
+// which is quadratic in a tree of small files. On error, the blobs moved
+// before it are in the store but not listed: the next adoption or a fetch
+// of them again lists them.
+func (d *Dir) AdoptCheckedBlobs(paths map[string]string) error {
+	entries := make(map[string]FileEntry, len(paths))
+	dirs := map[string]bool{}
+	for sha256Hex, path := range paths {
+		if !isSHA256Hex(sha256Hex) {
+			return fmt.Errorf("adopt blob: %q is not a sha256 hex name", sha256Hex)
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		final := d.path(BlobPath(sha256Hex))
+		if err := os.Chmod(path, 0o644); err != nil {
+			return err
+		}
+		if err := os.Rename(path, final); err != nil {
+			return err
+		}
+		dirs[filepath.Dir(final)] = true
+		entries[BlobPath(sha256Hex)] = FileEntry{SHA256: sha256Hex, Size: st.Size()}
 	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	return d.adopt(FileEntry{SHA256: sha256Hex, Size: st.Size()}, path)
+	return d.listAdopted(entries, dirs)
 }
 
 // adopt moves the file at path, whose entry is e, into the blob store and
 // commits it with whatever it completes.
 func (d *Dir) adopt(e FileEntry, path string) error {
-	sha256Hex := e.SHA256
-	final := d.path(BlobPath(sha256Hex))
+	final := d.path(BlobPath(e.SHA256))
 	if err := os.Chmod(path, 0o644); err != nil {
 		return err
 	}
 	if err := os.Rename(path, final); err != nil {
 		return err
 	}
-	if err := atomicfile.SyncDir(filepath.Dir(final)); err != nil {
-		return err
+	return d.listAdopted(map[string]FileEntry{BlobPath(e.SHA256): e}, map[string]bool{filepath.Dir(final): true})
+}
+
+// listAdopted makes the renames into dirs durable, then lists the blobs
+// entries names in the manifest with whatever they complete.
+func (d *Dir) listAdopted(entries map[string]FileEntry, dirs map[string]bool) error {
+	for dir := range dirs {
+		if err := atomicfile.SyncDir(dir); err != nil {
+			return err
+		}
 	}
-	files, err := d.derivedUpdates(map[string]FileEntry{BlobPath(sha256Hex): e})
+	files, err := d.derivedUpdates(entries)
 	if err != nil {
 		return err
 	}
-	return d.commit(files, map[string]FileEntry{BlobPath(sha256Hex): e})
+	return d.commit(files, entries)
 }
 
 // derivedUpdates returns new contents for snapshot.json and the editable

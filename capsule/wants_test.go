@@ -3,6 +3,7 @@ package capsule
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -74,6 +75,67 @@ func TestACopyThatReceivedEventsWantsTheirBlobsAndCatchesUpWhenTheyArrive(t *tes
 	}
 	if rounds != 2 {
 		t.Errorf("took %d rounds, want 2 (the snapshot, then its files)", rounds)
+	}
+	mustVerify(t, b)
+	out := filepath.Join(t.TempDir(), "out")
+	if err := mustOpen(t, b).Materialize(out); err != nil {
+		t.Fatal(err)
+	}
+	assertSameTree(t, ws, out)
+}
+
+// A fetch of a tree of small files adopts them in batches: one adoption
+// lists every blob of the batch and brings the snapshot up to date once
+// they complete it.
+func TestABatchOfFetchedBlobsIsAdoptedInOneCommit(t *testing.T) {
+	a, b, laptop, _ := diverge(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	files := map[string]string{}
+	for i := range 40 {
+		files[fmt.Sprintf("src/f%02d.txt", i)] = strings.Repeat(fmt.Sprint(i), 100+i)
+	}
+	writeTree(t, ws, files)
+	da, _ := OpenDir(context.Background(), a, nil)
+	if _, err := da.Snapshot(context.Background(), laptop, ws); err != nil {
+		t.Fatal(err)
+	}
+	evsA, _ := da.Events()
+	da.Close()
+	db, err := OpenDir(context.Background(), b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.AddEvents(context.Background(), evsA); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the snapshot's blob, then its files
+		want, err := db.Wanted()
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch := map[string]string{}
+		for _, h := range want {
+			batch[h] = copyOut(t, a, h)
+		}
+		before := db.Manifest()
+		if err := db.AdoptCheckedBlobs(batch); err != nil {
+			t.Fatal(err)
+		}
+		if db.Manifest() == before {
+			t.Fatal("the batch was not committed")
+		}
+		for h, path := range batch {
+			if !db.HoldsBlob(h) {
+				t.Errorf("blob %s is not listed after its batch", h)
+			}
+			if _, err := os.Stat(path); err == nil {
+				t.Errorf("the fetched file %s was left behind", path)
+			}
+		}
+	}
+	if want, _ := db.Wanted(); len(want) != 0 {
+		t.Fatalf("still wanting %d blobs", len(want))
 	}
 	mustVerify(t, b)
 	out := filepath.Join(t.TempDir(), "out")

@@ -3,9 +3,11 @@ package node
 import (
 	"context"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -22,7 +24,9 @@ const PartialDir = "partial"
 // fetchWanted fetches from p every blob the agent's capsule wants that p
 // holds (one have query, then a fetch each), until nothing more is wanted
 // or p holds none of what is left. A snapshot's files are wanted once its
-// own blob has arrived, hence the rounds.
+// own blob has arrived, hence the rounds. Fetched blobs wait in partial/,
+// whole and checked, and are listed in the capsule in batches (adoption):
+// one manifest commit for a tree of small files, not one each.
 func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 	ctx = noDial(ctx)
 	dir := filepath.Join(n.home, PartialDir)
@@ -57,18 +61,154 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 		for _, h := range want {
 			tried[h] = true
 		}
-		progress := false
-		for _, h := range held {
-			if got, ok := n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h)); ok {
-				progress = true
+		b := &adoption{n: n, agent: agent}
+		var busy []string
+		take := func(f fetchedBlob) {
+			switch {
+			case f.held:
+				b.progress = true // adopted meanwhile
+			case f.unlock != nil:
+				b.add(f.blob, f.path, f.size, f.unlock)
 				blobs++
-				bytes += got
+				bytes += f.size
+			case f.busy:
+				busy = append(busy, f.blob)
+			case f.failed:
+				delete(tried, f.blob) // again next round, if this one got anywhere
+			}
+			if len(b.paths) >= adoptBlobs || b.bytes >= adoptBytes {
+				b.adopt()
 			}
 		}
-		if !progress {
+		for f := range n.fetchAll(ctx, p, agent, dir, held) {
+			take(f)
+		}
+		// The blobs another fetch was taking: once this round's are
+		// adopted (so that it holds no fetch lock), wait for each, then
+		// find it held or take it on from where the other stopped.
+		b.adopt()
+		for _, h := range busy {
+			take(n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h), true))
+		}
+		b.adopt()
+		if !b.progress {
 			return
 		}
 	}
+}
+
+// fetchWorkers is how many blobs a round fetches from one peer at once:
+// with small files, each fetch is mostly a round trip and an fsync, which
+// overlap. Half of what a peer serves at once (protocol.MaxBlobStreams),
+// leaving room for another peer's. (One under a harness, whose replay is
+// one step at a time.)
+const fetchWorkers = protocol.MaxBlobStreams / 2
+
+// fetchedBlob is what fetching one blob came to: fetched into path (the
+// caller adopts it, then calls unlock), held already, busy (another fetch
+// of it runs), or failed (the stream broke, or p no longer serves it).
+type fetchedBlob struct {
+	blob, path string
+	size       int64
+	held       bool
+	busy       bool
+	failed     bool
+	unlock     func()
+}
+
+// fetchAll fetches the blobs from p into dir, fetchWorkers at a time, and
+// yields each outcome.
+func (n *Node) fetchAll(ctx context.Context, p peer.ID, agent, dir string, blobs []string) iter.Seq[fetchedBlob] {
+	return func(yield func(fetchedBlob) bool) {
+		workers := min(fetchWorkers, len(blobs))
+		if n.harnessed() {
+			for _, h := range blobs {
+				if !yield(n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h), false)) {
+					return
+				}
+			}
+			return
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		todo, out := make(chan string), make(chan fetchedBlob)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for h := range todo {
+					out <- n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h), false)
+				}
+			})
+		}
+		go func() {
+			defer close(out)
+			defer wg.Wait()
+			defer close(todo)
+			for _, h := range blobs {
+				select {
+				case todo <- h:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		stopped := false
+		for f := range out {
+			if stopped {
+				if f.unlock != nil {
+					f.unlock() // fetched, but the caller stopped: left in partial/
+				}
+				continue
+			}
+			stopped = !yield(f)
+			if stopped {
+				cancel()
+			}
+		}
+	}
+}
+
+// A batch of fetched blobs is adopted once it holds adoptBlobs blobs or
+// adoptBytes bytes, and at the end of a round.
+const (
+	adoptBlobs = 512
+	adoptBytes = 64 << 20
+)
+
+// adoption is a batch of blobs fetched for an agent and not yet listed in
+// its capsule, with the fetch locks it holds until they are.
+type adoption struct {
+	n        *Node
+	agent    string
+	paths    map[string]string // blob name → its file in partial/
+	bytes    int64
+	unlocks  []func()
+	progress bool // a blob of the round is held now
+}
+
+// add queues the fetched blob h, at path, whose fetch lock unlock frees.
+func (b *adoption) add(h, path string, size int64, unlock func()) {
+	if b.paths == nil {
+		b.paths = map[string]string{}
+	}
+	b.paths[h], b.bytes = path, b.bytes+size
+	b.unlocks = append(b.unlocks, unlock)
+}
+
+// adopt lists the batch in the capsule and frees its fetch locks.
+func (b *adoption) adopt() {
+	if len(b.paths) > 0 {
+		if err := b.n.store.AdoptFetched(b.agent, b.paths); err != nil {
+			b.n.log.Warn("blobs fetched but not adopted", "agent", b.agent, "blobs", len(b.paths), "err", err)
+		} else {
+			b.progress = true
+		}
+	}
+	for _, unlock := range b.unlocks {
+		unlock()
+	}
+	clear(b.paths)
+	b.bytes, b.unlocks = 0, b.unlocks[:0]
 }
 
 // fetchFor starts fetching from p the blobs that events p just sent name.
@@ -88,42 +228,55 @@ func (n *Node) goFetch(p peer.ID, agent string) {
 	startJob(n, &n.fetches, syncKey{p, agent}, 1, func(int) { n.fetchWanted(n.ctx, p, agent) })
 }
 
-// fetchBlob fetches the agent's blob h from p into partial and adopts
-// it, and reports the bytes it received (after those a cut fetch left in
-// partial) and whether the capsule holds the blob now. One fetch of a blob
-// runs at a time (rounds with two peers, or SyncPeer beside a round, may
-// want it at once, and there is one partial file): a second waits, then
-// finds it held, or resumes from where the first stopped.
-func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial string) (int64, bool) {
-	unlock, ok := n.lockFetch(ctx, h)
-	if !ok {
-		return 0, false
+// fetchBlob fetches the agent's blob h from p into partial, unless the
+// capsule holds it already. One fetch of a blob runs at a time (rounds
+// with two peers, or SyncPeer beside a round, may want it at once, and
+// there is one partial file): if another runs, fetchBlob waits for it
+// (then finds the blob held, or resumes from where it stopped) when wait
+// is set, else reports busy. A fetch cut short leaves partial to resume
+// from. The fetched blob's lock is the caller's to free once adopted.
+func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial string, wait bool) fetchedBlob {
+	unlock, ok := n.tryLockFetch(h)
+	if !ok && wait {
+		unlock, ok = n.lockFetch(ctx, h)
+		if !ok {
+			return fetchedBlob{blob: h, failed: true} // ctx ended
+		}
 	}
-	defer unlock()
-	if want, err := n.store.Wanted(agent); err != nil || !slices.Contains(want, h) {
-		return 0, err == nil // adopted meanwhile
+	if !ok {
+		return fetchedBlob{blob: h, busy: true}
+	}
+	if n.store.HoldsBlob(agent, "", h) {
+		unlock()
+		return fetchedBlob{blob: h, held: true}
 	}
 	track, end := n.transfers.start(Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
 	got, err := protocol.Fetch(ctx, n.host, p, agent, h, partial, track)
 	end()
 	n.stats.blobBytes.Add(float64(got))
 	if err != nil {
+		unlock()
 		n.log.Debug("blob fetch", "peer", p, "blob", h, "err", err)
-		return got, false
+		return fetchedBlob{blob: h, failed: true}
 	}
-	if err := n.store.AdoptFetched(agent, h, partial); err != nil {
-		n.log.Warn("blob fetched but not adopted", "blob", h, "err", err)
-		return got, false
-	}
-	return got, true
+	return fetchedBlob{blob: h, path: partial, size: got, unlock: unlock}
 }
 
-// lockFetch takes the lock of the fetch named h (a blob's sha256, or
-// "capsule/" and an agent id for a first copy), waiting at most until ctx
-// ends (then ok is false); call unlock when done. Waiters take it in the
-// order they came.
-func (n *Node) lockFetch(ctx context.Context, h string) (unlock func(), ok bool) {
-	unlock = func() {
+// tryLockFetch takes the lock of the fetch named h if no one holds it.
+func (n *Node) tryLockFetch(h string) (unlock func(), ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.fetchLocks[h] != nil {
+		return nil, false
+	}
+	n.fetchLocks[h] = &fetchLock{}
+	return n.unlockFetch(h), true
+}
+
+// unlockFetch returns the function that frees the lock of the fetch
+// named h, handing it to its first waiter.
+func (n *Node) unlockFetch(h string) func() {
+	return func() {
 		n.mu.Lock()
 		l := n.fetchLocks[h]
 		if len(l.waiting) == 0 {
@@ -136,6 +289,14 @@ func (n *Node) lockFetch(ctx context.Context, h string) (unlock func(), ok bool)
 		n.mu.Unlock()
 		n.wake(func() { close(next) }) // it holds the lock now
 	}
+}
+
+// lockFetch takes the lock of the fetch named h (a blob's sha256, or
+// "capsule/" and an agent id for a first copy), waiting at most until ctx
+// ends (then ok is false); call unlock when done. Waiters take it in the
+// order they came.
+func (n *Node) lockFetch(ctx context.Context, h string) (unlock func(), ok bool) {
+	unlock = n.unlockFetch(h)
 	n.mu.Lock()
 	l := n.fetchLocks[h]
 	if l == nil {

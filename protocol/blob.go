@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 )
 
 // BlobID is the libp2p protocol ID of blob transfer.
@@ -187,6 +188,13 @@ func AskHave(rw io.ReadWriter, agent string, hashes []string) ([]string, error) 
 // ErrBlobHash or ErrProtocol it is removed. progress, if not nil, follows
 // the transfer.
 func FetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Progress) (int64, error) {
+	return fetchBlob(rw, agent, sha256Hex, partial, progress, nil)
+}
+
+// fetchBlob is FetchBlob that, once the blob's size is known, calls
+// reserve (if not nil) with the bytes of memory its transfer will hold,
+// and gives up if it fails.
+func fetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Progress, reserve func(int) error) (int64, error) {
 	want, err := hex.DecodeString(sha256Hex)
 	if err != nil || len(want) != sha256.Size {
 		return 0, fmt.Errorf("%q is not a sha256 hex name", sha256Hex)
@@ -201,7 +209,7 @@ func FetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Prog
 	if err != nil {
 		return 0, err
 	}
-	r := bufio.NewReaderSize(rw, 64<<10)
+	r := bufio.NewReaderSize(rw, fetchReadBuffer)
 	var hdr blobHeader
 	if err := ask(rw, r, blobRequest{Agent: agent, SHA256: sha256Hex, Offset: offset}, 1<<10, "blob header", &hdr); err != nil {
 		return 0, err
@@ -211,6 +219,12 @@ func FetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Prog
 	}
 	if hdr.Size < 0 || hdr.Size > MaxBlobSize {
 		return 0, fmt.Errorf("%w: the peer announces a blob of %d bytes; at most %d are accepted", ErrProtocol, hdr.Size, int64(MaxBlobSize))
+	}
+	chunk, buffers := chunkPlan(offset, hdr.Size)
+	if reserve != nil {
+		if err := reserve(buffers*int(chunk) + fetchReadBuffer); err != nil {
+			return 0, err
+		}
 	}
 	w := startChunkWriter(f, h, offset, hdr.Size, progress)
 	err = receiveChunks(r, w, offset, hdr.Size)
@@ -256,6 +270,10 @@ func receiveChunks(r *bufio.Reader, w *chunkWriter, offset, size int64) error {
 			return nil
 		}
 		n, err := readFrameInto(r, buf)
+		if errors.Is(err, ErrFrameTooLarge) {
+			// The buffer holds what is left of the blob, or a whole chunk.
+			return fmt.Errorf("%w: more bytes than the announced %d: %v", ErrProtocol, size, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -289,7 +307,25 @@ type chunkWriter struct {
 	done       chan struct{}
 	written    int64 // read only after done
 	err        error // read only after done
+	pooled     bool  // its buffers go back to chunkPool at close
 }
+
+// fetchReadBuffer is the size of a fetch's read buffer.
+const fetchReadBuffer = 64 << 10
+
+// chunkPlan returns the size and number of the buffers a transfer of the
+// bytes from offset to size writes through: a small blob needs one of its
+// size; a large one borrows full-sized ones from chunkPool (a tree of
+// small files would otherwise allocate 4 MiB a file).
+func chunkPlan(offset, size int64) (chunk int64, buffers int) {
+	if rest := size - offset; rest < BlobChunk {
+		return max(rest, 1), 1
+	}
+	return BlobChunk, chunkWriterBuffers
+}
+
+// chunkPool holds full-sized chunk buffers between fetches.
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, BlobChunk); return &b }}
 
 func startChunkWriter(f *os.File, h io.Writer, offset, size int64, progress Progress) *chunkWriter {
 	w := &chunkWriter{
@@ -298,9 +334,15 @@ func startChunkWriter(f *os.File, h io.Writer, offset, size int64, progress Prog
 		failed: make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	for range chunkWriterBuffers {
-		w.free <- make([]byte, BlobChunk)
+	chunk, n := chunkPlan(offset, size)
+	for range n {
+		if chunk == BlobChunk {
+			w.free <- *chunkPool.Get().(*[]byte)
+		} else {
+			w.free <- make([]byte, chunk)
+		}
 	}
+	w.pooled = chunk == BlobChunk
 	go func() {
 		defer close(w.done)
 		flushed := offset // the bytes before it are being written to disk
@@ -331,5 +373,11 @@ func startChunkWriter(f *os.File, h io.Writer, offset, size int64, progress Prog
 func (w *chunkWriter) close() (int64, error) {
 	close(w.full)
 	<-w.done
+	if w.pooled {
+		for len(w.free) > 0 {
+			b := <-w.free
+			chunkPool.Put(&b)
+		}
+	}
 	return w.written, w.err
 }

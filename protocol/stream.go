@@ -138,10 +138,6 @@ func Sync(ctx context.Context, h host.Host, p peer.ID, agent string, j Journals)
 // resumed on a new stream.
 const BlobTimeout = 10 * time.Minute
 
-// fetchMemory is what a fetch reserves in its stream's scope: the chunks
-// in flight between reading and writing, and the read buffer.
-const fetchMemory = chunkWriterBuffers*BlobChunk + 64<<10
-
 // MaxBlobStreams bounds how many blob streams a node serves at once.
 const MaxBlobStreams = 8
 
@@ -184,15 +180,19 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, agent, sha256Hex, partia
 	if err != nil {
 		return 0, err
 	}
-	if err := s.Scope().ReserveMemory(fetchMemory, network.ReservationPriorityLow); err != nil {
-		s.Reset()
-		return 0, err
+	reserved := 0
+	reserve := func(n int) error {
+		if err := s.Scope().ReserveMemory(n, network.ReservationPriorityLow); err != nil {
+			return err
+		}
+		reserved = n
+		return nil
 	}
-	defer s.Scope().ReleaseMemory(fetchMemory)
+	defer func() { s.Scope().ReleaseMemory(reserved) }()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(dl)
 	}
-	n, err := FetchBlob(s, agent, sha256Hex, partial, progress)
+	n, err := fetchBlob(s, agent, sha256Hex, partial, progress, reserve)
 	if err != nil {
 		s.Reset()
 		return n, err

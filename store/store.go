@@ -802,10 +802,11 @@ func (s *Store) Wanted(agent string) ([]string, error) {
 	return d.Wanted()
 }
 
-// AdoptFetched moves a file that a blob fetch checked whole against its
-// name into the agent's blob store (see capsule.Dir.AdoptCheckedBlob): it
-// is not hashed again, so only a fetch may call it.
-func (s *Store) AdoptFetched(agent, sha256Hex, path string) error {
+// AdoptFetched moves files that blob fetches checked whole against their
+// names (paths, by blob name) into the agent's blob store, listing them
+// in one manifest commit (see capsule.Dir.AdoptCheckedBlobs): they are
+// not hashed again, so only a fetch may call it.
+func (s *Store) AdoptFetched(agent string, paths map[string]string) error {
 	d, done, err := s.Use(agent)
 	if done != nil {
 		defer done()
@@ -813,7 +814,7 @@ func (s *Store) AdoptFetched(agent, sha256Hex, path string) error {
 	if err != nil {
 		return err
 	}
-	return d.AdoptCheckedBlob(sha256Hex, path)
+	return d.AdoptCheckedBlobs(paths)
 }
 
 // OpenBlob opens a blob of the agent's capsule for peer
@@ -852,10 +853,9 @@ func (s *Store) HeldBlobs(agent, peer string, hashes []string) []string {
 		return nil
 	}
 	defer done()
-	held := d.HeldBlobs()
 	var out []string
 	for _, h := range hashes {
-		if _, ok := slices.BinarySearch(held, h); ok {
+		if d.HoldsBlob(h) {
 			out = append(out, h)
 		}
 	}
