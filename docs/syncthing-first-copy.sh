@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Side-by-side first copy of one file of random bytes between two local
-# Syncthing instances and between two tern nodes, on this machine, in one run.
+# Side-by-side first copy between two local Syncthing instances and between
+# two tern nodes, on this machine, in one run: of one file of random bytes,
+# or (--tree) of a source tree, then a change of 100 of its files.
 #
 #   docs/syncthing-first-copy.sh [SIZE_MIB, default 256] [RUNS, default 3]
+#   docs/syncthing-first-copy.sh --tree [FILES, default 10000] [RUNS, default 3]
+#
+# Syncthing v1 and v2 both work (v2's generate has no --no-default-folder,
+# and its device ID is a command of its own); SYNCTHING=/path/to/syncthing
+# picks a binary other than the one on PATH.
 #
 # Run it from a clone of tern (any folder works: it finds the repo root from
 # its own path). Needs syncthing (apt-get install syncthing), go, curl and jq.
@@ -28,15 +34,38 @@
 #              as limits.
 # Printed per run: both times, syncthing_s / tern_s (> 1: tern is faster),
 # and each system's rate as a fraction of the slower of tern's two limits.
+#
+# --tree: FILES files of 1-64 KiB of random bytes in folders of 100, and
+# four of 2-8 MiB, made (with python3) outside both folders and fsynced.
+#   Syncthing  the tree moved into A's folder and scanned, until B's
+#              folder is in sync and holds all the bytes; then 100 files
+#              grow by 4 KiB each, scanned, until B holds the new bytes.
+#   tern       two tern node processes, paired, as a person runs them:
+#              tern capsule new, tern capsule import (A takes the empty
+#              agent), tern capsule snapshot AGENT TREE through the node
+#              (the tree becomes its workspace), tern sync wait until B
+#              holds it all; then the same 100 files grow, and tern
+#              capsule snapshot AGENT TREE and tern sync wait again.
 set -euo pipefail
 
-SIZE_MIB=${1:-256}
-RUNS=${2:-3}
+SHAPE=file
+if [[ ${1:-} == --tree ]]; then
+  SHAPE=tree
+  shift
+  FILES=${1:-10000}
+  RUNS=${2:-3}
+  SIZE_MIB=1 # unused
+else
+  SIZE_MIB=${1:-256}
+  RUNS=${2:-3}
+fi
 SIZE=$((SIZE_MIB * 1024 * 1024))
+SYNCTHING=${SYNCTHING:-syncthing}
+CHANGED=100 # files a --tree run changes after its first copy
 FOLDER_ID=bench
 FILE=blob.bin
 POLL_S=0.05     # how often B's status is polled while the copy runs
-TIMEOUT_S=900   # give up on one copy after this long
+TIMEOUT_S=${TIMEOUT_S:-900} # give up on one copy after this long
 
 die() { echo "syncthing-first-copy: $*" >&2; exit 1; }
 log() { echo "# $*" >&2; }
@@ -44,14 +73,22 @@ log() { echo "# $*" >&2; }
 # --- setup and cleanup --------------------------------------------------
 
 check_tools() {
-  command -v syncthing >/dev/null ||
+  command -v "$SYNCTHING" >/dev/null ||
     die "syncthing is not installed: run 'apt-get install syncthing' (Debian) and try again"
   local t
   for t in go curl jq awk; do
     command -v "$t" >/dev/null || die "$t is not installed"
   done
+  if [[ $SHAPE == tree ]]; then
+    command -v python3 >/dev/null || die "python3 is not installed (it writes the tree)"
+    [[ $FILES =~ ^[1-9][0-9]*$ && $FILES -ge $CHANGED && $RUNS =~ ^[1-9][0-9]*$ ]] ||
+      die "usage: $0 --tree [FILES (at least $CHANGED)] [RUNS] (positive integers)"
+  fi
   [[ $SIZE_MIB =~ ^[1-9][0-9]*$ && $RUNS =~ ^[1-9][0-9]*$ ]] ||
-    die "usage: $0 [SIZE_MIB] [RUNS] (positive integers)"
+    die "usage: $0 [SIZE_MIB] [RUNS] | $0 --tree [FILES] [RUNS] (positive integers)"
+  ST_V2=false
+  [[ $("$SYNCTHING" --version) == "syncthing v2."* ]] && ST_V2=true
+  return 0
 }
 
 PIDS=()
@@ -114,7 +151,9 @@ set_option() {
 st_generate() {
   local name=$1 home=$2/home cfg port=${1}_PORT
   mkdir -p "$home" "$2/folder"
-  syncthing generate --home "$home" --no-default-folder --skip-port-probing >"$2/generate.log" 2>&1 ||
+  local no_default=--no-default-folder
+  $ST_V2 && no_default= # v2: STNODEFAULTFOLDER below does it
+  STNODEFAULTFOLDER=1 "$SYNCTHING" generate --home "$home" $no_default --skip-port-probing >"$2/generate.log" 2>&1 ||
     die "syncthing generate failed: $(cat "$2/generate.log")"
   cfg=$home/config.xml
   set_option "$cfg" listenAddress "tcp://127.0.0.1:${!port}"
@@ -129,7 +168,11 @@ st_generate() {
   set_option "$cfg" setLowPriority false      # same priority as tern
   set_option "$cfg" reconnectionIntervalS 1   # connect as soon as both know each other
   eval "${name}_HOME=\$home ${name}_DIR=\$2/folder"
-  eval "${name}_ID=\$(syncthing serve --home \"\$home\" --device-id)"
+  if $ST_V2; then
+    eval "${name}_ID=\$(\"\$SYNCTHING\" device-id --home \"\$home\")"
+  else
+    eval "${name}_ID=\$(\"\$SYNCTHING\" serve --home \"\$home\" --device-id)"
+  fi
 }
 
 # st_start NAME: starts the instance in the background. STMONITORED=yes runs
@@ -138,7 +181,7 @@ st_generate() {
 # serves. TZ=UTC makes its event times end in Z, which jq parses.
 st_start() {
   local home=${1}_HOME gui=${1}_GUI key=${1}_KEY
-  STMONITORED=yes TZ=UTC STNODEFAULTFOLDER=1 syncthing serve --home "${!home}" --no-browser --no-restart --no-upgrade \
+  STMONITORED=yes TZ=UTC STNODEFAULTFOLDER=1 "$SYNCTHING" serve --home "${!home}" --no-browser --no-restart --no-upgrade \
     --gui-address="http://127.0.0.1:${!gui}" --gui-apikey="${!key}" \
     >"${!home}/syncthing.log" 2>&1 &
   PIDS+=($!)
@@ -309,12 +352,177 @@ median() {
   printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
+# --- the --tree shape ----------------------------------------------------
+
+# make_tree DIR: FILES files of 1-64 KiB (random sizes and bytes) in
+# folders of 100, and four of 2-8 MiB, fsynced.
+make_tree() {
+  python3 - "$1" "$FILES" <<'PY'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(1)
+def write(path, size):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(os.urandom(size))
+for i in range(n):
+    write(os.path.join(root, "src%03d" % (i // 100), "file%05d.dat" % i), rng.randint(1024, 64 * 1024))
+for i, mib in enumerate((2, 4, 6, 8)):
+    write(os.path.join(root, "assets", "big%d.bin" % i), mib << 20)
+PY
+  sync -f "$1"
+}
+
+# grow_files DIR: appends 4 KiB of random bytes to each of the first
+# $CHANGED files of the tree (the same files on both sides).
+grow_files() {
+  python3 - "$1" "$CHANGED" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+for i in range(n):
+    with open(os.path.join(root, "src%03d" % (i // 100), "file%05d.dat" % i), "ab") as f:
+        f.write(os.urandom(4096))
+PY
+  sync -f "$1"
+}
+
+# tree_files DIR: how many files are under DIR (Syncthing's .stfolder aside).
+tree_files() { find "$1" -name .stfolder -prune -o -type f -print | wc -l; }
+
+# b_global_bytes: the bytes of B's global state (files, and 128 for each
+# folder).
+b_global_bytes() { st_api B GET "/rest/db/status?folder=$FOLDER_ID" | jq .globalBytes; }
+
+# b_in_sync FILES BYTES: B's folder needs nothing, its global state holds
+# FILES files and at least BYTES bytes, and B holds them all.
+b_in_sync() {
+  st_api B GET "/rest/db/status?folder=$FOLDER_ID" |
+    jq -e --argjson files "$1" --argjson bytes "$2" \
+      '.needFiles == 0 and .globalFiles == $files and .globalBytes >= $bytes and .inSyncBytes == .globalBytes' >/dev/null
+}
+
+# st_await_b FILES BYTES WHAT: polls until b_in_sync FILES BYTES.
+st_await_b() {
+  local deadline=$((SECONDS + TIMEOUT_S))
+  until b_in_sync "$1" "$2"; do
+    ((SECONDS < deadline)) || die "syncthing: B did not hold $3 ($1 files, $2 bytes) after ${TIMEOUT_S}s; its folder status: $(st_api B GET "/rest/db/status?folder=$FOLDER_ID" | jq -c '{needFiles, globalFiles, globalBytes, inSyncBytes, state}')"
+    sleep "$POLL_S"
+  done
+}
+
+# syncthing_tree_run RUNDIR TREE: sets ST_RESULT to "first_s change_s".
+syncthing_tree_run() {
+  local dir=$1 t0 t1 t2 t3 files bytes
+  st_pair_up "$dir"
+  files=$(($(tree_files "$2") + $(tree_files "$A_DIR")))
+  bytes=$(($(b_global_bytes) + $(find "$2" -type f -printf '%s\n' | awk '{ t += $1 } END { print t + 0 }')))
+  t0=$EPOCHREALTIME
+  mv "$2" "$A_DIR/tree" # same file system: a rename
+  st_api A POST "/rest/db/scan?folder=$FOLDER_ID" >/dev/null
+  st_await_b "$files" "$bytes" "the tree"
+  t1=$EPOCHREALTIME
+  wait_for 60 "A's folder to be idle" folder_idle A
+  bytes=$(($(b_global_bytes) + CHANGED * 4096))
+  grow_files "$A_DIR/tree"
+  t2=$EPOCHREALTIME
+  st_api A POST "/rest/db/scan?folder=$FOLDER_ID" >/dev/null
+  st_await_b "$files" "$bytes" "the changed files"
+  t3=$EPOCHREALTIME
+  ST_RESULT=$(awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" 'BEGIN { printf "%.3f %.3f", t1 - t0, t3 - t2 }')
+  st_stop
+}
+
+# tern_node NAME DIR PORT: starts a tern node with home DIR listening on
+# 127.0.0.1:PORT, and waits until its API answers.
+tern_node() {
+  mkdir -p "$2"
+  TERN_HOME=$2 "$TMP/tern" node --listen "/ip4/127.0.0.1/tcp/$3" --no-mdns >"$2/node.out" 2>"$2/node.log" &
+  PIDS+=($!)
+  eval "${1}_PID=$!"
+  wait_for 30 "tern node $1" grep -q '^api ' "$2/node.out"
+}
+
+# tern_at HOME ARGS...: tern with that home, quiet.
+tern_at() { TERN_HOME=$1 "$TMP/tern" -q "${@:2}"; }
+
+# now: Unix seconds with microseconds.
+now() { echo "$EPOCHREALTIME"; }
+
+# tern_tree_run RUNDIR TREE: sets TERN_RESULT to "first_s change_s new_s
+# import_s snapshot_s wait_s change_snapshot_s change_wait_s".
+tern_tree_run() {
+  local dir=$1 tree=$2 pa pb ida idb agent t0 t1 t2 t3 t4 t5 t6 t7
+  free_port pa; free_port pb
+  tern_node TA "$dir/a" "$pa"
+  tern_node TB "$dir/b" "$pb"
+  ida=$(tern_at "$dir/a" id --json | jq -r .peer_id)
+  idb=$(tern_at "$dir/b" id --json | jq -r .peer_id)
+  tern_at "$dir/a" peer add "$idb" "/ip4/127.0.0.1/tcp/$pb" --name b >/dev/null
+  tern_at "$dir/b" peer add "$ida" "/ip4/127.0.0.1/tcp/$pa" --name a >/dev/null
+  t0=$(now)
+  agent=$(tern_at "$dir/a" capsule new "$dir/agent" --name tree)
+  t1=$(now)
+  tern_at "$dir/a" capsule import "$dir/agent" >/dev/null
+  t2=$(now)
+  tern_at "$dir/a" capsule snapshot "$agent" "$tree" >/dev/null
+  t3=$(now)
+  tern_at "$dir/a" sync wait "$agent" --peer b --timeout "${TIMEOUT_S}s" >/dev/null ||
+    die "tern: b did not hold the tree after ${TIMEOUT_S}s: $(tail -5 "$dir/a/node.log")"
+  t4=$(now)
+  grow_files "$tree"
+  t5=$(now)
+  tern_at "$dir/a" capsule snapshot "$agent" "$tree" >/dev/null
+  t6=$(now)
+  tern_at "$dir/a" sync wait "$agent" --peer b --timeout "${TIMEOUT_S}s" >/dev/null ||
+    die "tern: b did not hold the changed files after ${TIMEOUT_S}s"
+  t7=$(now)
+  kill "$TA_PID" "$TB_PID" 2>/dev/null || true
+  wait "$TA_PID" "$TB_PID" 2>/dev/null || true
+  PIDS=()
+  TERN_RESULT=$(awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" -v t4="$t4" -v t5="$t5" -v t6="$t6" -v t7="$t7" 'BEGIN {
+    printf "%.3f %.3f %.3f %.3f %.3f %.3f %.3f %.3f", t4 - t0, t7 - t5, t1 - t0, t2 - t1, t3 - t2, t4 - t3, t6 - t5, t7 - t6 }')
+}
+
+# tree_main: the --tree runs.
+tree_main() {
+  echo "# $FILES files of 1-64 KiB and four of 2-8 MiB, $RUNS runs, temp folder $TMP ($(df -P "$TMP" | awk 'NR==2 { print $1 }'))"
+  echo "# first copy: from the tree in a folder until the peer holds it; change: $CHANGED files grow by 4 KiB, until the peer holds them"
+  echo "# syncthing: moved into A's folder, explicit scans (fsWatcher off), B polled every 50 ms"
+  echo "# tern: capsule new + import on A + snapshot AGENT TREE through the node + sync wait; change: snapshot + sync wait"
+  local run st_first=() st_change=() t_first=() t_change=()
+  for ((run = 1; run <= RUNS; run++)); do
+    log "run $run: making the trees"
+    make_tree "$TMP/tree-st$run"
+    cp -a "$TMP/tree-st$run" "$TMP/tree-tern$run"
+    sync -f "$TMP"
+    log "run $run: syncthing"
+    syncthing_tree_run "$TMP/st$run" "$TMP/tree-st$run"
+    rm -rf "$TMP/st$run"
+    log "run $run: tern"
+    tern_tree_run "$TMP/tern$run" "$TMP/tree-tern$run"
+    rm -rf "$TMP/tern$run" "$TMP/tree-tern$run"
+    # shellcheck disable=SC2086 # word splitting of the two results is meant
+    set -- $ST_RESULT $TERN_RESULT
+    printf 'run %d: first copy: syncthing %.2f s | tern %.2f s (new %.2f, import %.2f, snapshot %.2f, to held %.2f) | syncthing/tern %.2f\n' \
+      "$run" "$1" "$3" "$5" "$6" "$7" "$8" "$(awk -v a="$1" -v b="$3" 'BEGIN { print a / b }')"
+    printf 'run %d: change of %d files: syncthing %.2f s | tern %.2f s (snapshot %.2f, to held %.2f) | syncthing/tern %.2f\n' \
+      "$run" "$CHANGED" "$2" "$4" "$9" "${10}" "$(awk -v a="$2" -v b="$4" 'BEGIN { print a / b }')"
+    st_first+=("$1") st_change+=("$2") t_first+=("$3") t_change+=("$4")
+  done
+  printf 'median of %d: first copy: syncthing %.2f s | tern %.2f s; change: syncthing %.2f s | tern %.2f s\n' "$RUNS" \
+    "$(median "${st_first[@]}")" "$(median "${t_first[@]}")" "$(median "${st_change[@]}")" "$(median "${t_change[@]}")"
+}
+
 main() {
   check_tools
   TMP=$(mktemp -d "${TMPDIR:-/tmp}/syncthing-first-copy.XXXXXX")
   build_tern
-  echo "# $(syncthing --version)"
+  echo "# $("$SYNCTHING" --version)"
   echo "# tern $(git -C "$(dirname "${BASH_SOURCE[0]}")" describe --always --dirty 2>/dev/null || echo '?'), $(go version | cut -d' ' -f3)"
+  if [[ $SHAPE == tree ]]; then
+    tree_main
+    return
+  fi
   echo "# $SIZE_MIB MiB of random bytes, $RUNS runs, temp folder $TMP ($(df -P "$TMP" | awk 'NR==2 { print $1 }'))"
   echo "# syncthing: fsWatcher off, explicit scan; time from the move into A's folder until B holds it (50 ms polls);"
   echo "#   A scan = A's folder busy (hashing), B pull = B's folder busy, B idle at = B's own end time from the move"
