@@ -29,9 +29,9 @@ func TestEachMethodCopiesTheBytesAndHashesThem(t *testing.T) {
 		off  []*bool // methods turned off
 		want Method
 	}{
-		{"on XFS a file is reflinked", sameDir(func(t *testing.T) string { return filecopytest.Mount(t, "xfs") }), nil, Reflink},
-		{"on btrfs a file is reflinked", sameDir(func(t *testing.T) string { return filecopytest.Mount(t, "btrfs") }), nil, Reflink},
-		{"on ext4 a file is copied by copy_file_range", sameDir(ext4), nil, CopyFileRange},
+		{"on XFS a file is reflinked", on("xfs"), nil, Reflink},
+		{"on btrfs a file is reflinked", on("btrfs"), nil, Reflink},
+		{"on ext4 a file is copied by copy_file_range", on("ext4"), nil, CopyFileRange},
 		{"without reflinks a file is copied by copy_file_range", sameDir(func(t *testing.T) string { return t.TempDir() }), []*bool{&tryReflink}, CopyFileRange},
 		{"without either a file is read and written", sameDir(func(t *testing.T) string { return t.TempDir() }), []*bool{&tryReflink, &tryCopyFileRange}, Plain},
 		{"from tmpfs to another filesystem a file is read and written", fromShm, nil, Plain},
@@ -85,7 +85,7 @@ func TestASourceThatChangesWhileCopiedIsRefused(t *testing.T) {
 				t.Cleanup(func() { tryReflink, tryCopyFileRange = true, true })
 				dir := t.TempDir()
 				if m == Reflink {
-					dir = filecopytest.Mount(t, "xfs")
+					dir = filecopytest.Folder(t, "xfs")
 				}
 				src := writeFile(t, filepath.Join(dir, "src"), randomBytes(t, size))
 				writer, err := os.OpenFile(src.Name(), os.O_WRONLY, 0)
@@ -156,28 +156,15 @@ func sameDir(dir func(t *testing.T) string) func(t *testing.T) (string, string) 
 	return func(t *testing.T) (string, string) { d := dir(t); return d, d }
 }
 
-// ext4 is a temporary folder if the test's is on ext4.
-func ext4(t *testing.T) string {
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type != unix.EXT4_SUPER_MAGIC {
-		t.Skipf("%s is not on ext4 (filesystem magic %#x)", dir, st.Type)
-	}
-	return dir
+// on is a source and destination in one folder on a filesystem of kind.
+func on(kind string) func(t *testing.T) (string, string) {
+	return sameDir(func(t *testing.T) string { return filecopytest.Folder(t, kind) })
 }
 
-// fromShm is a source folder on /dev/shm (tmpfs) and a destination in the
-// test's temporary folder, when that is not tmpfs too.
+// fromShm is a source folder on tmpfs and a destination in the test's
+// temporary folder, when that is not tmpfs too.
 func fromShm(t *testing.T) (string, string) {
-	src, err := os.MkdirTemp("/dev/shm", "filecopy-")
-	if err != nil {
-		t.Skipf("no /dev/shm to copy from: %v", err)
-	}
-	t.Cleanup(func() { os.RemoveAll(src) })
-	dst := t.TempDir()
+	src, dst := filecopytest.Folder(t, "tmpfs"), t.TempDir()
 	var st unix.Statfs_t
 	if err := unix.Statfs(dst, &st); err != nil {
 		t.Fatal(err)

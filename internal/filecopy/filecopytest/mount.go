@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -35,6 +36,9 @@ func Mount(t testing.TB, kind string) string {
 	m, ok := mkfs[kind]
 	if !ok {
 		t.Fatalf("filecopytest: no filesystem %q (xfs or btrfs)", kind)
+	}
+	if runtime.GOOS != "linux" {
+		t.Skipf("a loop-mounted %s is made only on Linux", kind)
 	}
 	if os.Geteuid() != 0 {
 		t.Skipf("a loop-mounted %s needs root", kind)
