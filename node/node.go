@@ -32,6 +32,7 @@ import (
 	"github.com/tern-dev/tern/custody"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/atomicfile"
+	"github.com/tern-dev/tern/internal/filecopy"
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/internal/homelock"
 	"github.com/tern-dev/tern/journal"
@@ -547,6 +548,18 @@ func (n *Node) Heal(ctx context.Context, agent string) ([]*journal.Event, error)
 // copy already held) and offers it to every connected peer at once.
 func (n *Node) Import(path string) (string, bool, error) {
 	return n.imported(n.store.Import(path))
+}
+
+// ImportFolder is Import of a capsule folder, copied into the store
+// without a tar; it also says how the blobs were copied (see
+// Store.ImportFolder).
+func (n *Node) ImportFolder(dir string) (string, bool, filecopy.Method, error) {
+	id, merged, copied, err := n.store.ImportFolder(dir)
+	id, merged, err = n.imported(id, merged, err)
+	if err != nil {
+		copied = ""
+	}
+	return id, merged, copied, err
 }
 
 // ImportFrom is Import of a capsule tar read from r (see Store.ImportFrom).
