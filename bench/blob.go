@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/filecopy"
 	"github.com/tern-dev/tern/node"
 	ternproto "github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/store"
@@ -81,6 +82,10 @@ type BlobResult struct {
 	ImportSeconds float64 `json:"import_seconds"`
 	CopySeconds   float64 `json:"copy_seconds"`
 	ImportRatio   float64 `json:"import_ratio"`
+	// ImportCopy is how that import copied the blobs into the store
+	// (filecopy: reflink, copy_file_range or copy), as the filesystem of
+	// the nodes' folder allowed.
+	ImportCopy filecopy.Method `json:"import_copy"`
 }
 
 // Blob measures end-to-end blob transfer between two nodes on 127.0.0.1
@@ -260,7 +265,7 @@ func firstCopy(ctx context.Context, dir string, data []byte, a, b *node.Node, re
 	defer os.RemoveAll(filepath.Join(dir, "first-copy"))
 
 	start = time.Now()
-	if _, _, err := a.Import(src); err != nil {
+	if _, _, res.ImportCopy, err = a.ImportFolder(src); err != nil {
 		return err
 	}
 	res.ImportSeconds = time.Since(start).Seconds()

@@ -5,9 +5,12 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tern-dev/tern/internal/filecopy"
 )
 
 // The measurements run at tiny sizes: these tests check that each one
@@ -44,6 +47,9 @@ func TestBlobMovesTheWholeBlobAndComparesItWithBothLimits(t *testing.T) {
 	if !(r.SnapshotSeconds > 0) || !(r.FirstCopySeconds > 0) || math.Abs(r.FromFolderSeconds-(r.SnapshotSeconds+r.FirstCopySeconds)) > 1e-9 {
 		t.Errorf("from the folder %v s, snapshot %v s, import to held %v s: want the snapshot and the import to held, both timed, adding up",
 			r.FromFolderSeconds, r.SnapshotSeconds, r.FirstCopySeconds)
+	}
+	if !slices.Contains([]filecopy.Method{filecopy.Reflink, filecopy.CopyFileRange, filecopy.Plain}, r.ImportCopy) {
+		t.Errorf("the import copied its blobs by %q, want a filecopy method", r.ImportCopy)
 	}
 }
 
