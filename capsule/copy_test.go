@@ -133,3 +133,54 @@ func sameTree(t *testing.T, a, b string) {
 		}
 	}
 }
+
+// A snapshot stores each workspace file as a blob by the cheapest method
+// the two filesystems offer, named by the hash of the bytes it holds.
+func TestASnapshotStoresEachFileByTheCheapestMethod(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ws, to string // filesystems of the workspace and the capsule
+		want   filecopy.Method
+	}{
+		{"reflinked on XFS", "xfs", "xfs", filecopy.Reflink},
+		{"reflinked on btrfs", "btrfs", "btrfs", filecopy.Reflink},
+		{"by copy_file_range on ext4", "ext4", "ext4", filecopy.CopyFileRange},
+		{"read and written from tmpfs to ext4", "tmpfs", "ext4", filecopy.Plain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wsFS := filecopytest.Folder(t, tc.ws)
+			dir := filepath.Join(wsFS, "agent")
+			if tc.to != tc.ws {
+				dir = filepath.Join(filecopytest.Folder(t, tc.to), "agent")
+			}
+			c, err := New(dir, "snap", newSigner(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			data := bytes.Repeat([]byte("tern reflink "), 300_000) // about 4 MB: several chunks
+			src := filepath.Join(wsFS, "file.bin")
+			if err := os.WriteFile(src, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			e, m, err := putFileBlob(dir, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m != tc.want {
+				t.Errorf("stored by %q, want %q", m, tc.want)
+			}
+			if e != entryOf(data) {
+				t.Errorf("entry %+v, want %+v", e, entryOf(data))
+			}
+			if got, _ := os.ReadFile(filepath.Join(dir, filepath.FromSlash(BlobPath(e.SHA256)))); !bytes.Equal(got, data) {
+				t.Error("the blob does not hold the file's bytes")
+			}
+		})
+	}
+}

@@ -293,7 +293,7 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		e, err := putBlob(dir, r)
+		e, _, err := putFileBlob(dir, r)
 		r.Close()
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("snapshot %s: %s: %w", workspace, f.rel, err)
