@@ -468,8 +468,9 @@ func (n *Node) Accept(ctx context.Context, agent string) ([]string, error) {
 // of the agent to finish (and its own snapshot to be recorded). When the
 // agent's working folder ($TERN_HOME/workspaces/AGENT) exists and is not
 // workspace itself, it is then replaced by the new snapshot, so the tools
-// go on from what was recorded. The event reaches the peers by
-// anti-entropy. A workspace that cannot be snapshotted fails with
+// go on from what was recorded. The peers connected are offered it at
+// once, as an import is (a sync round of everything with each).
+// A workspace that cannot be snapshotted fails with
 // capsule.ErrBadWorkspace, and nothing is recorded.
 func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsule.SnapshotOptions) (capsule.SnapshotEventBody, []string, error) {
 	var body capsule.SnapshotEventBody
@@ -495,7 +496,16 @@ func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsul
 		}
 		return n.replaceWorkspace(d, own)
 	})
-	return body, left, err
+	if err != nil {
+		return body, left, err
+	}
+	// Offered at once, as an import is: its blobs are bulk a peer should
+	// start taking now, not at the next round.
+	n.mu.Lock()
+	n.policy.Imported()
+	n.mu.Unlock()
+	n.applyPolicy()
+	return body, left, nil
 }
 
 // replaceWorkspace writes d's current snapshot in place of the folder ws:
