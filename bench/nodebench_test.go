@@ -48,6 +48,11 @@ func TestBlobMovesTheWholeBlobAndComparesItWithBothLimits(t *testing.T) {
 		t.Errorf("from the folder %v s, snapshot %v s, import to held %v s: want the snapshot and the import to held, both timed, adding up",
 			r.FromFolderSeconds, r.SnapshotSeconds, r.FirstCopySeconds)
 	}
+	// And in one pass through node A, which offers the snapshot at once:
+	// the test's context ends it otherwise.
+	if !(r.ThroughNodeSnapshotSeconds > 0) || !(r.ThroughNodeSeconds > r.ThroughNodeSnapshotSeconds) {
+		t.Errorf("through node A %v s, its snapshot %v s: want both timed, the snapshot a part", r.ThroughNodeSeconds, r.ThroughNodeSnapshotSeconds)
+	}
 	if !slices.Contains([]filecopy.Method{filecopy.Reflink, filecopy.CopyFileRange, filecopy.Plain}, r.ImportCopy) {
 		t.Errorf("the import copied its blobs by %q, want a filecopy method", r.ImportCopy)
 	}
