@@ -61,7 +61,14 @@ const chunk = 1 << 20
 // dst holds an unspecified part of the bytes: remove it. Copy reads and
 // writes at explicit offsets: neither file's offset moves. It does not
 // fsync or close either file. An empty file has no bytes to copy: its
-// method is "".
+// method is "". Copies of different files may run at once.
+//
+// A write that keeps the size is seen by the times it moves; a kernel
+// whose timestamps are coarse may give a write in the same clock tick as
+// the first stat the same times, and such a write goes unseen: the copy
+// may then differ from the bytes hashed. Callers copy files no one is
+// meant to write meanwhile (a capsule's blobs, never changed once
+// written; a workspace while its agent's tools are held).
 func Copy(dst, src *os.File, size int64, h io.Writer) (Method, error) {
 	before, err := stampOf(src)
 	if err != nil {
