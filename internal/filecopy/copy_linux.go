@@ -17,40 +17,56 @@ func copyFile(dst, src *os.File, size int64, h io.Writer) (Method, error) {
 		// pair of files cannot share blocks; the next method says why if
 		// copying fails too.
 		if err := unix.IoctlFileClone(int(dst.Fd()), int(src.Fd())); err == nil {
-			buf := make([]byte, min(chunk, size))
-			err := readChunks(src, size, buf, h, func(int64, []byte) error { return nil })
-			return Reflink, err
+			return Reflink, hashAll(src, size, h)
 		}
 	}
 	if !tryCopyFileRange {
 		return plain(dst, src, size, h)
 	}
-	buf := make([]byte, min(chunk, size))
-	m := CopyFileRange
-	err := readChunks(src, size, buf, h, func(off int64, p []byte) error {
-		if m == Plain {
+	// The first part tells whether the kernel copies between these two
+	// files; if it does, the rest is copied by it while this goroutine
+	// reads and hashes what follows.
+	first := min(chunk, size)
+	buf := make([]byte, first)
+	if err := readPart(src, 0, buf, size); err != nil {
+		return "", err
+	}
+	h.Write(buf)
+	n, err := copyRange(dst, src, 0, first, size)
+	if n == 0 && err != nil && unsupported(err) {
+		// Nothing copied: this pair of files is copied through user space.
+		if _, err := dst.WriteAt(buf, 0); err != nil {
+			return "", err
+		}
+		return Plain, pipeline(src, size, first, h, func(off int64, p []byte) error {
 			_, err := dst.WriteAt(p, off)
 			return err
-		}
-		for done := 0; done < len(p); {
-			roff, woff := off+int64(done), off+int64(done)
-			n, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, len(p)-done, 0)
-			if err != nil && off == 0 && done == 0 && unsupported(err) {
-				m = Plain // nothing copied yet: this pair of files is copied through user space
-				_, err := dst.WriteAt(p, off)
-				return err
-			}
-			if err != nil {
-				return fmt.Errorf("copy_file_range %s: %w", src.Name(), err)
-			}
-			if n == 0 {
-				return fmt.Errorf("%s: %w: it ended at %d bytes of %d", src.Name(), ErrChanged, off+int64(done), size)
-			}
-			done += n
-		}
-		return nil
+		})
+	}
+	if err != nil {
+		return "", err
+	}
+	return CopyFileRange, pipeline(src, size, first, h, func(off int64, p []byte) error {
+		_, err := copyRange(dst, src, off, int64(len(p)), size)
+		return err
 	})
-	return m, err
+}
+
+// copyRange copies n bytes of src at off to dst at off by copy_file_range,
+// and returns how many it copied.
+func copyRange(dst, src *os.File, off, n, size int64) (int64, error) {
+	for done := int64(0); done < n; {
+		roff, woff := off+done, off+done
+		c, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(n-done), 0)
+		if err != nil {
+			return done, fmt.Errorf("copy_file_range %s: %w", src.Name(), err)
+		}
+		if c == 0 {
+			return done, fmt.Errorf("%s: %w: it ended at %d bytes of %d", src.Name(), ErrChanged, off+done, size)
+		}
+		done += int64(c)
+	}
+	return n, nil
 }
 
 // unsupported reports whether copy_file_range's error means it cannot

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 )
 
 // Method is how Copy copied a file's bytes. Its string is what reports
@@ -100,33 +101,84 @@ var (
 	tryCopyFileRange = true
 )
 
-// readChunks reads size bytes of src from its start, a chunk at a time
-// into buf, writes each to h, and hands it to each with its offset.
-func readChunks(src *os.File, size int64, buf []byte, h io.Writer, each func(off int64, p []byte) error) error {
-	for off := int64(0); off < size; {
-		p := buf[:min(int64(len(buf)), size-off)]
-		n, err := src.ReadAt(p, off)
-		if n < len(p) {
-			if err == io.EOF || err == nil {
-				return fmt.Errorf("%s: %w: it ended at %d bytes of %d", src.Name(), ErrChanged, off+int64(n), size)
-			}
-			return err
+// readPart fills p with the bytes of src at off; a source that ends
+// before is ErrChanged (it held size bytes when the copy began).
+func readPart(src *os.File, off int64, p []byte, size int64) error {
+	n, err := src.ReadAt(p, off)
+	if n < len(p) {
+		if err == io.EOF || err == nil {
+			return fmt.Errorf("%s: %w: it ended at %d bytes of %d", src.Name(), ErrChanged, off+int64(n), size)
 		}
-		h.Write(p)
-		if err := each(off, p); err != nil {
-			return err
-		}
-		off += int64(n)
+		return err
 	}
 	return nil
 }
 
-// plain copies by reading and writing through buf.
-func plain(dst, src *os.File, size int64, h io.Writer) (Method, error) {
+// hashAll reads size bytes of src from its start into h.
+func hashAll(src *os.File, size int64, h io.Writer) error {
 	buf := make([]byte, min(chunk, size))
-	err := readChunks(src, size, buf, h, func(off int64, p []byte) error {
+	for off := int64(0); off < size; off += chunk {
+		p := buf[:min(chunk, size-off)]
+		if err := readPart(src, off, p, size); err != nil {
+			return err
+		}
+		h.Write(p)
+	}
+	return nil
+}
+
+// depth is how many parts read and hashed may wait for their write.
+const depth = 4
+
+// pipeline reads src from off to size a chunk at a time, writing each to
+// h, on the calling goroutine, while write copies each part read on
+// another: hashing and copying take a core each, as a tar through a pipe
+// used to. It returns the first error of either; once write fails,
+// reading stops.
+func pipeline(src *os.File, size, off int64, h io.Writer, write func(off int64, p []byte) error) error {
+	if off >= size {
+		return nil
+	}
+	type part struct {
+		off int64
+		p   []byte
+	}
+	free := make(chan []byte, depth)
+	for range depth {
+		free <- make([]byte, min(chunk, size-off))
+	}
+	parts := make(chan part, depth)
+	written := make(chan error, 1)
+	var failed atomic.Bool
+	go func() {
+		var err error
+		for pt := range parts {
+			if err == nil {
+				if err = write(pt.off, pt.p); err != nil {
+					failed.Store(true)
+				}
+			}
+			free <- pt.p[:cap(pt.p)]
+		}
+		written <- err
+	}()
+	var rerr error
+	for ; off < size && !failed.Load(); off += chunk {
+		p := (<-free)[:min(chunk, size-off)]
+		if rerr = readPart(src, off, p, size); rerr != nil {
+			break
+		}
+		h.Write(p)
+		parts <- part{off, p}
+	}
+	close(parts)
+	return errors.Join(rerr, <-written)
+}
+
+// plain copies by reading and writing through user space.
+func plain(dst, src *os.File, size int64, h io.Writer) (Method, error) {
+	return Plain, pipeline(src, size, 0, h, func(off int64, p []byte) error {
 		_, err := dst.WriteAt(p, off)
 		return err
 	})
-	return Plain, err
 }
