@@ -488,24 +488,29 @@ func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsul
 	var left []string
 	err = n.store.Sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
 		var err error
-		if body, left, err = d.SnapshotWith(ctx, n.id, epoch, workspace, opt); err != nil {
-			return err
-		}
-		if same, err := sameFolder(workspace, own); same || errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return n.replaceWorkspace(d, own)
+		body, left, err = d.SnapshotWith(ctx, n.id, epoch, workspace, opt)
+		return err
 	})
 	if err != nil {
 		return body, left, err
 	}
 	// Offered at once, as an import is: its blobs are bulk a peer should
-	// start taking now, not at the next round.
+	// start taking now, not at the next round, nor after the working
+	// folder is refreshed (a second write of the workspace where the
+	// filesystem cannot reflink).
 	n.mu.Lock()
 	n.policy.Imported()
 	n.mu.Unlock()
 	n.applyPolicy()
-	return body, left, nil
+	if same, err := sameFolder(workspace, own); same || errors.Is(err, fs.ErrNotExist) {
+		return body, left, nil
+	}
+	d, done, err := n.store.Use(agent)
+	if err != nil {
+		return body, left, err
+	}
+	defer done()
+	return body, left, n.replaceWorkspace(d, own)
 }
 
 // replaceWorkspace writes d's current snapshot in place of the folder ws:
