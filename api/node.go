@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/filecopy"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/memory"
 	"github.com/tern-dev/tern/protocol"
@@ -33,6 +34,9 @@ type Capsules interface {
 	// Events are the agent's events.
 	Events(agent string) ([]*journal.Event, error)
 	ImportFrom(r io.Reader) (agent string, merged bool, err error)
+	// ImportFolder imports the capsule folder at an absolute path on the
+	// node's machine without a tar, and says how its blobs were copied.
+	ImportFolder(dir string) (agent string, merged bool, copied filecopy.Method, err error)
 	// ExportFile writes the agent's capsule as a tar to file.
 	ExportFile(agent, file string) error
 	Append(ctx context.Context, agent string, drafts []journal.Draft) ([]*journal.Event, error)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -360,8 +361,28 @@ func (srv *Server) handleList(w http.ResponseWriter, r *http.Request) {
 
 // handleImport takes a capsule tar as the request body, unpacked as it
 // arrives (Node.ImportFrom): nothing of it is kept when it is cut short or
-// does not verify.
+// does not verify. With ?folder=/abs/path it takes that capsule folder on
+// the node's machine instead, copied without a tar (Node.ImportFolder),
+// and says how its blobs were copied ("copy").
 func (srv *Server) handleImport(w http.ResponseWriter, r *http.Request) {
+	if q := r.URL.Query(); q.Has("folder") {
+		dir := q.Get("folder")
+		if !filepath.IsAbs(dir) {
+			srv.httpError(w, http.StatusBadRequest, fmt.Errorf("folder %q: give the absolute path of a capsule folder on the node's machine", dir))
+			return
+		}
+		id, merged, copied, err := srv.node.ImportFolder(dir)
+		if err != nil {
+			code := statusOr(err, http.StatusBadRequest)
+			if errors.Is(err, fs.ErrNotExist) {
+				code = http.StatusBadRequest // the folder named
+			}
+			srv.httpError(w, code, fmt.Errorf("%s: %w", dir, err))
+			return
+		}
+		writeJSON(w, map[string]any{"id": id, "merged": merged, "copy": copied})
+		return
+	}
 	body := &readErrors{r: http.MaxBytesReader(w, r.Body, maxImport)}
 	id, merged, err := srv.node.ImportFrom(body)
 	var tooLarge *http.MaxBytesError

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/filecopy"
 	"github.com/tern-dev/tern/node"
 	ternproto "github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/store"
@@ -74,6 +76,14 @@ type BlobResult struct {
 	// B holds it all. FirstCopySeconds is its part from the import on.
 	FromFolderSeconds float64 `json:"from_folder_seconds"`
 	SnapshotSeconds   float64 `json:"snapshot_seconds"`
+	// ThroughNode is the same again in one pass on A: from the file in a
+	// folder, through a new, empty agent node A imports and then
+	// snapshots the folder into (node.Node.Snapshot, as tern capsule
+	// snapshot AGENT DIR does: each file read and hashed once and written
+	// once, or reflinked, straight into A's store), until B holds it all.
+	// ThroughNodeSnapshotSeconds is its snapshot.
+	ThroughNodeSeconds         float64 `json:"through_node_seconds"`
+	ThroughNodeSnapshotSeconds float64 `json:"through_node_snapshot_seconds"`
 	// Import is node A's store taking that capsule folder (Store.Import);
 	// Copy is copying the same folder file by file with an fsync of each
 	// file and folder, as cp -r and sync do. ImportRatio is Copy over
@@ -81,6 +91,10 @@ type BlobResult struct {
 	ImportSeconds float64 `json:"import_seconds"`
 	CopySeconds   float64 `json:"copy_seconds"`
 	ImportRatio   float64 `json:"import_ratio"`
+	// ImportCopy is how that import copied the blobs into the store
+	// (filecopy: reflink, copy_file_range or copy), as the filesystem of
+	// the nodes' folder allowed.
+	ImportCopy filecopy.Method `json:"import_copy"`
 }
 
 // Blob measures end-to-end blob transfer between two nodes on 127.0.0.1
@@ -260,7 +274,7 @@ func firstCopy(ctx context.Context, dir string, data []byte, a, b *node.Node, re
 	defer os.RemoveAll(filepath.Join(dir, "first-copy"))
 
 	start = time.Now()
-	if _, _, err := a.Import(src); err != nil {
+	if _, _, res.ImportCopy, err = a.ImportFolder(src); err != nil {
 		return err
 	}
 	res.ImportSeconds = time.Since(start).Seconds()
@@ -278,6 +292,55 @@ func firstCopy(ctx context.Context, dir string, data []byte, a, b *node.Node, re
 	// The cp -r measure between the snapshot and the import is no part of
 	// what a person does: the two parts add up to their time.
 	res.FromFolderSeconds = res.SnapshotSeconds + res.FirstCopySeconds
+	return throughNode(ctx, dir, data, a, b, res)
+}
+
+// throughNode measures ThroughNode of Blob: a file of data's size (data
+// with its first byte changed otherwise than firstCopy's) in a folder, a
+// new agent imported empty into a, the folder snapshotted into it through
+// a, until b holds it all.
+func throughNode(ctx context.Context, dir string, data []byte, a, b *node.Node, res *BlobResult) error {
+	ws := filepath.Join(dir, "through-workspace")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return err
+	}
+	changed := append([]byte{data[0] ^ 2}, data[1:]...)
+	if err := os.WriteFile(filepath.Join(ws, "blob.bin"), changed, 0o644); err != nil {
+		return err
+	}
+	src := filepath.Join(dir, "through")
+	start := time.Now() // the file is in its folder
+	agent, err := newCapsule(src, "through", a.Identity())
+	if err != nil {
+		return err
+	}
+	if _, _, _, err := a.ImportFolder(src); err != nil {
+		return err
+	}
+	snap := time.Now()
+	if _, _, err := a.Snapshot(ctx, agent, ws, capsule.SnapshotOptions{}); err != nil {
+		return fmt.Errorf("snapshot through node A: %w", err)
+	}
+	res.ThroughNodeSnapshotSeconds = time.Since(snap).Seconds()
+	err = poll(ctx, 5*time.Millisecond, func() (bool, error) {
+		if !b.Store().Holds(agent) {
+			return false, nil
+		}
+		want, err := b.Store().Wanted(agent)
+		if err != nil || len(want) > 0 {
+			return false, nil
+		}
+		v, err := b.Store().Vector(agent)
+		if err != nil {
+			return false, nil
+		}
+		va, err := a.Store().Vector(agent)
+		return err == nil && maps.Equal(v, va), nil
+	})
+	res.ThroughNodeSeconds = time.Since(start).Seconds()
+	if err != nil {
+		return fmt.Errorf("node B taking the snapshot made through node A: %w", err)
+	}
 	return nil
 }
 

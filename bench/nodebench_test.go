@@ -5,9 +5,12 @@ import (
 	"io"
 	"math"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tern-dev/tern/internal/filecopy"
 )
 
 // The measurements run at tiny sizes: these tests check that each one
@@ -44,6 +47,14 @@ func TestBlobMovesTheWholeBlobAndComparesItWithBothLimits(t *testing.T) {
 	if !(r.SnapshotSeconds > 0) || !(r.FirstCopySeconds > 0) || math.Abs(r.FromFolderSeconds-(r.SnapshotSeconds+r.FirstCopySeconds)) > 1e-9 {
 		t.Errorf("from the folder %v s, snapshot %v s, import to held %v s: want the snapshot and the import to held, both timed, adding up",
 			r.FromFolderSeconds, r.SnapshotSeconds, r.FirstCopySeconds)
+	}
+	// And in one pass through node A, which offers the snapshot at once:
+	// the test's context ends it otherwise.
+	if !(r.ThroughNodeSnapshotSeconds > 0) || !(r.ThroughNodeSeconds > r.ThroughNodeSnapshotSeconds) {
+		t.Errorf("through node A %v s, its snapshot %v s: want both timed, the snapshot a part", r.ThroughNodeSeconds, r.ThroughNodeSnapshotSeconds)
+	}
+	if !slices.Contains([]filecopy.Method{filecopy.Reflink, filecopy.CopyFileRange, filecopy.Plain}, r.ImportCopy) {
+		t.Errorf("the import copied its blobs by %q, want a filecopy method", r.ImportCopy)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/multiformats/go-multihash"
 
 	"github.com/tern-dev/tern/internal/atomicfile"
+	"github.com/tern-dev/tern/internal/filecopy"
 )
 
 // ErrHashMismatch means bytes did not hash to the name they were stored or
@@ -74,6 +75,43 @@ func BlobCID(hexSum string) string {
 // and returns their sha256 hex and size. A blob already present is not
 // written again.
 func putBlob(dir string, r io.Reader) (FileEntry, error) {
+	return storeBlob(dir, func(f *os.File, h hash.Hash) (int64, error) {
+		return io.Copy(io.MultiWriter(f, h), r)
+	})
+}
+
+// putFileBlob is putBlob of the file src, copied by filecopy.Copy (a
+// reflink where the filesystem allows it, else copy_file_range, else a
+// plain copy) and hashed as it is read: its bytes need not pass through
+// user space. It returns how they were copied. A file that changes while
+// it is copied is read again from its start and stored as putBlob stores
+// a reader's bytes (filecopy.Plain).
+func putFileBlob(dir string, src *os.File) (FileEntry, filecopy.Method, error) {
+	var m filecopy.Method
+	e, err := storeBlob(dir, func(f *os.File, h hash.Hash) (int64, error) {
+		st, err := src.Stat()
+		if err != nil {
+			return 0, err
+		}
+		m, err = filecopy.Copy(f, src, st.Size(), h)
+		return st.Size(), err
+	})
+	if errors.Is(err, filecopy.ErrChanged) {
+		if _, err := src.Seek(0, io.SeekStart); err != nil {
+			return FileEntry{}, "", err
+		}
+		e, err = putBlob(dir, src)
+		return e, filecopy.Plain, err
+	}
+	return e, m, err
+}
+
+// storeBlob stores as a blob of the capsule in dir what fill writes to a
+// new temporary file beside the blobs, hashing it in h and returning its
+// size: fsynced, then renamed to its name unless a blob of that name and
+// size is there already. The caller fsyncs the blob folder once for the
+// batch.
+func storeBlob(dir string, fill func(f *os.File, h hash.Hash) (int64, error)) (FileEntry, error) {
 	blobs := filepath.Join(dir, filepath.FromSlash(BlobDir))
 	f, err := os.CreateTemp(blobs, atomicfile.TempPrefix+"*")
 	if err != nil {
@@ -82,7 +120,7 @@ func putBlob(dir string, r io.Reader) (FileEntry, error) {
 	tmp := f.Name()
 	defer os.Remove(tmp) // no-op after the rename
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), r)
+	n, err := fill(f, h)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -103,7 +141,7 @@ func putBlob(dir string, r io.Reader) (FileEntry, error) {
 	if err := os.Rename(tmp, final); err != nil {
 		return FileEntry{}, err
 	}
-	return e, nil // the caller fsyncs the blob folder once for the batch
+	return e, nil
 }
 
 // hashFile returns the sha256 and size of a file's first limit bytes, or of

@@ -45,52 +45,11 @@ type PackOptions struct {
 // machine. Every file is hash-checked against the manifest as it is
 // copied; a damaged capsule is refused, with an error naming the file.
 func Pack(c *Capsule, w io.Writer, opt PackOptions) error {
-	raw, err := c.ReadFile(JournalFile)
-	if err != nil {
-		return fmt.Errorf("pack: %w", err)
-	}
-	if sealed := c.Manifest().Files[JournalFile]; int64(len(raw)) < sealed.Size || entryOf(raw[:sealed.Size]) != sealed {
-		return fmt.Errorf("pack: %s: %w: its sealed part does not match the manifest; run tern capsule verify", JournalFile, ErrHashMismatch)
-	}
-	events, bad, _ := journal.Decode(raw)
-	if len(bad) > 0 {
-		return fmt.Errorf("pack: %s: %w", JournalFile, bad[0])
-	}
-	events = journal.Merge(events, nil) // total order, each id once: a repeated line is the same event
-	var jbuf bytes.Buffer
-	for _, e := range events {
-		jbuf.Write(e.Line())
-		jbuf.WriteByte('\n')
-	}
-	jdata := jbuf.Bytes()
-
-	m := *c.Manifest()
-	m.Signature = nil
-	m.Files = make(map[string]FileEntry, len(c.Manifest().Files))
-	for k, v := range c.Manifest().Files {
-		if opt.BlobsUpTo == 0 || blobName(k) == "" || v.Size <= opt.BlobsUpTo {
-			m.Files[k] = v
-		}
-	}
-	m.Files[JournalFile] = entryOf(jdata)
-	rewritten := map[string][]byte{JournalFile: jdata}
-	if opt.BlobsUpTo != 0 {
-		if err := withBlobsKept(c, m.Files, events, rewritten); err != nil {
-			return fmt.Errorf("pack: %w", err)
-		}
-		for name, data := range rewritten {
-			m.Files[name] = entryOf(data)
-		}
-	}
-	if opt.Signer != nil {
-		if err := m.Sign(opt.Signer); err != nil {
-			return err
-		}
-	}
-	mdata, err := m.Encode()
+	p, err := planPack(c, opt)
 	if err != nil {
 		return err
 	}
+	m, mdata, rewritten := &p.manifest, p.manifestData, p.rewritten
 
 	tw := tar.NewWriter(w)
 	if err := writeTarFile(tw, ManifestFile, int64(len(mdata)), bytes.NewReader(mdata)); err != nil {
@@ -123,6 +82,67 @@ func Pack(c *Capsule, w io.Writer, opt PackOptions) error {
 		}
 	}
 	return tw.Close()
+}
+
+// packPlan is what Pack writes of a capsule: a fresh manifest (and its
+// bytes), and the files whose bytes it rewrites rather than copies (the
+// journal in its total order; with BlobsUpTo, the files derived for the
+// blobs kept).
+type packPlan struct {
+	manifest     Manifest
+	manifestData []byte
+	rewritten    map[string][]byte
+}
+
+// planPack reads what Pack and Copy write of c.
+func planPack(c *Capsule, opt PackOptions) (*packPlan, error) {
+	raw, err := c.ReadFile(JournalFile)
+	if err != nil {
+		return nil, fmt.Errorf("pack: %w", err)
+	}
+	if sealed := c.Manifest().Files[JournalFile]; int64(len(raw)) < sealed.Size || entryOf(raw[:sealed.Size]) != sealed {
+		return nil, fmt.Errorf("pack: %s: %w: its sealed part does not match the manifest; run tern capsule verify", JournalFile, ErrHashMismatch)
+	}
+	events, bad, _ := journal.Decode(raw)
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("pack: %s: %w", JournalFile, bad[0])
+	}
+	events = journal.Merge(events, nil) // total order, each id once: a repeated line is the same event
+	var jbuf bytes.Buffer
+	for _, e := range events {
+		jbuf.Write(e.Line())
+		jbuf.WriteByte('\n')
+	}
+	jdata := jbuf.Bytes()
+
+	m := *c.Manifest()
+	m.Signature = nil
+	m.Files = make(map[string]FileEntry, len(c.Manifest().Files))
+	for k, v := range c.Manifest().Files {
+		if opt.BlobsUpTo == 0 || blobName(k) == "" || v.Size <= opt.BlobsUpTo {
+			m.Files[k] = v
+		}
+	}
+	m.Files[JournalFile] = entryOf(jdata)
+	rewritten := map[string][]byte{JournalFile: jdata}
+	if opt.BlobsUpTo != 0 {
+		if err := withBlobsKept(c, m.Files, events, rewritten); err != nil {
+			return nil, fmt.Errorf("pack: %w", err)
+		}
+		for name, data := range rewritten {
+			m.Files[name] = entryOf(data)
+		}
+	}
+	if opt.Signer != nil {
+		if err := m.Sign(opt.Signer); err != nil {
+			return nil, err
+		}
+	}
+	mdata, err := m.Encode()
+	if err != nil {
+		return nil, err
+	}
+	return &packPlan{manifest: m, manifestData: mdata, rewritten: rewritten}, nil
 }
 
 // withBlobsKept adds to files the layout files of c as a copy of it
@@ -229,19 +249,7 @@ func writeTarFile(tw *tar.Writer, name string, size int64, r io.Reader) error {
 // copyChecked copies one file into the tar while hashing it, and fails if
 // it does not match its manifest entry.
 func copyChecked(tw *tar.Writer, c *Capsule, name string, want FileEntry) error {
-	var (
-		rc  io.ReadCloser
-		err error
-	)
-	if name == AgentFile || name == EnvironmentFile || name == SnapshotFile || name == NotesFile || name == IndexFile {
-		data, rerr := c.ReadFile(name) // picks up a committed update not yet installed
-		if rerr == nil && isEditable(name) && entryOf(data) != want {
-			return fmt.Errorf("%s was edited by hand and the edit not accepted: run tern capsule accept %s first (or undo the edit); nothing was packed", name, c.Path)
-		}
-		rc, err = io.NopCloser(bytes.NewReader(data)), rerr
-	} else {
-		rc, _, err = c.src.open(name)
-	}
+	rc, err := openPacked(c, name, want)
 	if err != nil {
 		return err
 	}
@@ -254,6 +262,22 @@ func copyChecked(tw *tar.Writer, c *Capsule, name string, want FileEntry) error 
 		return fmt.Errorf("%s: %w: the manifest lists %d bytes with sha256 %s; run tern capsule verify", name, ErrHashMismatch, want.Size, want.SHA256)
 	}
 	return nil
+}
+
+// openPacked opens the content Pack and Copy take of a file of c that is
+// not rewritten: a layout file as ReadFile reads it (a committed update
+// not yet installed included), refused if edited by hand and not
+// accepted; any other file (a blob) from c's folder or tar.
+func openPacked(c *Capsule, name string, want FileEntry) (io.ReadCloser, error) {
+	if name == AgentFile || name == EnvironmentFile || name == SnapshotFile || name == NotesFile || name == IndexFile {
+		data, err := c.ReadFile(name)
+		if err == nil && isEditable(name) && entryOf(data) != want {
+			return nil, fmt.Errorf("%s was edited by hand and the edit not accepted: run tern capsule accept %s first (or undo the edit); nothing was packed", name, c.Path)
+		}
+		return io.NopCloser(bytes.NewReader(data)), err
+	}
+	rc, _, err := c.src.open(name)
+	return rc, err
 }
 
 // PackFile packs the capsule to the file at out atomically: a crash or an

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/tern-dev/tern/internal/atomicfile"
+	"github.com/tern-dev/tern/internal/filecopy"
 )
 
 // Snapshot is artifacts/snapshot.json: the workspace as a map from relative
@@ -293,7 +294,7 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		e, err := putBlob(dir, r)
+		e, _, err := putFileBlob(dir, r)
 		r.Close()
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("snapshot %s: %s: %w", workspace, f.rel, err)
@@ -319,9 +320,10 @@ func kindOf(m fs.FileMode) string {
 }
 
 // Materialize writes the capsule's workspace snapshot to out, which must
-// not exist. Every blob is hash-checked as it is copied; out appears only
-// when the whole workspace has been written (it is built in a sibling
-// staging folder and renamed).
+// not exist. Every blob is copied by filecopy (a reflink where the
+// filesystem allows it, else copy_file_range) and hash-checked as it is
+// read; out appears only when the whole workspace has been written (it is
+// built in a sibling staging folder and renamed).
 func (c *Capsule) Materialize(out string) error {
 	if _, err := os.Lstat(out); err == nil {
 		return fmt.Errorf("materialize: %s already exists; name a new folder", out)
@@ -380,7 +382,7 @@ func (c *Capsule) copyBlob(e SnapshotEntry, dst string) error {
 	if err != nil {
 		return err
 	}
-	rc, _, err := c.OpenBlob(sum)
+	rc, size, err := c.OpenBlob(sum)
 	if err != nil {
 		return fmt.Errorf("blob %s: %w", e.CID, err)
 	}
@@ -391,7 +393,13 @@ func (c *Capsule) copyBlob(e SnapshotEntry, dst string) error {
 		return err
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), rc)
+	var n int64
+	if src, ok := rc.(*os.File); ok { // a folder's blob: reflinked where the filesystem allows
+		_, err = filecopy.Copy(f, src, size, h)
+		n = size
+	} else {
+		n, err = io.Copy(io.MultiWriter(f, h), rc)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/tern-dev/tern/custody"
 	"github.com/tern-dev/tern/fencing"
 	"github.com/tern-dev/tern/internal/atomicfile"
+	"github.com/tern-dev/tern/internal/filecopy"
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/internal/homelock"
 	"github.com/tern-dev/tern/journal"
@@ -467,8 +468,9 @@ func (n *Node) Accept(ctx context.Context, agent string) ([]string, error) {
 // of the agent to finish (and its own snapshot to be recorded). When the
 // agent's working folder ($TERN_HOME/workspaces/AGENT) exists and is not
 // workspace itself, it is then replaced by the new snapshot, so the tools
-// go on from what was recorded. The event reaches the peers by
-// anti-entropy. A workspace that cannot be snapshotted fails with
+// go on from what was recorded. The peers connected are offered it at
+// once, as an import is (a sync round of everything with each).
+// A workspace that cannot be snapshotted fails with
 // capsule.ErrBadWorkspace, and nothing is recorded.
 func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsule.SnapshotOptions) (capsule.SnapshotEventBody, []string, error) {
 	var body capsule.SnapshotEventBody
@@ -486,15 +488,29 @@ func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsul
 	var left []string
 	err = n.store.Sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
 		var err error
-		if body, left, err = d.SnapshotWith(ctx, n.id, epoch, workspace, opt); err != nil {
-			return err
-		}
-		if same, err := sameFolder(workspace, own); same || errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return n.replaceWorkspace(d, own)
+		body, left, err = d.SnapshotWith(ctx, n.id, epoch, workspace, opt)
+		return err
 	})
-	return body, left, err
+	if err != nil {
+		return body, left, err
+	}
+	// Offered at once, as an import is: its blobs are bulk a peer should
+	// start taking now, not at the next round, nor after the working
+	// folder is refreshed (a second write of the workspace where the
+	// filesystem cannot reflink).
+	n.mu.Lock()
+	n.policy.Imported()
+	n.mu.Unlock()
+	n.applyPolicy()
+	if same, err := sameFolder(workspace, own); same || errors.Is(err, fs.ErrNotExist) {
+		return body, left, nil
+	}
+	d, done, err := n.store.Use(agent)
+	if err != nil {
+		return body, left, err
+	}
+	defer done()
+	return body, left, n.replaceWorkspace(d, own)
 }
 
 // replaceWorkspace writes d's current snapshot in place of the folder ws:
@@ -547,6 +563,18 @@ func (n *Node) Heal(ctx context.Context, agent string) ([]*journal.Event, error)
 // copy already held) and offers it to every connected peer at once.
 func (n *Node) Import(path string) (string, bool, error) {
 	return n.imported(n.store.Import(path))
+}
+
+// ImportFolder is Import of a capsule folder, copied into the store
+// without a tar; it also says how the blobs were copied (see
+// Store.ImportFolder).
+func (n *Node) ImportFolder(dir string) (string, bool, filecopy.Method, error) {
+	id, merged, copied, err := n.store.ImportFolder(dir)
+	id, merged, err = n.imported(id, merged, err)
+	if err != nil {
+		copied = ""
+	}
+	return id, merged, copied, err
 }
 
 // ImportFrom is Import of a capsule tar read from r (see Store.ImportFrom).

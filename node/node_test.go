@@ -349,6 +349,30 @@ func TestAWorkspaceSnapshotReachesThePeerWithEveryBlob(t *testing.T) {
 	})
 }
 
+// A snapshot of a folder taken through the node (tern capsule snapshot
+// AGENT DIR) is offered to the connected peers at once, as an import is:
+// the peer holds it and its blobs with no round due for an hour.
+func TestASnapshotThroughTheNodeIsOfferedToThePeersAtOnce(t *testing.T) {
+	a, b := tcp.startEvery(t, t.TempDir(), time.Hour), tcp.startEvery(t, t.TempDir(), time.Hour)
+	agent := sharedCapsule(t, a, b)
+	connectAll(t, a, b)
+	converged(t, agent, 0, a, b)
+	ws := filepath.Join(t.TempDir(), "ws")
+	os.MkdirAll(ws, 0o755)
+	os.WriteFile(filepath.Join(ws, "big.bin"), bytes.Repeat([]byte("0123456789"), 100_000), 0o644)
+	body, _, err := a.Snapshot(context.Background(), agent, ws, capsule.SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !poll(20*time.Second, func() bool {
+		evs, _ := b.store.Events(agent, "")
+		want, _ := b.store.Wanted(agent)
+		return slices.ContainsFunc(evs, func(e *journal.Event) bool { return bytes.Contains(e.Body, []byte(body.Snapshot)) }) && len(want) == 0
+	}) {
+		t.Fatal("b did not take the snapshot and its blobs without a round")
+	}
+}
+
 func TestAPeerTakesACapsuleItDoesNotHoldYet(t *testing.T) {
 	overBoth(t, func(t *testing.T, tr transport) {
 		a, b := tr.start(t, t.TempDir()), tr.start(t, t.TempDir())

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/atomicfile"
+	"github.com/tern-dev/tern/internal/filecopy"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
 )
@@ -892,41 +892,42 @@ func (s *Store) Vector(agent string) (journal.Vector, error) {
 	return d.Vector()
 }
 
-// Import takes a capsule tar or folder into the store (see ImportFrom).
-// A folder is packed into the import as it is read: no tar is written.
+// Import takes a capsule tar or folder into the store (see ImportFrom and
+// ImportFolder).
 func (s *Store) Import(path string) (string, bool, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", false, err
 	}
-	if !st.IsDir() {
-		f, err := os.Open(path)
-		if err != nil {
-			return "", false, err
-		}
-		defer f.Close()
-		return s.ImportFrom(f)
+	if st.IsDir() {
+		id, merged, _, err := s.ImportFolder(path)
+		return id, merged, err
 	}
-	src, err := capsule.Open(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return "", false, err
 	}
+	defer f.Close()
+	return s.ImportFrom(f)
+}
+
+// ImportFolder is ImportFrom of the capsule folder dir without a tar:
+// each file is copied straight into the store's staging folder
+// (capsule.Copy: a reflink where the filesystem allows it, else
+// copy_file_range, else a plain copy), hashed as it is read, and the
+// whole verified as an unpack is. It also returns how the blobs were
+// copied: the slowest method any took ("" if there were none).
+func (s *Store) ImportFolder(dir string) (id string, merged bool, copied filecopy.Method, err error) {
+	src, err := capsule.Open(dir)
+	if err != nil {
+		return "", false, "", err
+	}
 	defer src.Close()
-	pr, pw := io.Pipe()
-	packed := make(chan struct{})
-	go func() {
-		defer close(packed)
-		bw := bufio.NewWriterSize(pw, 1<<20)
-		err := capsule.Pack(src, bw, capsule.PackOptions{})
-		if err == nil {
-			err = bw.Flush()
-		}
-		pw.CloseWithError(err)
-	}()
-	id, merged, err := s.ImportFrom(pr)
-	pr.CloseWithError(ErrImportEnded) // the packer stops if the import did
-	<-packed                          // and is done with src before it closes
-	return id, merged, err
+	id, merged, err = s.importStaged(func(staged string) error {
+		copied, err = capsule.Copy(src, staged)
+		return err
+	})
+	return id, merged, copied, err
 }
 
 // ErrImportEnded is what a fetch feeding an import is cut with once the
@@ -951,13 +952,19 @@ const heldSuffix = ".held"
 // agent id and whether it merged. Killed at any point, it leaves the
 // store with the capsule whole or without it (OpenStore tidies).
 func (s *Store) ImportFrom(r io.Reader) (string, bool, error) {
+	return s.importStaged(func(staged string) error { return capsule.UnpackFrom(r, staged, capsule.Limits{}) })
+}
+
+// importStaged is an import of the capsule stage makes, a verified new
+// folder at staged, inside the store's folder (see ImportFrom).
+func (s *Store) importStaged(stage func(staged string) error) (string, bool, error) {
 	tmp, err := os.MkdirTemp(s.dir, importPrefix+"*")
 	if err != nil {
 		return "", false, err
 	}
 	defer os.RemoveAll(tmp)
 	staged := filepath.Join(tmp, "capsule")
-	if err := capsule.UnpackFrom(r, staged, capsule.Limits{}); err != nil {
+	if err := stage(staged); err != nil {
 		return "", false, err
 	}
 	src, err := capsule.Open(staged)

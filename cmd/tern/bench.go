@@ -369,7 +369,8 @@ func printBench(w io.Writer, r benchReport) {
 		row("blob", "ratio to the slower limit", "%.2f (%s; goal >= 0.8)", b.Ratio, b.Limit)
 		row("blob", "a new capsule of it, import to held", "%.2f s: %.2f of the slower limit (goal >= 0.8), %.2f of the bare %s stream", b.FirstCopySeconds, b.FirstCopyRatio, b.FirstCopyOfLibp2p, b.Transport)
 		row("blob", "the same from the file in its folder", "%.2f s: snapshot %.2f s, then import to held (as Syncthing is timed: from the move into its folder)", b.FromFolderSeconds, b.SnapshotSeconds)
-		row("blob", "import of that capsule folder", "%.2f s against cp -r + sync %.2f s: %.2f (goal >= 0.8)", b.ImportSeconds, b.CopySeconds, b.ImportRatio)
+		row("blob", "the same in one pass through node A", "%.2f s: a new agent imported empty, the folder snapshotted into it through the node (%.2f s), until B holds it", b.ThroughNodeSeconds, b.ThroughNodeSnapshotSeconds)
+		row("blob", "import of that capsule folder", "%.2f s against cp -r + sync %.2f s: %.2f (goal >= 0.8); blobs copied by %s", b.ImportSeconds, b.CopySeconds, b.ImportRatio, b.ImportCopy)
 	}
 	if c := r.CatchUp; c != nil {
 		row("catchup", "events missing", "%d (%s)", c.Events, formatBytes(c.EventBytes))

@@ -27,6 +27,7 @@ import (
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/atomicfile"
+	"github.com/tern-dev/tern/internal/filecopy"
 	"github.com/tern-dev/tern/internal/filelock"
 	"github.com/tern-dev/tern/internal/secrets"
 	"github.com/tern-dev/tern/node"
@@ -523,7 +524,14 @@ func capsuleImportCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			body, packErr, err := capsuleTar(args[0])
+			st, err := os.Stat(args[0])
+			if err != nil {
+				return err
+			}
+			if st.IsDir() {
+				return e.importFolder(cmd.Context(), cl, args[0])
+			}
+			body, err := os.Open(args[0])
 			if err != nil {
 				return err
 			}
@@ -533,9 +541,6 @@ func capsuleImportCmd(e *env) *cobra.Command {
 			}
 			err = cl.Do(cmd.Context(), http.MethodPost, "/v1/capsules", body, &res)
 			body.Close()
-			if perr := packErr(); perr != nil {
-				return perr // the folder could not be packed: say why, not that the upload broke
-			}
 			var aerr *api.APIError
 			if errors.As(err, &aerr) {
 				// The node says "the uploaded tar"; the person knows it by its name.
@@ -548,6 +553,29 @@ func capsuleImportCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// importFolder has the node import the capsule folder dir on this
+// machine, copied without a tar, prints the agent id, and says on stderr
+// how the blobs were copied.
+func (e *env) importFolder(ctx context.Context, cl *api.Client, dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	var res struct {
+		ID     string          `json:"id"`
+		Merged bool            `json:"merged"`
+		Copy   filecopy.Method `json:"copy"`
+	}
+	if err := cl.Do(ctx, http.MethodPost, "/v1/capsules?folder="+url.QueryEscape(abs), nil, &res); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, res.ID)
+	if res.Copy != "" {
+		fmt.Fprintf(e.stderr, "blobs copied by %s\n", res.Copy)
+	}
+	return nil
 }
 
 // capsuleTar reads the capsule tar at path, or packs the capsule folder

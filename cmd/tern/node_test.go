@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/filecopy"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/store"
 )
@@ -136,6 +138,27 @@ func TestImportingAFolderThatCannotBePackedSaysWhy(t *testing.T) {
 	}
 	if ids, _ := n.Store().List(); len(ids) > 0 {
 		t.Fatalf("the node holds %v after a refused import", ids)
+	}
+}
+
+// A folder is imported by the node from where it lies, without a tar, and
+// the person is told how its blobs were copied; stdout is the agent id
+// alone, as for a tar.
+func TestImportingAFolderSaysHowItsBlobsWereCopied(t *testing.T) {
+	home := t.TempDir()
+	n := runNode(t, home)
+	dir := newAgent(t, home)
+	code, out, errs := tern(t, home, "", "capsule", "import", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	id := strings.TrimSpace(out)
+	if !n.Store().Holds(id) {
+		t.Fatalf("the node does not hold %q", id)
+	}
+	methods := []filecopy.Method{filecopy.Reflink, filecopy.CopyFileRange, filecopy.Plain}
+	if !slices.ContainsFunc(methods, func(m filecopy.Method) bool { return strings.Contains(errs, "blobs copied by "+string(m)) }) {
+		t.Fatalf("stderr %q names no copy method", errs)
 	}
 }
 

@@ -1,0 +1,105 @@
+package capsule
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/tern-dev/tern/internal/filecopy"
+)
+
+// Copy makes the new folder dir hold what UnpackFrom of c's Pack would
+// hold, without a tar: the manifest and the journal Pack writes, the
+// layout files Pack takes, and each blob copied straight from c's folder
+// by filecopy.Copy (a reflink where the filesystem allows it, else
+// copy_file_range, else a plain copy), hashed as it is read. Every file
+// is fsynced, the folders once at the end, and the whole capsule is
+// verified as an unpack is (the hashes taken while copying stand for the
+// files): a blob whose bytes do not match its name, or any other damage,
+// is refused with the error UnpackFrom gives, and dir is not created. It
+// returns the slowest method any blob was copied by ("" when c has no
+// blob; filecopy.Plain for a tar, whose blobs are read and written).
+func Copy(c *Capsule, dir string) (filecopy.Method, error) {
+	if err := checkNewFolder(dir); err != nil {
+		return "", err
+	}
+	p, err := planPack(c, PackOptions{})
+	if err != nil {
+		return "", err
+	}
+	var method filecopy.Method
+	err = unpackInto(dir, "", func(staging string) (map[string]FileEntry, error) {
+		written := make(map[string]FileEntry, len(p.manifest.Files)+1)
+		e, err := writeHashed(bytes.NewReader(p.manifestData), int64(len(p.manifestData)), filepath.Join(staging, ManifestFile))
+		if err != nil {
+			return nil, fmt.Errorf("unpack: entry %q: %w", ManifestFile, err)
+		}
+		written[ManifestFile] = e
+		for _, name := range p.manifest.Names() {
+			dst := filepath.Join(staging, filepath.FromSlash(name))
+			want := p.manifest.Files[name]
+			var m filecopy.Method
+			switch data, ok := p.rewritten[name]; {
+			case ok:
+				e, err = writeHashed(bytes.NewReader(data), int64(len(data)), dst)
+			case blobName(name) != "":
+				e, m, err = copyBlob(c, name, dst)
+			default:
+				e, err = copyLayoutFile(c, name, want, dst)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("unpack: entry %q: %w", name, err)
+			}
+			written[name] = e
+			method = filecopy.Slower(method, m)
+		}
+		return written, nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return method, nil
+}
+
+// copyLayoutFile writes to dst the layout file Pack takes of c.
+func copyLayoutFile(c *Capsule, name string, want FileEntry, dst string) (FileEntry, error) {
+	rc, err := openPacked(c, name, want)
+	if err != nil {
+		return FileEntry{}, err
+	}
+	defer rc.Close()
+	return writeHashed(rc, want.Size, dst)
+}
+
+// copyBlob copies the blob name of c, whole whatever its manifest says
+// (the verification compares), to the new file dst by filecopy (a tar's
+// blob is read and written), fsyncs it, and returns its entry as hashed
+// from the source while copied.
+func copyBlob(c *Capsule, name, dst string) (FileEntry, filecopy.Method, error) {
+	rc, size, err := c.src.open(name)
+	if err != nil {
+		return FileEntry{}, "", err
+	}
+	defer rc.Close()
+	src, ok := rc.(*os.File)
+	if !ok {
+		e, err := writeHashed(rc, size, dst)
+		return e, filecopy.Plain, err
+	}
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return FileEntry{}, "", err
+	}
+	h := sha256.New()
+	m, err := filecopy.Copy(f, src, size, h)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return FileEntry{SHA256: hex.EncodeToString(h.Sum(nil)), Size: size}, m, err
+}

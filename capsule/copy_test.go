@@ -1,0 +1,186 @@
+package capsule
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tern-dev/tern/internal/filecopy"
+	"github.com/tern-dev/tern/internal/filecopy/filecopytest"
+)
+
+// Copy makes from a folder the capsule UnpackFrom makes of its tar, by
+// the method each filesystem offers, and refuses a blob whose bytes are
+// not its name on every method, leaving nothing behind.
+func TestCopyMakesWhatAnUnpackOfThePackMakesAndRefusesADamagedBlobOnEveryMethod(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		src, dst string // filesystems; "" is the test's temporary folder
+		want     filecopy.Method
+	}{
+		{"reflinked on XFS", "xfs", "xfs", filecopy.Reflink},
+		{"reflinked on btrfs", "btrfs", "btrfs", filecopy.Reflink},
+		{"by copy_file_range on ext4", "ext4", "ext4", filecopy.CopyFileRange},
+		{"read and written from tmpfs to ext4", "tmpfs", "ext4", filecopy.Plain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			made := fullCapsule(t, newSigner(t))
+			src := filepath.Join(filecopytest.Folder(t, tc.src), "agent")
+			if err := os.CopyFS(src, os.DirFS(made)); err != nil {
+				t.Fatal(err)
+			}
+			root := filecopytest.Folder(t, tc.dst)
+			if tc.src == tc.dst {
+				root = filepath.Dir(src)
+			}
+			tarBytes := packTo(t, src, filepath.Join(t.TempDir(), "a.tar"), PackOptions{})
+			unpacked := filepath.Join(t.TempDir(), "unpacked")
+			if err := UnpackFrom(bytes.NewReader(tarBytes), unpacked, Limits{}); err != nil {
+				t.Fatal(err)
+			}
+
+			copied := filepath.Join(root, "copied")
+			m, err := Copy(mustOpen(t, src), copied)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m != tc.want {
+				t.Errorf("copied by %q, want %q", m, tc.want)
+			}
+			mustVerify(t, copied)
+			if !bytes.Equal(packTo(t, copied, filepath.Join(t.TempDir(), "b.tar"), PackOptions{}), tarBytes) {
+				t.Error("the copy packs to other bytes than the folder it was copied from")
+			}
+			sameTree(t, copied, unpacked)
+
+			blob := damageABlob(t, src)
+			damaged := filepath.Join(root, "damaged")
+			_, err = Copy(mustOpen(t, src), damaged)
+			if err == nil || !strings.Contains(err.Error(), blob) || !strings.Contains(err.Error(), "sha256") {
+				t.Fatalf("a blob whose bytes differ from its name: %v", err)
+			}
+			if _, err := os.Lstat(damaged); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the refused copy left %s: %v", damaged, err)
+			}
+			if left, _ := filepath.Glob(filepath.Join(root, ".damaged*")); len(left) > 0 {
+				t.Errorf("the refused copy left %v", left)
+			}
+		})
+	}
+}
+
+// Copy refuses a folder that exists.
+func TestCopyRefusesAnExistingTarget(t *testing.T) {
+	src := fullCapsule(t, newSigner(t))
+	dst := t.TempDir()
+	if _, err := Copy(mustOpen(t, src), dst); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// damageABlob changes one byte of the largest blob of the capsule folder
+// dir, keeping its size, and returns its capsule name.
+func damageABlob(t *testing.T, dir string) string {
+	t.Helper()
+	var name string
+	var size int64 = -1
+	for n, e := range mustOpen(t, dir).Manifest().Files {
+		if blobName(n) != "" && e.Size > size {
+			name, size = n, e.Size
+		}
+	}
+	if size < 1 {
+		t.Fatal("the capsule has no blob with bytes")
+	}
+	p := filepath.Join(dir, filepath.FromSlash(name))
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[0] ^= 0xff
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// sameTree fails the test unless folders a and b hold the same files with
+// the same bytes.
+func sameTree(t *testing.T, a, b string) {
+	t.Helper()
+	files := func(root string) map[string]string {
+		out := map[string]string{}
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				data, _ := os.ReadFile(p)
+				rel, _ := filepath.Rel(root, p)
+				out[rel] = string(data)
+			}
+			return err
+		})
+		return out
+	}
+	fa, fb := files(a), files(b)
+	if len(fa) != len(fb) {
+		t.Errorf("%s holds %d files, %s %d", a, len(fa), b, len(fb))
+	}
+	for n, data := range fa {
+		if fb[n] != data {
+			t.Errorf("%s differs", n)
+		}
+	}
+}
+
+// A snapshot stores each workspace file as a blob by the cheapest method
+// the two filesystems offer, named by the hash of the bytes it holds.
+func TestASnapshotStoresEachFileByTheCheapestMethod(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ws, to string // filesystems of the workspace and the capsule
+		want   filecopy.Method
+	}{
+		{"reflinked on XFS", "xfs", "xfs", filecopy.Reflink},
+		{"reflinked on btrfs", "btrfs", "btrfs", filecopy.Reflink},
+		{"by copy_file_range on ext4", "ext4", "ext4", filecopy.CopyFileRange},
+		{"read and written from tmpfs to ext4", "tmpfs", "ext4", filecopy.Plain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wsFS := filecopytest.Folder(t, tc.ws)
+			dir := filepath.Join(wsFS, "agent")
+			if tc.to != tc.ws {
+				dir = filepath.Join(filecopytest.Folder(t, tc.to), "agent")
+			}
+			c, err := New(dir, "snap", newSigner(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			data := bytes.Repeat([]byte("tern reflink "), 300_000) // about 4 MB: several chunks
+			src := filepath.Join(wsFS, "file.bin")
+			if err := os.WriteFile(src, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			e, m, err := putFileBlob(dir, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m != tc.want {
+				t.Errorf("stored by %q, want %q", m, tc.want)
+			}
+			if e != entryOf(data) {
+				t.Errorf("entry %+v, want %+v", e, entryOf(data))
+			}
+			if got, _ := os.ReadFile(filepath.Join(dir, filepath.FromSlash(BlobPath(e.SHA256)))); !bytes.Equal(got, data) {
+				t.Error("the blob does not hold the file's bytes")
+			}
+		})
+	}
+}

@@ -1,0 +1,97 @@
+package filecopy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// copyFile tries a reflink, then copy_file_range, then a plain copy.
+func copyFile(dst, src *os.File, size int64, h io.Writer) (Method, error) {
+	if tryReflink {
+		// A failed FICLONE changes nothing: EOPNOTSUPP (ext4, tmpfs),
+		// EXDEV (another filesystem), EINVAL and the rest all mean this
+		// pair of files cannot share blocks; the next method says why if
+		// copying fails too.
+		if err := unix.IoctlFileClone(int(dst.Fd()), int(src.Fd())); err == nil {
+			return Reflink, hashAll(src, size, h)
+		}
+	}
+	if !tryCopyFileRange {
+		return plain(dst, src, size, h)
+	}
+	// The first part tells whether the kernel copies between these two
+	// files; if it does, the rest is copied by it while this goroutine
+	// reads and hashes what follows.
+	first := min(chunk, size)
+	buf := make([]byte, first)
+	if err := readPart(src, 0, buf, size); err != nil {
+		return "", err
+	}
+	h.Write(buf)
+	n, err := copyRange(dst, src, 0, first, size)
+	if n == 0 && err != nil && unsupported(err) {
+		// Nothing copied: this pair of files is copied through user space.
+		if _, err := dst.WriteAt(buf, 0); err != nil {
+			return "", err
+		}
+		return Plain, pipeline(src, size, first, h, func(off int64, p []byte) error {
+			_, err := dst.WriteAt(p, off)
+			return err
+		})
+	}
+	if err != nil {
+		return "", err
+	}
+	return CopyFileRange, pipeline(src, size, first, h, func(off int64, p []byte) error {
+		_, err := copyRange(dst, src, off, int64(len(p)), size)
+		return err
+	})
+}
+
+// copyRange copies n bytes of src at off to dst at off by copy_file_range,
+// and returns how many it copied.
+func copyRange(dst, src *os.File, off, n, size int64) (int64, error) {
+	for done := int64(0); done < n; {
+		roff, woff := off+done, off+done
+		c, err := unix.CopyFileRange(int(src.Fd()), &roff, int(dst.Fd()), &woff, int(n-done), 0)
+		if err != nil {
+			return done, fmt.Errorf("copy_file_range %s: %w", src.Name(), err)
+		}
+		if c == 0 {
+			return done, fmt.Errorf("%s: %w: it ended at %d bytes of %d", src.Name(), ErrChanged, off+done, size)
+		}
+		done += int64(c)
+	}
+	return n, nil
+}
+
+// unsupported reports whether copy_file_range's error means it cannot
+// copy between these two files (as Go's own os package reads them), not
+// that copying failed.
+func unsupported(err error) bool {
+	for _, e := range []error{unix.ENOSYS, unix.EXDEV, unix.EINVAL, unix.EIO, unix.EOPNOTSUPP, unix.EPERM, unix.EBADF} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// stamp is what a file's stat says of its content: a write moves its
+// change time, which no one but the kernel sets.
+type stamp struct {
+	size     int64
+	mod, chg unix.Timespec
+}
+
+func stampOf(f *os.File) (stamp, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return stamp{}, fmt.Errorf("stat %s: %w", f.Name(), err)
+	}
+	return stamp{st.Size, st.Mtim, st.Ctim}, nil
+}
