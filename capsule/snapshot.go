@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filecopy"
@@ -288,21 +290,63 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	blobs := map[string]FileEntry{}
-	for _, f := range files {
+	entries := make([]FileEntry, len(files))
+	err = forEachAtOnce(len(files), snapshotWorkers, func(i int) error {
+		f := files[i]
 		r, err := os.Open(f.path)
 		if err != nil {
-			return nil, nil, nil, err
+			return err
 		}
-		e, _, err := putFileBlob(dir, r)
+		entries[i], _, err = putFileBlob(dir, r)
 		r.Close()
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("snapshot %s: %s: %w", workspace, f.rel, err)
+			return fmt.Errorf("snapshot %s: %s: %w", workspace, f.rel, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	blobs := map[string]FileEntry{}
+	for i, f := range files {
+		e := entries[i]
 		blobs[BlobPath(e.SHA256)] = e
 		snap.Entries[f.rel] = SnapshotEntry{Type: "file", Mode: formatMode(f.mode), CID: BlobCID(e.SHA256), Size: e.Size}
 	}
 	return snap, blobs, left, nil
+}
+
+// snapshotWorkers is how many files a snapshot stores at once: a small
+// file costs mostly its fsync, and fsyncs issued together share the
+// filesystem's journal commits.
+const snapshotWorkers = 8
+
+// forEachAtOnce calls f(0) … f(n-1), at most workers at a time, and
+// returns the first error; after one, the calls not yet started are not.
+func forEachAtOnce(n, workers int, f func(i int) error) error {
+	var (
+		next     atomic.Int64
+		firstErr error
+		once     sync.Once
+		failed   atomic.Bool
+		wg       sync.WaitGroup
+	)
+	for range min(workers, n) {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { firstErr = err; failed.Store(true) })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
 }
 
 func kindOf(m fs.FileMode) string {
