@@ -106,12 +106,19 @@ func putFileBlob(dir string, src *os.File) (FileEntry, filecopy.Method, error) {
 	return e, m, err
 }
 
+// blobStored, if set (by a test), is called for each blob storeBlob
+// writes.
+var blobStored func()
+
 // storeBlob stores as a blob of the capsule in dir what fill writes to a
 // new temporary file beside the blobs, hashing it in h and returning its
 // size: fsynced, then renamed to its name unless a blob of that name and
 // size is there already. The caller fsyncs the blob folder once for the
 // batch.
 func storeBlob(dir string, fill func(f *os.File, h hash.Hash) (int64, error)) (FileEntry, error) {
+	if blobStored != nil {
+		blobStored()
+	}
 	blobs := filepath.Join(dir, filepath.FromSlash(BlobDir))
 	f, err := os.CreateTemp(blobs, atomicfile.TempPrefix+"*")
 	if err != nil {

@@ -250,6 +250,7 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 	type file struct {
 		rel, path string
 		mode      fs.FileMode
+		size      int64
 	}
 	var files []file
 	var left []string
@@ -282,7 +283,7 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 			snap.Entries[rel] = SnapshotEntry{Type: "dir", Mode: formatMode(info.Mode())}
 			return nil
 		case info.Mode().IsRegular():
-			files = append(files, file{rel, p, info.Mode()})
+			files = append(files, file{rel, p, info.Mode(), info.Size()})
 			return nil
 		}
 		return badWorkspace{fmt.Errorf("snapshot %s: %s is a %s; only regular files and folders can be snapshotted (replace it with a copy, remove it, or leave it out with --exclude or %s)", workspace, rel, kindOf(info.Mode()), IgnoreFile)}
@@ -290,9 +291,14 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	prev := currentSnapshot(dir)
 	entries := make([]FileEntry, len(files))
 	err = forEachAtOnce(len(files), snapshotWorkers, func(i int) error {
 		f := files[i]
+		if e, ok := unchangedBlob(dir, prev, f.rel, f.path, f.size); ok {
+			entries[i] = e
+			return nil
+		}
 		r, err := os.Open(f.path)
 		if err != nil {
 			return err
@@ -314,6 +320,40 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 		snap.Entries[f.rel] = SnapshotEntry{Type: "file", Mode: formatMode(f.mode), CID: BlobCID(e.SHA256), Size: e.Size}
 	}
 	return snap, blobs, left, nil
+}
+
+// currentSnapshot is the capsule's snapshot.json in dir, or an empty one.
+func currentSnapshot(dir string) *Snapshot {
+	if data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(SnapshotFile))); err == nil {
+		if s, err := ParseSnapshot(data); err == nil {
+			return s
+		}
+	}
+	return &Snapshot{}
+}
+
+// unchangedBlob returns the entry of the file at path (rel in the
+// workspace, of size bytes) if prev lists it at that size and its bytes
+// still hash to the blob prev names, which dir holds: a snapshot of a
+// tree where few files changed reads each file once and writes only the
+// changed ones, instead of storing every file again.
+func unchangedBlob(dir string, prev *Snapshot, rel, path string, size int64) (FileEntry, bool) {
+	p, ok := prev.Entries[rel]
+	if !ok || p.Type != "file" || p.Size != size {
+		return FileEntry{}, false
+	}
+	sum, err := ParseBlobCID(p.CID)
+	if err != nil {
+		return FileEntry{}, false
+	}
+	if st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(BlobPath(sum)))); err != nil || st.Size() != size {
+		return FileEntry{}, false
+	}
+	e, err := hashFile(path, -1)
+	if err != nil || e.SHA256 != sum {
+		return FileEntry{}, false
+	}
+	return e, true
 }
 
 // snapshotWorkers is how many files a snapshot stores at once: a small

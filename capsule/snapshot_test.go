@@ -2,11 +2,15 @@ package capsule
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -211,4 +215,52 @@ func treeOf(t *testing.T, root string) string {
 		return nil
 	})
 	return b.String()
+}
+
+// A snapshot of a tree where one file changed reads the others to check
+// them but stores only the changed one: the blobs of the unchanged files
+// are the same files as before, and a file changed in place at the same
+// size is stored anew all the same.
+func TestASnapshotAgainStoresOnlyTheFilesThatChanged(t *testing.T) {
+	s := newSigner(t)
+	dir := fullCapsule(t, s)
+	ws := filepath.Join(t.TempDir(), "ws")
+	writeTree(t, ws, map[string]string{"a.txt": "alpha", "b.txt": "bravo", "c/d.txt": "delta"})
+	d, err := OpenDir(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.Snapshot(context.Background(), s, ws); err != nil {
+		t.Fatal(err)
+	}
+	inode := func(content string) uint64 {
+		sum := sha256.Sum256([]byte(content))
+		st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(BlobPath(hex.EncodeToString(sum[:])))))
+		if err != nil {
+			t.Fatalf("no blob of %q: %v", content, err)
+		}
+		return st.Sys().(*syscall.Stat_t).Ino
+	}
+	before := inode("alpha")
+	writeTree(t, ws, map[string]string{"b.txt": "BRAVO"}) // same size, other bytes
+	var stored atomic.Int64
+	blobStored = func() { stored.Add(1) }
+	defer func() { blobStored = nil }()
+	if _, err := d.Snapshot(context.Background(), s, ws); err != nil {
+		t.Fatal(err)
+	}
+	if inode("alpha") != before {
+		t.Error("the unchanged file's blob was replaced")
+	}
+	inode("BRAVO") // the changed one is stored
+	if n := stored.Load(); n != 2 {
+		t.Errorf("%d blobs written, want 2: the changed file and the new snapshot.json", n)
+	}
+	mustVerify(t, dir)
+	out := filepath.Join(t.TempDir(), "out")
+	if err := mustOpen(t, dir).Materialize(out); err != nil {
+		t.Fatal(err)
+	}
+	assertSameTree(t, ws, out)
 }
