@@ -200,29 +200,41 @@ func (d *Dir) AdoptBlob(sha256Hex, path string) error {
 }
 
 // AdoptCheckedBlob is AdoptBlob for a file the caller has already checked
-// against its name: it hashed the bytes as it wrote them, fsynced the
-// file, and nothing else writes to path (a blob fetch does exactly that).
-// The file is not read again; reading it again would only repeat the
-// fetch's hash.
+// against its name: it hashed the bytes as it wrote them, and nothing
+// else writes to path (a blob fetch does exactly that). The file is not
+// read again; reading it again would only repeat the fetch's hash. It is
+// fsynced before it is listed.
 func (d *Dir) AdoptCheckedBlob(sha256Hex, path string) error {
 	return d.AdoptCheckedBlobs(map[string]string{sha256Hex: path})
 }
 
 // AdoptCheckedBlobs is AdoptCheckedBlob for many files at once, by blob
-// name: each is moved into the blob store, the folders that received one
-// are fsynced once each, and one manifest commit lists them all (and
-// brings snapshot.json and the editable files up to what they complete).
+// name: they are fsynced together (snapshotWorkers at a time: fsyncs
+// issued together share the filesystem's journal commits), each is moved
+// into the blob store, the folders that received one are fsynced once
+// each, and one manifest commit lists them all (and brings snapshot.json
+// and the editable files up to what they complete).
 // Adopting blobs one at a time rewrites the whole manifest for each,
 // which is quadratic in a tree of small files. On error, the blobs moved
 // before it are in the store but not listed: the next adoption or a fetch
 // of them again lists them.
 func (d *Dir) AdoptCheckedBlobs(paths map[string]string) error {
-	entries := make(map[string]FileEntry, len(paths))
-	dirs := map[string]bool{}
-	for sha256Hex, path := range paths {
+	names := make([]string, 0, len(paths))
+	for sha256Hex := range paths {
 		if !isSHA256Hex(sha256Hex) {
 			return fmt.Errorf("adopt blob: %q is not a sha256 hex name", sha256Hex)
 		}
+		names = append(names, sha256Hex)
+	}
+	err := forEachAtOnce(len(names), snapshotWorkers, func(i int) error {
+		return syncFile(paths[names[i]])
+	})
+	if err != nil {
+		return err
+	}
+	entries := make(map[string]FileEntry, len(paths))
+	dirs := map[string]bool{}
+	for sha256Hex, path := range paths {
 		st, err := os.Stat(path)
 		if err != nil {
 			return err
@@ -238,6 +250,16 @@ func (d *Dir) AdoptCheckedBlobs(paths map[string]string) error {
 		entries[BlobPath(sha256Hex)] = FileEntry{SHA256: sha256Hex, Size: st.Size()}
 	}
 	return d.listAdopted(entries, dirs)
+}
+
+// syncFile fsyncs the file at path.
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // adopt moves the file at path, whose entry is e, into the blob store and

@@ -182,7 +182,9 @@ func AskHave(rw io.ReadWriter, agent string, hashes []string) ([]string, error) 
 // FetchBlob fetches the agent's blob named sha256Hex over rw into the
 // partial file at partial, resuming after the bytes it already holds. The
 // bytes are hashed as they are written; on return without error the
-// whole file has been checked against the blob's name and fsynced. It
+// whole file has been checked against the blob's name, and is not yet
+// fsynced: the caller makes it durable before it lists it anywhere, with
+// the other blobs it adopts at once (capsule.Dir.AdoptCheckedBlobs). It
 // returns the number of bytes received. On a broken stream partial keeps
 // every byte received (fsynced, for the next attempt to resume after); on
 // ErrBlobHash or ErrProtocol it is removed. progress, if not nil, follows
@@ -232,8 +234,10 @@ func fetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Prog
 	if err == nil {
 		err = werr
 	}
-	if serr := f.Sync(); err == nil {
-		err = serr
+	if err != nil && !errors.Is(err, ErrProtocol) {
+		if serr := f.Sync(); serr != nil {
+			err = fmt.Errorf("%w (and keeping what came: %v)", err, serr)
+		}
 	}
 	if errors.Is(err, ErrProtocol) {
 		// A peer that breaks the protocol may have sent anything before;
