@@ -91,6 +91,12 @@ func (n *Node) SyncFrom(ctx context.Context, p peer.ID, agent string) (int64, er
 			n.healSoon(agent)
 		}
 	}
+	// A move here is being prepared: the wait of this node's first
+	// signature of the agent (for its own chain from every peer) is taken
+	// now, while the agent still runs at the source, not in the frozen
+	// window. Bounded by ownChainWait; not cut by the pull's deadline, as
+	// it runs once in the node's life.
+	n.store.TakeOwnChain(context.WithoutCancel(ctx), agent)
 	before, _ := n.heldSizes(agent)
 	n.fetchWanted(ctx, p, agent)
 	after, _ := n.heldSizes(agent)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
@@ -37,9 +38,11 @@ const (
 // takeOwnChain runs one sync exchange of the agent with every connected
 // paired peer (one that does not share it refuses, and is skipped), after
 // waiting for the dials of the node's start, all within ownChainWait.
-// Dials go on in parallel (dialPeers), so a peer that is down delays only
-// its own answer. It
-// runs before the node signs its first event of the agent (Store.sign).
+// Dials go on in parallel (dialPeers), and so do the exchanges, so a peer
+// that is down or stopped delays only its own answer, never another's.
+// It runs before the node signs its first event of the agent (Store.sign),
+// or earlier, while a move here is prepared (SyncFrom), so that the wait
+// is not in the move's frozen window.
 func (n *Node) takeOwnChain(ctx context.Context, agent string) {
 	ctx, cancel := context.WithTimeout(ctx, ownChainWait)
 	defer cancel()
@@ -50,22 +53,23 @@ func (n *Node) takeOwnChain(ctx context.Context, agent string) {
 	case <-ctx.Done():
 	}
 	dials.Stop()
+	var wg sync.WaitGroup
 	for _, p := range n.host.Network().Peers() {
-		if ctx.Err() != nil {
-			return
-		}
 		if !n.peers.Allowed(p) {
 			continue
 		}
-		st, err := n.exchange(noDial(ctx), p, agent)
-		if err != nil {
-			n.log.Debug("taking this machine's own chain from a peer before signing", "peer", p, "agent", agent, "err", err)
-			continue
-		}
-		if st.Received > 0 {
-			n.log.Info("took events from a peer before signing the agent's first event since the start", "peer", n.peerName(p), "agent", agent, "events", st.Received)
-		}
+		wg.Go(func() {
+			st, err := n.exchange(noDial(ctx), p, agent)
+			if err != nil {
+				n.log.Debug("taking this machine's own chain from a peer before signing", "peer", p, "agent", agent, "err", err)
+				return
+			}
+			if st.Received > 0 {
+				n.log.Info("took events from a peer before signing the agent's first event since the start", "peer", n.peerName(p), "agent", agent, "events", st.Received)
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // healSoon checks, in the background, whether this machine's chain of the

@@ -1161,6 +1161,13 @@ func (s *Store) Members(agent string) (journal.Members, error) {
 	return d.Members()
 }
 
+// TakeOwnChain runs what SetBeforeSign set for the agent now, if it has
+// not run yet, as the first signature would (a move about to make this
+// node the agent's writer takes the wait before the agent is frozen).
+func (s *Store) TakeOwnChain(ctx context.Context, agent string) error {
+	return s.ownChainTaken(ctx, agent)
+}
+
 // SetBeforeSign makes f run once per agent in the store's life, before
 // this machine signs its first event of it: the node takes what its
 // paired peers hold of this machine's own chain first. Set it before the
