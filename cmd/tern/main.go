@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/libp2p/go-libp2p/gologshim"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
@@ -56,6 +58,12 @@ func checkFailed(format string, args ...any) error {
 }
 
 func main() {
+	if os.Getenv("GOLOG_LOG_LEVEL") == "" {
+		// go-libp2p's own log lines (its format, its source paths) say
+		// again what tern reports in its words, such as a port in use; set
+		// GOLOG_LOG_LEVEL (e.g. error) to see them.
+		gologshim.SetDefaultHandler(slog.DiscardHandler)
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
