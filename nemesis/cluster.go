@@ -418,6 +418,9 @@ func waitFor(ctx context.Context, within time.Duration, check func() error) erro
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, errViolated) {
+			return err
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("not within %v: %w", within, err)
 		}

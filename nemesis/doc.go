@@ -26,4 +26,10 @@
 //   - cluster.go: Cluster and Node, the tern node processes, paired, with
 //     one agent, and their API
 //   - lines.go: a node's log, awaited line by line
+//   - check.go: the checks: Runners (the pure rule for two nodes running
+//     the agent at once, table-tested), the sampler of every node's API,
+//     epochs that never go down, acknowledged appends, convergence
+//   - scenario.go: the scenarios, each aimed at a phase of a migration or
+//     a fault of a machine
+//   - run.go: Run, trials on a cluster per transport, and their report
 package nemesis

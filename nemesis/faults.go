@@ -139,3 +139,10 @@ func (p *Plan) Decide(d Direction) []time.Duration {
 	}
 	return []time.Duration{at}
 }
+
+// setAll gives every direction the faults f.
+func (p *Plan) setAll(f Faults) {
+	for i := range p.dirs {
+		p.dirs[i].faults = f
+	}
+}
