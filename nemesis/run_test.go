@@ -25,3 +25,19 @@ func TestEveryScenarioFindsNothingInTern(t *testing.T) {
 		})
 	}
 }
+
+// The checker can fail: nodes that run resume-on-silence (a committing
+// source that takes a silent target for a refusal) are caught running the
+// agent twice, within the few trials CI gives it.
+func TestTheCheckerCatchesAFlawedNode(t *testing.T) {
+	tern := ternBinary(t)
+	sum, err := Run(context.Background(), Options{Tern: tern, Transports: []string{"tcp"}, Trials: 3, Seed: 1, Dir: t.TempDir(),
+		Env: []string{"TERN_FLAW=resume-on-silence"}, Scenarios: []string{"cut-activate"}, Report: func(tr Trial) { t.Log(tr) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(sum)
+	if sum.Doubles == 0 {
+		t.Fatalf("the checker saw no two nodes running the agent with resume-on-silence: %v", sum)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -56,6 +57,11 @@ is missing). docs/NEMESIS.md has the rest.`,
 				transports = []string{"tcp", "quic"}
 			default:
 				return &exitError{exitBadInput, fmt.Errorf("nemesis: --transport %q: want tcp, quic or both", transport)}
+			}
+			for _, n := range only {
+				if !slices.Contains(nemesis.Scenarios, n) {
+					return &exitError{exitBadInput, fmt.Errorf("nemesis: --scenario %q: no such scenario; the scenarios are %s", n, strings.Join(nemesis.Scenarios, ", "))}
+				}
 			}
 			var env []string
 			if flaw != "" {
