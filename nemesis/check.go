@@ -131,9 +131,6 @@ func (k *checker) sample(ctx context.Context, n *Node) {
 	s := sample{node: n.I, ok: err == nil, runs: running(r), epoch: r.Epoch, highest: r.Highest}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if ctx.Err() != nil && !s.ok {
-		s.ok = false
-	}
 	if v := k.runners.Add(s); v != "" {
 		k.doubles++
 		k.violate(v)
@@ -244,7 +241,14 @@ func lostAcks(ctx context.Context, c *Cluster, acks []ack) ([]string, error) {
 		return nil, err
 	}
 	events, _, _ := journal.Decode(data)
-	view, _ := journal.ReadableOf(c.Agent, events)
+	return unreadable(c.Agent, events, acks, holder.Name), nil
+}
+
+// unreadable returns, of acks, a description of each that events (the
+// journal of the node named holder) do not hold readable for agent: lost,
+// or set aside.
+func unreadable(agent string, events []*journal.Event, acks []ack, holder string) []string {
+	view, _ := journal.ReadableOf(agent, events)
 	readable := map[string]bool{}
 	for _, e := range view {
 		readable[e.ID] = true
@@ -265,9 +269,9 @@ func lostAcks(ctx context.Context, c *Cluster, acks []ack) ([]string, error) {
 		if all[a.id] {
 			how = "set aside"
 		}
-		lost = append(lost, fmt.Sprintf("an append n%d acknowledged (%s, %q) is %s in %s's journal", a.node, a.id, a.text, how, holder.Name))
+		lost = append(lost, fmt.Sprintf("an append n%d acknowledged (%s, %q) is %s in %s's journal", a.node, a.id, a.text, how, holder))
 	}
-	return lost, nil
+	return lost
 }
 
 // bodyHolds reports whether a readable message body holds text (a heal

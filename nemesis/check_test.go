@@ -1,8 +1,14 @@
 package nemesis
 
 import (
+	"crypto/rand"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/tern-dev/tern/journal"
 )
 
 func TestTheRunnersRuleFlagsOverlapsAndNeverAHandover(t *testing.T) {
@@ -35,6 +41,62 @@ func TestTheRunnersRuleFlagsOverlapsAndNeverAHandover(t *testing.T) {
 				t.Fatalf("flagged: %v", got)
 			case tc.want != "" && (len(got) == 0 || !strings.Contains(got[0], tc.want)):
 				t.Fatalf("got %q, want a violation naming %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAnAcknowledgedAppendMustBeReadable(t *testing.T) {
+	k, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := journal.NewKeySigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, genesis := journal.NewAgentID(s.Machine())
+	var chain []*journal.Event
+	add := func(seq uint64, prev string, d journal.Draft) *journal.Event {
+		t.Helper()
+		e, err := journal.NewEvent(s, journal.Stamp{Seq: seq, Prev: prev, Clock: seq, Time: time.Unix(int64(seq), 0)}, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	message := func(text string) journal.Draft {
+		t.Helper()
+		d, err := journal.ParseDraft([]byte(`{"type":"message","session":"s1","turn":"t1","body":{"role":"user","content":[{"type":"text","text":"` + text + `"}]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	g := add(1, "", genesis)
+	kept := add(2, g.ID, message("kept"))
+	// Two events at seq 3: a fork, which sets that machine's line aside
+	// from there on.
+	forkA, forkB := add(3, kept.ID, message("fork a")), add(3, kept.ID, message("fork b"))
+	chain = append(chain, g, kept, forkA, forkB)
+
+	for _, tc := range []struct {
+		name string
+		ack  ack
+		want string // in the finding; "" for none
+	}{
+		{"an append in the readable line is found", ack{id: kept.ID, text: "kept"}, ""},
+		{"an append signed again under another id is found by its text", ack{id: "bafy-other", text: "kept"}, ""},
+		{"an append that is not there is lost", ack{id: "bafy-gone", text: "gone"}, "is lost"},
+		{"an append of a forked line is set aside", ack{id: forkA.ID, text: "fork a"}, "is set aside"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := unreadable(agent, chain, []ack{tc.ack}, "n0")
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Fatalf("found %v", got)
+			case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+				t.Fatalf("found %q, want one naming %q", got, tc.want)
 			}
 		})
 	}

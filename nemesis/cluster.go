@@ -267,10 +267,10 @@ func (n *Node) Stop() {
 }
 
 // Pause stops the process (SIGSTOP), as a laptop's lid closing does.
-func (n *Node) Pause() { n.cmd.Process.Signal(syscall.SIGSTOP) }
+func (n *Node) Pause() { n.cmd.Process.Signal(stopSignal) }
 
 // Wake lets a paused process go on (SIGCONT).
-func (n *Node) Wake() { n.cmd.Process.Signal(syscall.SIGCONT) }
+func (n *Node) Wake() { n.cmd.Process.Signal(contSignal) }
 
 // Tern runs the tern command with args as this node's machine: in its
 // namespace, with its home. It returns the standard output; an error

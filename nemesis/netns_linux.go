@@ -185,3 +185,6 @@ func spawn(cmd *exec.Cmd) error {
 	spawns <- func() { done <- cmd.Start() }
 	return <-done
 }
+
+// stopSignal and contSignal pause and wake a process.
+var stopSignal, contSignal os.Signal = syscall.SIGSTOP, syscall.SIGCONT

@@ -36,3 +36,6 @@ func (ns *namespace) dial(context.Context, string, string) (net.Conn, error) {
 func childAttr() *syscall.SysProcAttr { return nil }
 
 func spawn(cmd *exec.Cmd) error { return cmd.Start() }
+
+// stopSignal and contSignal are never sent where the nemesis cannot run.
+var stopSignal, contSignal os.Signal = os.Interrupt, os.Interrupt
