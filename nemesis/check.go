@@ -128,7 +128,11 @@ func (k *checker) sample(ctx context.Context, n *Node) {
 	ctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond) // a paused node does not answer
 	defer cancel()
 	r, err := n.Holder(ctx)
-	s := sample{node: n.I, ok: err == nil, runs: running(r), epoch: r.Epoch, highest: r.Highest}
+	k.record(sample{node: n.I, ok: err == nil, runs: running(r), epoch: r.Epoch, highest: r.Highest})
+}
+
+// record checks one sample against the ones before it.
+func (k *checker) record(s sample) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if v := k.runners.Add(s); v != "" {
@@ -136,11 +140,11 @@ func (k *checker) sample(ctx context.Context, n *Node) {
 		k.violate(v)
 	}
 	if s.ok {
-		if s.highest < k.highest[n.I] {
-			k.violate(fmt.Sprintf("n%d's highest epoch went down from %d to %d", n.I, k.highest[n.I], s.highest))
+		if s.highest < k.highest[s.node] {
+			k.violate(fmt.Sprintf("n%d's highest epoch went down from %d to %d", s.node, k.highest[s.node], s.highest))
 		}
-		k.highest[n.I] = max(k.highest[n.I], s.highest)
-		k.last[n.I] = s
+		k.highest[s.node] = max(k.highest[s.node], s.highest)
+		k.last[s.node] = s
 	}
 }
 

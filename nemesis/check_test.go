@@ -101,3 +101,36 @@ func TestAnAcknowledgedAppendMustBeReadable(t *testing.T) {
 		})
 	}
 }
+
+func TestEpochsMustNeverGoDownButForARestoredHome(t *testing.T) {
+	seen := func(node int, highest uint64) sample { return sample{node: node, ok: true, highest: highest} }
+	for _, tc := range []struct {
+		name     string
+		samples  []sample
+		restored int // the node restored after the first two samples; -1 for none
+		want     string
+	}{
+		{name: "a highest epoch that only rises passes", samples: []sample{seen(0, 1), seen(0, 2), seen(0, 2), seen(0, 5)}, restored: -1},
+		{name: "a highest epoch that goes down is flagged", samples: []sample{seen(0, 3), seen(0, 4), seen(0, 2)}, restored: -1, want: "n0's highest epoch went down from 4 to 2"},
+		{name: "a node that does not answer is not taken for a zero", samples: []sample{seen(1, 3), {node: 1}, seen(1, 3)}, restored: -1},
+		{name: "a home restored from a backup starts again from what it holds", samples: []sample{seen(2, 3), seen(2, 6), seen(2, 4), seen(2, 7)}, restored: 2},
+		{name: "a restored home may not go down again after", samples: []sample{seen(2, 3), seen(2, 6), seen(2, 4), seen(2, 3)}, restored: 2, want: "n2's highest epoch went down from 4 to 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := &checker{runners: NewRunners(3), highest: make([]uint64, 3), last: make([]sample, 3)}
+			for i, s := range tc.samples {
+				if i == 2 && tc.restored >= 0 {
+					k.restored(tc.restored)
+				}
+				k.record(s)
+			}
+			v, _, _ := k.endTrial()
+			switch {
+			case tc.want == "" && len(v) > 0:
+				t.Fatalf("flagged: %v", v)
+			case tc.want != "" && (len(v) != 1 || !strings.Contains(v[0], tc.want)):
+				t.Fatalf("got %q, want %q", v, tc.want)
+			}
+		})
+	}
+}
