@@ -11,7 +11,8 @@ import (
 	"github.com/tern-dev/tern/api"
 )
 
-// Scenarios are the trials' scenarios, in the order trials take them.
+// Scenarios are the trials' scenarios: seed s runs Scenarios[s %
+// len(Scenarios)].
 var Scenarios = []string{"cut-propose", "cut-prepare", "cut-activate", "cut-commit", "split", "pause-source", "pause-target", "appends-cut", "restore"}
 
 // scenario runs one scenario on a cluster whose agent one node runs; it
@@ -32,8 +33,9 @@ var scenarios = map[string]scenario{
 	"restore":      restore,
 }
 
-// cutHold is how long a cut lasts: past the source's abort timeout (24
-// ticks of 100 ms), so that a source that gives up gives up while cut.
+// cutHold is how long a cut lasts: many retries (5 ticks of 100 ms) of a
+// source or target asking while cut, yet well short of a real node's
+// abort timeout (300 ticks), so that a trial takes seconds.
 const cutHold = 3 * time.Second
 
 // moveTimeout is what a trial's migrations wait for their outcome.
