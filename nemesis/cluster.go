@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -64,8 +65,17 @@ type Node struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once cmd has ended
 	log    *lines        // its stderr, across restarts
-	info   api.Info
 	http   *http.Client
+
+	mu   sync.Mutex
+	info api.Info // its API's address and token, new at every start
+}
+
+// api is the address and token of the node's API now.
+func (n *Node) api() api.Info {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.info
 }
 
 var clusters atomic.Int64
@@ -236,7 +246,14 @@ func (n *Node) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", n.Name, err)
 	}
-	return json.Unmarshal(data, &n.info)
+	var info api.Info
+	if err := json.Unmarshal(data, &info); err != nil {
+		return fmt.Errorf("%s: %s: %w", n.Name, api.InfoFile, err)
+	}
+	n.mu.Lock()
+	n.info = info
+	n.mu.Unlock()
+	return nil
 }
 
 // Kill ends the node's process with SIGKILL (and wakes it first if it was
@@ -289,11 +306,12 @@ func (n *Node) Tern(ctx context.Context, args ...string) (string, error) {
 // do calls the node's API: method on path with body, the JSON answer
 // decoded into out.
 func (n *Node) do(ctx context.Context, method, path string, body io.Reader, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, n.info.API+path, body)
+	info := n.api()
+	req, err := http.NewRequestWithContext(ctx, method, info.API+path, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+n.info.Token)
+	req.Header.Set("Authorization", "Bearer "+info.Token)
 	resp, err := n.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s: %s %s: %w", n.Name, method, path, err)
@@ -388,11 +406,12 @@ func (n *Node) Migrate(ctx context.Context, to *Node, timeout time.Duration) (ap
 	var out api.Outcome
 	ctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.info.API+n.agentPath("/migrate"), bytes.NewReader(body))
+	info := n.api()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, info.API+n.agentPath("/migrate"), bytes.NewReader(body))
 	if err != nil {
 		return out, err
 	}
-	req.Header.Set("Authorization", "Bearer "+n.info.Token)
+	req.Header.Set("Authorization", "Bearer "+info.Token)
 	hc := &http.Client{Transport: n.http.Transport} // no 2 s limit: a move takes its timeout
 	resp, err := hc.Do(req)
 	if err != nil {
