@@ -78,6 +78,17 @@ func (srv *Server) handleHolder(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if r.URL.Query().Get("peers") == "none" {
+		// This node's state alone, at once: a sampler polling every
+		// node many times a second must not wait on peers a cut hides.
+		st, err := srv.node.HolderState(id)
+		if err != nil {
+			srv.httpError(w, StatusOf(err), err)
+			return
+		}
+		writeJSON(w, HolderReport{Agent: id, HolderState: st, Peers: []PeerHolder{}})
+		return
+	}
 	rep, err := srv.node.Holder(r.Context(), id)
 	if err != nil {
 		srv.httpError(w, StatusOf(err), err)

@@ -109,6 +109,8 @@ func (m *Machine) tickSource() {
 	}
 	s.retryIn = m.tm.Retry
 	switch {
+	case s.committing && m.cfg.Flaw == flaws.FlawResumeOnSilence:
+		m.resume(EvAbort, ErrTimeout)
 	case s.committing:
 		m.sendRequest(MsgQuery) // the lost activate reply: ask, and fence
 	case s.proposing:

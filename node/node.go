@@ -34,6 +34,7 @@ import (
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filecopy"
 	"github.com/tern-dev/tern/internal/filelock"
+	"github.com/tern-dev/tern/internal/flaws"
 	"github.com/tern-dev/tern/internal/homelock"
 	"github.com/tern-dev/tern/journal"
 	"github.com/tern-dev/tern/protocol"
@@ -89,6 +90,11 @@ type Config struct {
 	// Harness runs the node on a harness's network and clock (see
 	// Harness); production leaves it nil.
 	Harness *Harness
+
+	// Flaw runs a deliberately broken variant of the protocols (a
+	// Harness's Flaw wins). Only a tern built with -tags ternflaws sets
+	// it, for tern nemesis --flaw to show that its checker catches it.
+	Flaw flaws.Flaw
 }
 
 // Info is node.json (api.Info).
@@ -201,7 +207,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		transfers: newTransfers(), gater: g, fetches: newJobs[syncKey](),
 		fetchLocks: map[string]*fetchLock{}, seen: map[peer.ID]time.Time{}, conns: map[peer.ID]int{},
 		ctx: ctx, cancel: cancel, dialed: make(chan struct{})}
-	pcfg := syncpolicy.Config{Self: string(h.ID()), Peers: n.policyPeers(), Interval: 1}
+	pcfg := syncpolicy.Config{Self: string(h.ID()), Peers: n.policyPeers(), Interval: 1, Flaw: cfg.Flaw}
 	if hn := cfg.Harness; hn != nil {
 		pcfg.Flaw = hn.Flaw
 	}
@@ -235,7 +241,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	n.rt = turns.New(n.ctx, n, turns.Config{Home: home, Secrets: cfg.Secrets, API: func() string { return n.info.API },
 		Spawn: n.spawn, Disabled: n.harnessed(), Log: log})
 	ccfg := custody.Config{Home: home, Self: id.Machine(), Host: h, Signer: id, Secrets: cfg.Secrets, Strict: cfg.Strict, Tick: n.tickEvery(),
-		Spawn: n.spawn, Wake: n.wake, Clock: n.clock(), Context: n.ctx, Log: log, Off: n.harnessed(), LoseMigrate: cfg.loseMigrate}
+		Spawn: n.spawn, Wake: n.wake, Clock: n.clock(), Context: n.ctx, Log: log, Off: n.harnessed(), LoseMigrate: cfg.loseMigrate, Flaw: cfg.Flaw}
 	if hn := cfg.Harness; hn != nil {
 		ccfg.Incarnation, ccfg.Flaw, ccfg.MigrateFate = hn.Incarnation, hn.Flaw, hn.MigrateFate
 		ccfg.Saving, ccfg.Event, ccfg.Runs = hn.Saving, hn.Event, hn.Runs

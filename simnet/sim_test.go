@@ -118,6 +118,7 @@ func TestTheCheckerCatchesEveryHistoricalBug(t *testing.T) {
 		{"a query that asks which epoch the target holds misses that the agent moved on", flaws.FlawQueryHeldEpoch},
 		{"a retire that is not compare-and-clear retires a node that holds a newer epoch", flaws.FlawRetireWithoutCompare},
 		{"a follower that leaves its timer rounds to the leader lets both sides skip what it wrote", flaws.FlawFollowerSkips},
+		{"a committing source that takes a silent target for a refusal runs beside the target that activated", flaws.FlawResumeOnSilence},
 	}
 	const bound = 300
 	for _, tc := range cases {

@@ -162,7 +162,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		return fmt.Errorf("%w\nrun '%s --help' for usage", err, c.CommandPath())
 	})
 	root.AddCommand(capsuleCmd(e), journalCmd(e), demoCmd(e), nodeCmd(e), peerCmd(e), statusCmd(e), syncCmd(e),
-		migrateCmd(e), holderCmd(e), simnetCmd(e), renderCmd(e), benchCmd(e), modelCmd(e), secretCmd(e),
+		migrateCmd(e), holderCmd(e), simnetCmd(e), nemesisCmd(e), renderCmd(e), benchCmd(e), modelCmd(e), secretCmd(e),
 		sessionCmd(e), turnCmd(e), memoryCmd(e), mcpCmd(e), uiCmd(e), actionsCmd(e), answerCmd(e, "approve", true), answerCmd(e, "deny", false), respondCmd(e),
 		idCmd(e), versionCmd(e), memberCmd(e), environmentHelp())
 	nameArgs(root)

@@ -29,9 +29,18 @@ import (
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filecopy"
 	"github.com/tern-dev/tern/internal/filelock"
+	"github.com/tern-dev/tern/internal/flaws"
 	"github.com/tern-dev/tern/internal/secrets"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/store"
+)
+
+// nodeFlaw, set only in a tern built with -tags ternflaws (flaws_on.go),
+// puts the flaw TERN_FLAW names into a node's config; flawsBuilt says it
+// is there.
+var (
+	nodeFlaw   func(*node.Config) error
+	flawsBuilt bool
 )
 
 func nodeCmd(e *env) *cobra.Command {
@@ -127,6 +136,14 @@ func nodeCmd(e *env) *cobra.Command {
 				return err
 			}
 			cfg.Secrets = store
+			if nodeFlaw != nil {
+				if err := nodeFlaw(&cfg); err != nil {
+					return err
+				}
+				if cfg.Flaw != flaws.Sound {
+					log.Warn("flaw: this node runs a deliberately broken protocol (a tern built with -tags ternflaws, for tern nemesis --flaw)", "flaw", cfg.Flaw.String())
+				}
+			}
 			e.log = log
 			n, err := node.Start(home, cfg, log)
 			if err != nil {

@@ -156,7 +156,7 @@ fault never saw one of the outcomes:
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object")
 	fl.BoolVar(&trace, "trace", false, "print every step of the one seed run")
 	fl.IntVar(&workers, "workers", 0, "parallel runs (default: one per core)")
-	fl.StringVar(&flaw, "flaw", "", "run a deliberately broken protocol to show the checker catches it: query-without-fence, query-held-epoch, retire-without-compare, follower-skips (model layer only)")
+	fl.StringVar(&flaw, "flaw", "", "run a deliberately broken protocol to show the checker catches it: query-without-fence, query-held-epoch, retire-without-compare, resume-on-silence, follower-skips (model layer only)")
 	fl.MarkHidden("flaw")
 	return c
 }

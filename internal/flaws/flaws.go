@@ -30,12 +30,20 @@ const (
 	// wrote since: its own vector did not move, so its record says the
 	// follower holds everything. Neither side sends the events.
 	FlawFollowerSkips
+	// FlawResumeOnSilence: a source past its point of no return that has
+	// no answer to its activate by its next retry takes the silence for
+	// a refusal and runs the agent again, instead of asking the target
+	// what it decided; the target may have activated. It is the naive
+	// timeout every two-phase commit is tempted by, and the one tern
+	// nemesis shows its checker catches on real processes (a cut while
+	// the target's reply to the activate is on the wire).
+	FlawResumeOnSilence
 )
 
 // Last is the highest Flaw.
-const Last = FlawFollowerSkips
+const Last = FlawResumeOnSilence
 
-var flawNames = [...]string{"sound", "query-without-fence", "query-held-epoch", "retire-without-compare", "follower-skips"}
+var flawNames = [...]string{"sound", "query-without-fence", "query-held-epoch", "retire-without-compare", "follower-skips", "resume-on-silence"}
 
 // InSyncPolicy reports whether f breaks the sync policy (package
 // syncpolicy) rather than the fencing protocol.
