@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"os"
@@ -116,11 +117,15 @@ type fetchedBlob struct {
 	unlock     func()
 }
 
-// fetchAll fetches the blobs from p into dir, fetchWorkers at a time, and
-// yields each outcome.
+// fetchBatch is how many blobs one request asks a peer for (a stream
+// each request, the blobs back to back): a tree of small files costs a
+// round trip a batch, not one a file.
+const fetchBatch = 64
+
+// fetchAll fetches the blobs from p into dir, fetchBatch to a request and
+// fetchWorkers requests at a time, and yields each outcome.
 func (n *Node) fetchAll(ctx context.Context, p peer.ID, agent, dir string, blobs []string) iter.Seq[fetchedBlob] {
 	return func(yield func(fetchedBlob) bool) {
-		workers := min(fetchWorkers, len(blobs))
 		if n.harnessed() {
 			for _, h := range blobs {
 				if !yield(n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h), false)) {
@@ -131,12 +136,12 @@ func (n *Node) fetchAll(ctx context.Context, p peer.ID, agent, dir string, blobs
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		todo, out := make(chan string), make(chan fetchedBlob)
+		todo, out := make(chan []string), make(chan fetchedBlob)
 		var wg sync.WaitGroup
-		for range workers {
+		for range min(fetchWorkers, (len(blobs)+fetchBatch-1)/fetchBatch) {
 			wg.Go(func() {
-				for h := range todo {
-					out <- n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h), false)
+				for batch := range todo {
+					n.fetchMany(ctx, p, agent, dir, batch, func(f fetchedBlob) { out <- f })
 				}
 			})
 		}
@@ -144,9 +149,9 @@ func (n *Node) fetchAll(ctx context.Context, p peer.ID, agent, dir string, blobs
 			defer close(out)
 			defer wg.Wait()
 			defer close(todo)
-			for _, h := range blobs {
+			for batch := range slices.Chunk(blobs, fetchBatch) {
 				select {
-				case todo <- h:
+				case todo <- batch:
 				case <-ctx.Done():
 					return
 				}
@@ -250,6 +255,11 @@ func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial strin
 		unlock()
 		return fetchedBlob{blob: h, held: true}
 	}
+	return n.fetchLocked(ctx, p, agent, h, partial, unlock)
+}
+
+// fetchLocked is fetchBlob once it holds the blob's fetch lock.
+func (n *Node) fetchLocked(ctx context.Context, p peer.ID, agent, h, partial string, unlock func()) fetchedBlob {
 	track, end := n.transfers.start(Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
 	got, err := protocol.Fetch(ctx, n.host, p, agent, h, partial, track)
 	end()
@@ -260,6 +270,72 @@ func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial strin
 		return fetchedBlob{blob: h, failed: true}
 	}
 	return fetchedBlob{blob: h, path: partial, size: got, unlock: unlock}
+}
+
+// fetchMany fetches the blobs of batch from p on one stream (those whose
+// fetch lock it takes and that the capsule does not hold), into dir, and
+// tells out each outcome, as fetchBlob would one. From a peer that serves
+// one blob a request, it fetches them one by one.
+func (n *Node) fetchMany(ctx context.Context, p peer.ID, agent, dir string, batch []string, out func(fetchedBlob)) {
+	var ask []string
+	unlocks := map[string]func(){}
+	for _, h := range batch {
+		unlock, ok := n.tryLockFetch(h)
+		switch {
+		case !ok:
+			out(fetchedBlob{blob: h, busy: true})
+		case n.store.HoldsBlob(agent, "", h):
+			unlock()
+			out(fetchedBlob{blob: h, held: true})
+		default:
+			ask = append(ask, h)
+			unlocks[h] = unlock
+		}
+	}
+	if len(ask) == 0 {
+		return
+	}
+	partial := func(h string) string { return filepath.Join(dir, h) }
+	ends := map[string]func(){}
+	begin := func(h string) protocol.Progress {
+		track, end := n.transfers.start(Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
+		ends[h] = end
+		return track
+	}
+	done := func(h string, got int64, err error) {
+		if end := ends[h]; end != nil {
+			end()
+			delete(ends, h)
+		}
+		n.stats.blobBytes.Add(float64(got))
+		unlock := unlocks[h]
+		delete(unlocks, h)
+		if err != nil {
+			unlock()
+			n.log.Debug("blob fetch", "peer", p, "blob", h, "err", err)
+			out(fetchedBlob{blob: h, failed: true})
+			return
+		}
+		out(fetchedBlob{blob: h, path: partial(h), size: got, unlock: unlock})
+	}
+	_, err := protocol.FetchMany(ctx, n.host, p, agent, ask, partial, begin, done)
+	for _, end := range ends {
+		end()
+	}
+	for _, h := range ask {
+		unlock, left := unlocks[h]
+		switch {
+		case !left:
+		case errors.Is(err, protocol.ErrNoBatches):
+			out(n.fetchLocked(ctx, p, agent, h, partial(h), unlock))
+		default: // the peer ended early, or the stream broke: the next round asks again
+			unlock()
+			out(fetchedBlob{blob: h, failed: true})
+		}
+	}
+	if err != nil && !errors.Is(err, protocol.ErrNoBatches) {
+		n.log.Debug("blob fetch", "peer", p, "blobs", len(ask), "err", err)
+	}
 }
 
 // tryLockFetch takes the lock of the fetch named h if no one holds it.

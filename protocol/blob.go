@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"strings"
@@ -61,16 +62,18 @@ const maxBlobRequest = 128 + MaxHaveQuery*67
 // blobRequest is the first frame of a blob stream: either a fetch of one
 // blob from an offset, or a have query.
 type blobRequest struct {
-	Agent  string   `json:"agent"`
-	SHA256 string   `json:"sha256,omitempty"`
-	Offset int64    `json:"offset,omitempty"`
-	Have   []string `json:"have,omitempty"`
+	Agent  string     `json:"agent"`
+	SHA256 string     `json:"sha256,omitempty"`
+	Offset int64      `json:"offset,omitempty"`
+	Have   []string   `json:"have,omitempty"`
+	Blobs  []BlobWant `json:"blobs,omitempty"` // a fetch of many (FetchBlobs)
 }
 
 type blobHeader struct {
-	Size  int64    `json:"size"`
-	Have  []string `json:"have,omitempty"`
-	Error string   `json:"error,omitempty"`
+	SHA256 string   `json:"sha256,omitempty"` // in an answer to a fetch of many: which blob follows
+	Size   int64    `json:"size"`
+	Have   []string `json:"have,omitempty"`
+	Error  string   `json:"error,omitempty"`
 }
 
 // Progress is told, after each chunk is written, how many bytes of the
@@ -93,12 +96,15 @@ func ServeBlob(rw io.ReadWriter, src BlobSource, peer string) error {
 		return err
 	}
 	var req blobRequest
-	if err := json.Unmarshal(p, &req); err != nil || req.Agent == "" || req.Offset < 0 || len(req.Have) > MaxHaveQuery {
+	if err := json.Unmarshal(p, &req); err != nil || req.Agent == "" || req.Offset < 0 || len(req.Have) > MaxHaveQuery || len(req.Blobs) > MaxBlobBatch {
 		return fmt.Errorf("%w: bad blob request", ErrProtocol)
 	}
 	answer := func(h blobHeader) error {
 		b, _ := json.Marshal(h)
 		return WriteFrame(rw, b)
+	}
+	if len(req.Blobs) > 0 {
+		return serveBlobs(rw, src, peer, req.Agent, req.Blobs, answer)
 	}
 	if req.SHA256 == "" {
 		for _, h := range req.Have {
@@ -133,9 +139,13 @@ func ServeBlob(rw io.ReadWriter, src BlobSource, peer string) error {
 	if _, err := f.Seek(req.Offset, io.SeekStart); err != nil {
 		return err
 	}
-	// Each chunk is read in place behind room for its length, so that a
-	// frame is one Write and nothing is copied or allocated per chunk.
-	buf := make([]byte, binary.MaxVarintLen64+BlobChunk)
+	return sendChunks(rw, f, make([]byte, binary.MaxVarintLen64+BlobChunk))
+}
+
+// sendChunks sends what is left of f in data frames of at most BlobChunk
+// bytes, each read in place into buf behind room for its length, so that
+// a frame is one Write and nothing is copied or allocated per chunk.
+func sendChunks(rw io.Writer, f io.Reader, buf []byte) error {
 	data := buf[binary.MaxVarintLen64:]
 	var length [binary.MaxVarintLen64]byte
 	for {
@@ -219,17 +229,28 @@ func fetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Prog
 	if hdr.Error != "" {
 		return 0, fmt.Errorf("%w: %s", ErrNoBlob, hdr.Error)
 	}
-	if hdr.Size < 0 || hdr.Size > MaxBlobSize {
-		return 0, fmt.Errorf("%w: the peer announces a blob of %d bytes; at most %d are accepted", ErrProtocol, hdr.Size, int64(MaxBlobSize))
+	return receiveBlob(r, f, h, want, partial, offset, hdr.Size, progress, reserve)
+}
+
+// receiveBlob receives the bytes from offset to size of the blob whose
+// sha256 is want from r into f (the partial file at partial, holding the
+// bytes before offset, already in h): see FetchBlob for what a cut, a
+// broken protocol or other bytes leave.
+func receiveBlob(r *bufio.Reader, f *os.File, h hash.Hash, want []byte, partial string, offset, size int64, progress Progress, reserve func(int) error) (int64, error) {
+	if size < 0 || size > MaxBlobSize {
+		return 0, fmt.Errorf("%w: the peer announces a blob of %d bytes; at most %d are accepted", ErrProtocol, size, int64(MaxBlobSize))
 	}
-	chunk, buffers := chunkPlan(offset, hdr.Size)
+	if offset > size {
+		return 0, fmt.Errorf("%w: the peer announces a blob of %d bytes, and %d are here already", ErrProtocol, size, offset)
+	}
+	chunk, buffers := chunkPlan(offset, size)
 	if reserve != nil {
 		if err := reserve(buffers*int(chunk) + fetchReadBuffer); err != nil {
 			return 0, err
 		}
 	}
-	w := startChunkWriter(f, h, offset, hdr.Size, progress)
-	err = receiveChunks(r, w, offset, hdr.Size)
+	w := startChunkWriter(f, h, offset, size, progress)
+	err := receiveChunks(r, w, offset, size)
 	got, werr := w.close()
 	if err == nil {
 		err = werr
@@ -252,7 +273,7 @@ func fetchBlob(rw io.ReadWriter, agent, sha256Hex, partial string, progress Prog
 	if !bytes.Equal(h.Sum(nil), want) {
 		f.Close()
 		os.Remove(partial)
-		return got, fmt.Errorf("%w: %s", ErrBlobHash, sha256Hex)
+		return got, fmt.Errorf("%w: %s", ErrBlobHash, hex.EncodeToString(want))
 	}
 	return got, nil
 }

@@ -200,6 +200,38 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, agent, sha256Hex, partia
 	return n, Finish(s)
 }
 
+// FetchMany fetches the agent's blobs named hashes from p on one stream
+// (see FetchBlobs), and returns how many of them it got to.
+func FetchMany(ctx context.Context, h host.Host, p peer.ID, agent string, hashes []string, partial func(string) string, begin func(string) Progress, done BlobDone) (int, error) {
+	ctx, cancel := clock.WithTimeout(clockOf(h), ctx, BlobTimeout)
+	defer cancel()
+	s, err := h.NewStream(ctx, p, BlobID)
+	if err != nil {
+		return 0, err
+	}
+	reserved := 0
+	reserve := func(n int) error { // what the largest blob so far needs
+		if n <= reserved {
+			return nil
+		}
+		if err := s.Scope().ReserveMemory(n-reserved, network.ReservationPriorityLow); err != nil {
+			return err
+		}
+		reserved = n
+		return nil
+	}
+	defer func() { s.Scope().ReleaseMemory(reserved) }()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	n, err := fetchBlobs(s, agent, hashes, partial, begin, done, reserve)
+	if err != nil {
+		s.Reset()
+		return n, err
+	}
+	return n, Finish(s)
+}
+
 // PeerHas asks p which of hashes it holds in the agent's capsule, in
 // queries of at most MaxHaveQuery names.
 func PeerHas(ctx context.Context, h host.Host, p peer.ID, agent string, hashes []string) ([]string, error) {
