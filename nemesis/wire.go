@@ -25,8 +25,9 @@ type Wire struct {
 	ports []Port
 	addrs []netip.Addr
 
-	mu   sync.Mutex
-	plan *Plan
+	mu     sync.Mutex
+	plan   *Plan
+	dropCh chan struct{} // closed, and replaced, at each drop (dropWait)
 
 	done    chan struct{}
 	wg      sync.WaitGroup
@@ -42,7 +43,7 @@ func NewWire(plan *Plan, ports []Port, addrs []netip.Addr) (*Wire, error) {
 	if len(ports) != len(addrs) || len(ports) != plan.n {
 		return nil, errors.New("nemesis: a wire needs one port and one address per node of its plan")
 	}
-	w := &Wire{ports: ports, addrs: addrs, plan: plan, done: make(chan struct{})}
+	w := &Wire{ports: ports, addrs: addrs, plan: plan, done: make(chan struct{}), dropCh: make(chan struct{})}
 	for i := range ports {
 		w.wg.Add(1)
 		go w.carry(i)
@@ -84,6 +85,23 @@ func (w *Wire) to(pkt []byte) int {
 	return -1
 }
 
+// dropped counts a packet the wire dropped and wakes those waiting for
+// a drop.
+func (w *Wire) dropped() {
+	w.Dropped.Add(1)
+	w.mu.Lock()
+	close(w.dropCh)
+	w.dropCh = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// dropWait returns a channel closed at the next drop.
+func (w *Wire) dropWait() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dropCh
+}
+
 func (w *Wire) carry(i int) {
 	defer w.wg.Done()
 	buf := make([]byte, 65536)
@@ -94,7 +112,7 @@ func (w *Wire) carry(i int) {
 		}
 		j := w.to(buf[:n])
 		if j < 0 || j == i {
-			w.Dropped.Add(1)
+			w.dropped()
 			continue
 		}
 		d := Direction{i, j}
@@ -102,7 +120,7 @@ func (w *Wire) carry(i int) {
 		fates := w.plan.Decide(d)
 		w.mu.Unlock()
 		if len(fates) == 0 {
-			w.Dropped.Add(1)
+			w.dropped()
 			continue
 		}
 		if len(fates) > 1 {
@@ -122,7 +140,7 @@ func (w *Wire) carry(i int) {
 				default:
 				}
 				if cut {
-					w.Dropped.Add(1)
+					w.dropped()
 					return
 				}
 				if _, err := w.ports[j].Write(pkt); err == nil {

@@ -77,12 +77,17 @@ func receive(t *testing.T, p *memPort) []byte {
 // waitDropped waits until the wire has dropped n packets.
 func waitDropped(t *testing.T, w *Wire, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for w.Dropped.Load() < n {
-		if time.Now().After(deadline) {
+	deadline := time.After(10 * time.Second)
+	for {
+		next := w.dropWait() // before the count: a drop in between closes it
+		if w.Dropped.Load() >= n {
+			return
+		}
+		select {
+		case <-next:
+		case <-deadline:
 			t.Fatalf("the wire dropped %d packets, want %d", w.Dropped.Load(), n)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
