@@ -180,15 +180,8 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, agent, sha256Hex, partia
 	if err != nil {
 		return 0, err
 	}
-	reserved := 0
-	reserve := func(n int) error {
-		if err := s.Scope().ReserveMemory(n, network.ReservationPriorityLow); err != nil {
-			return err
-		}
-		reserved = n
-		return nil
-	}
-	defer func() { s.Scope().ReleaseMemory(reserved) }()
+	reserve, release := fetchReservation(s)
+	defer release()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(dl)
 	}
@@ -200,17 +193,12 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, agent, sha256Hex, partia
 	return n, Finish(s)
 }
 
-// FetchMany fetches the agent's blobs named hashes from p on one stream
-// (see FetchBlobs), and returns how many of them it got to.
-func FetchMany(ctx context.Context, h host.Host, p peer.ID, agent string, hashes []string, partial func(string) string, begin func(string) Progress, done BlobDone) (int, error) {
-	ctx, cancel := clock.WithTimeout(clockOf(h), ctx, BlobTimeout)
-	defer cancel()
-	s, err := h.NewStream(ctx, p, BlobID)
-	if err != nil {
-		return 0, err
-	}
+// fetchReservation returns how a fetch on s reserves memory in the
+// stream's scope as it learns what its blobs need (at most what the
+// largest needs; a reservation only grows), and how it gives it back.
+func fetchReservation(s network.Stream) (reserve func(n int) error, release func()) {
 	reserved := 0
-	reserve := func(n int) error { // what the largest blob so far needs
+	reserve = func(n int) error {
 		if n <= reserved {
 			return nil
 		}
@@ -220,7 +208,20 @@ func FetchMany(ctx context.Context, h host.Host, p peer.ID, agent string, hashes
 		reserved = n
 		return nil
 	}
-	defer func() { s.Scope().ReleaseMemory(reserved) }()
+	return reserve, func() { s.Scope().ReleaseMemory(reserved) }
+}
+
+// FetchMany fetches the agent's blobs named hashes from p on one stream
+// (see FetchBlobs), and returns how many of them it got to.
+func FetchMany(ctx context.Context, h host.Host, p peer.ID, agent string, hashes []string, partial func(string) string, begin func(string) Progress, done BlobDone) (int, error) {
+	ctx, cancel := clock.WithTimeout(clockOf(h), ctx, BlobTimeout)
+	defer cancel()
+	s, err := h.NewStream(ctx, p, BlobID)
+	if err != nil {
+		return 0, err
+	}
+	reserve, release := fetchReservation(s)
+	defer release()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(dl)
 	}
