@@ -660,6 +660,10 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 	}
 
 	title("migrate", "The agent migrates to the desktop node")
+	held, err := laptop.HolderState(agent) // the epoch the backup holds it at too
+	if err != nil {
+		return err
+	}
 	out, err := laptop.Migrate(ctx, agent, desktop.Host().ID())
 	if err != nil || out.Outcome != "committed" {
 		return fmt.Errorf("demo: the migration: %+v %v", out, err)
@@ -735,7 +739,7 @@ func demoTurns(ctx context.Context, run *demoRun, laptop, desktop *node.Node, cu
 	}); err != nil {
 		return fmt.Errorf("demo: the restored laptop was not refused")
 	}
-	say("its backup says it holds the agent at epoch %d; its peer knows epoch %d: refused (409: %s)", out.Epoch-1, out.Epoch, oneLine(why409, 60))
+	say("its backup says it holds the agent at epoch %d; its peer knows epoch %d: refused (409: %s)", held.Epoch, out.Epoch, oneLine(why409, 60))
 	why("a machine restored from a backup, or woken after weeks, can never run the agent a second time")
 	result("refused")
 	if run.web {

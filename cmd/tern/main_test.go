@@ -267,7 +267,7 @@ func TestTheDemoRuns(t *testing.T) {
 		"a second agent, planner (agent id ", "so the turn paused: act_approval_", `then completed: "Done: write_file returned created plan.md`, "each once, the turn never restarted",
 		"the desktop holds all", "the agent was frozen for", "the laptop node refuses to run it now (409",
 		`on the desktop with the workspace it brought: "Done: read_file returned 1. sync 2. move 3. continue`,
-		"the offline model's 2 reasoning events are left out", "its peer knows epoch 2: refused (409",
+		"the offline model's 2 reasoning events are left out", "its backup says it holds the agent at epoch 1; its peer knows epoch ", ": refused (409",
 		"17  fencing        refused", "Done."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

@@ -49,14 +49,17 @@ func TestMigrateAndHolderThroughTheCLI(t *testing.T) {
 			t.Errorf("migrate --json lacks %q: %s", k, out)
 		}
 	}
-	if res["outcome"] != "committed" || res["epoch"] != float64(2) {
+	// Epoch 2, or 3 when the desktop learnt of 2 as it was proposed and
+	// refused it as stale (the laptop then proposes once more, above it).
+	epoch, _ := res["epoch"].(float64)
+	if res["outcome"] != "committed" || epoch < 2 || epoch > 3 {
 		t.Fatalf("migrate: %s", out)
 	}
 	var after api.HolderReport
 	if err := json.Unmarshal([]byte(mustTern(t, homeA, "", "holder", id, "--json")), &after); err != nil {
 		t.Fatal(err)
 	}
-	if after.State != "retired" || len(after.Peers) != 1 || after.Peers[0].State != "active" || after.Peers[0].Epoch != 2 {
+	if after.State != "retired" || len(after.Peers) != 1 || after.Peers[0].State != "active" || after.Peers[0].Epoch != uint64(epoch) {
 		t.Fatalf("holder after the move: %+v", after)
 	}
 	// Moving it again from the node that no longer runs it is refused.
