@@ -38,6 +38,14 @@ type Dir struct {
 
 	commitMu sync.Mutex // one manifest update at a time
 
+	// deriveMu is held from reading what the derived files should be
+	// (derivedUpdates) to the commit that installs them, so that each
+	// derivation sees every commit before it. Without it, two batches of
+	// blobs adopted at once each see only their own part of a snapshot,
+	// both find it incomplete, and neither installs it: every blob held,
+	// none wanted, and snapshot.json the old one. Taken before commitMu.
+	deriveMu sync.Mutex
+
 	memberMu sync.Mutex // one change of members at a time: read, decide, append
 
 	// sealMu is held by a timed seal and by Close, and is taken before
@@ -468,6 +476,8 @@ func (d *Dir) AppendReserved(ctx context.Context, s journal.Signer, epoch uint64
 	}
 	var files map[string][]byte
 	if slices.ContainsFunc(evs, namesContent) {
+		d.deriveMu.Lock()
+		defer d.deriveMu.Unlock()
 		if files, err = d.derivedUpdates(nil); err != nil {
 			return evs, err
 		}
@@ -559,6 +569,8 @@ func (d *Dir) AddEvents(ctx context.Context, events []*journal.Event) ([]*journa
 	// or a heal changes the view.
 	var files map[string][]byte
 	if jl.Disorder() != before || slices.ContainsFunc(added, namesContent) {
+		d.deriveMu.Lock()
+		defer d.deriveMu.Unlock()
 		if files, err = d.derivedUpdates(nil); err != nil {
 			return added, err
 		}
@@ -676,6 +688,10 @@ func (d *Dir) SnapshotWith(ctx context.Context, s journal.Signer, epoch uint64, 
 	if err != nil {
 		return body, nil, err
 	}
+	// Held from the event to the commit: a snapshot taken meanwhile
+	// commits its snapshot.json before or after this one, as its event is.
+	d.deriveMu.Lock()
+	defer d.deriveMu.Unlock()
 	if _, err := jl.Append(ctx, s, epoch, journal.Draft{Type: SnapshotEventType, Body: raw}); err != nil {
 		return body, nil, err
 	}

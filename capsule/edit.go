@@ -145,6 +145,8 @@ func (d *Dir) AcceptEdits(ctx context.Context, s journal.Signer) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
+	d.deriveMu.Lock() // from the events to the commit, as a snapshot holds it
+	defer d.deriveMu.Unlock()
 	if len(drafts) > 0 {
 		if _, err := jl.Append(ctx, s, 0, drafts...); err != nil {
 			return nil, err

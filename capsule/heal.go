@@ -27,6 +27,8 @@ func (d *Dir) Heal(ctx context.Context, s journal.Signer) ([]*journal.Event, err
 		return nil, fmt.Errorf("heal %s: %w", d.dir, err)
 	}
 	d.log.Warn("healed this machine's chain", "capsule", d.dir, "machine", s.Machine(), "signed_again", len(healed)-1)
+	d.deriveMu.Lock()
+	defer d.deriveMu.Unlock()
 	files, err := d.derivedUpdates(nil)
 	if err != nil {
 		return healed, err

@@ -283,6 +283,8 @@ func (d *Dir) listAdopted(entries map[string]FileEntry, dirs map[string]bool) er
 			return err
 		}
 	}
+	d.deriveMu.Lock()
+	defer d.deriveMu.Unlock()
 	files, err := d.derivedUpdates(entries)
 	if err != nil {
 		return err
@@ -451,6 +453,8 @@ func (d *Dir) PutBlob(data []byte) (string, error) {
 		return "", err
 	}
 	if d.BlobSize(e.SHA256) != e.Size {
+		d.deriveMu.Lock()
+		defer d.deriveMu.Unlock()
 		files, err := d.derivedUpdates(map[string]FileEntry{BlobPath(e.SHA256): e})
 		if err != nil {
 			return "", err

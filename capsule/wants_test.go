@@ -1,13 +1,16 @@
 package capsule
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tern-dev/tern/journal"
@@ -143,6 +146,74 @@ func TestABatchOfFetchedBlobsIsAdoptedInOneCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertSameTree(t, ws, out)
+}
+
+// Batches adopted at once (a fetch runs several) that together complete
+// a snapshot install it, whichever commits last: each sees what the others
+// committed before it, so none finds the snapshot incomplete for want of
+// another batch's blobs.
+func TestBatchesAdoptedAtOnceInstallTheSnapshotTheyComplete(t *testing.T) {
+	a, b, laptop, _ := diverge(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	files := map[string]string{}
+	for i := range 8 {
+		files[fmt.Sprintf("f%d.txt", i)] = strings.Repeat(fmt.Sprint(i), 1000+i)
+	}
+	writeTree(t, ws, files)
+	da, _ := OpenDir(context.Background(), a, nil)
+	body, err := da.Snapshot(context.Background(), laptop, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evsA, _ := da.Events()
+	snapData, err := os.ReadFile(filepath.Join(a, filepath.FromSlash(SnapshotFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	da.Close()
+	snapHex, _ := ParseBlobCID(body.Snapshot)
+	snap, err := ParseSnapshot(snapData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 20 {
+		copyB := filepath.Join(t.TempDir(), "b")
+		if err := os.CopyFS(copyB, os.DirFS(b)); err != nil {
+			t.Fatal(err)
+		}
+		db, err := OpenDir(context.Background(), copyB, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.AddEvents(context.Background(), evsA); err != nil {
+			t.Fatal(err)
+		}
+		// One batch a blob, the snapshot's own among them, all at once.
+		blobs := append([]string{snapHex}, snap.Blobs()...)
+		var wg sync.WaitGroup
+		errs := make([]error, len(blobs))
+		start := make(chan struct{})
+		for i, h := range blobs {
+			batch := map[string]string{h: copyOut(t, a, h)}
+			wg.Go(func() {
+				<-start
+				errs[i] = db.AdoptCheckedBlobs(batch)
+			})
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := db.Wanted(); len(want) != 0 {
+			t.Fatalf("round %d: still wanting %d blobs", round, len(want))
+		}
+		got, _ := db.ReadFile(SnapshotFile)
+		db.Close()
+		if !bytes.Equal(got, snapData) {
+			t.Fatalf("round %d: every blob is held and none wanted, but snapshot.json is not the snapshot they complete", round)
+		}
+	}
 }
 
 func TestAdoptBlobRefusesBytesThatDoNotMatchTheName(t *testing.T) {
