@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/tern-dev/tern/protocol"
 )
 
 // InfoFile is written by a running node inside $TERN_HOME (0600): how
@@ -29,15 +31,7 @@ type Peer struct {
 
 // Transfer is a blob moving between this node and a peer right now, as
 // `tern status` and the progress bars of `tern sync wait` show it.
-type Transfer struct {
-	Direction string    `json:"direction"` // "in": fetched from the peer; "out": served to it
-	Peer      string    `json:"peer"`
-	Agent     string    `json:"agent"`
-	Blob      string    `json:"blob"` // sha256 hex
-	Done      int64     `json:"done"` // bytes of the blob received (in) or read to send (out)
-	Size      int64     `json:"size"`
-	Started   time.Time `json:"started"`
-}
+type Transfer = protocol.Transfer
 
 // PendingPeer is an unpaired machine that tried to connect (tern peer
 // pending).

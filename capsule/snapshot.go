@@ -165,6 +165,12 @@ func formatMode(m fs.FileMode) string { return fmt.Sprintf("%04o", m.Perm()) }
 // top of what it always leaves out (see Excluded).
 type SnapshotOptions struct {
 	Exclude []string // patterns, as in .ternignore
+	// Stored, if set, is told each blob the snapshot stores, as soon as
+	// its file is whole under its name in the capsule (fsynced; not yet
+	// listed in the manifest, which commits last), from several
+	// goroutines at once. A node names them to its peers (an offer), so
+	// that they fetch a tree while the rest of it is still being stored.
+	Stored func(sha256Hex string)
 }
 
 // IgnoreFile is the file in a workspace's root that lists patterns of
@@ -307,6 +313,9 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 		r.Close()
 		if err != nil {
 			return fmt.Errorf("snapshot %s: %s: %w", workspace, f.rel, err)
+		}
+		if opt.Stored != nil {
+			opt.Stored(entries[i].SHA256)
 		}
 		return nil
 	})

@@ -54,7 +54,7 @@ func snapshotOn(t *testing.T, n *Node, agent string, size int) string {
 // arrive (a reset may overtake them and leave nothing to resume from).
 func serveBlobsCut(n *Node, limit int) {
 	n.host.SetStreamHandler(protocol.BlobID, func(s network.Stream) {
-		protocol.ServeBlob(&cutWriter{Stream: s, left: limit}, servedBlobs{n.store, n.transfers}, s.Conn().RemotePeer().String())
+		protocol.ServeBlob(&cutWriter{Stream: s, left: limit}, protocol.Counted(n.store, n.transfers), s.Conn().RemotePeer().String())
 		s.Close()
 	})
 }
@@ -78,7 +78,7 @@ func (c *cutWriter) Write(p []byte) (int, error) {
 // of each stream, like a peer whose copy rotted on its disk.
 func serveBlobsRotten(n *Node, at int) {
 	n.host.SetStreamHandler(protocol.BlobID, func(s network.Stream) {
-		protocol.ServeBlob(&flipWriter{Stream: s, at: at}, servedBlobs{n.store, n.transfers}, s.Conn().RemotePeer().String())
+		protocol.ServeBlob(&flipWriter{Stream: s, at: at}, protocol.Counted(n.store, n.transfers), s.Conn().RemotePeer().String())
 		s.Close()
 	})
 }
@@ -119,7 +119,7 @@ func TestACorruptChunkFromAPeerIsRejectedAndFetchedAgain(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(b.home, PartialDir, blob)); !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("the rotten partial file was kept (%v): a resume would build on it", err)
 		}
-		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // a's copy is good again
+		protocol.HandleBlob(a.host, protocol.Counted(a.store, a.transfers), a.log) // a's copy is good again
 		b.SyncPeer(ctx, a.host.ID())
 		if w := wants(t, b, agent); len(w) != 0 {
 			t.Fatalf("b still wants %v from a peer that serves them", w)
@@ -135,7 +135,7 @@ func TestACorruptChunkFromAPeerIsRejectedAndFetchedAgain(t *testing.T) {
 func quiet(n *Node) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.policy.RoundsRunning() == 0 && len(n.fetches.running) == 0 && len(n.transfers.list()) == 0
+	return n.policy.RoundsRunning() == 0 && len(n.fetches.running) == 0 && len(n.transfers.List()) == 0
 }
 
 func wants(t *testing.T, n *Node, agent string) []string {
@@ -171,7 +171,7 @@ func TestARestartInTheMiddleOfABlobTransferLosesNoWantAndResumes(t *testing.T) {
 		if w := wants(t, b, agent); len(w) == 0 || !slices.Contains(w, blob) {
 			t.Fatalf("after the restart b wants %v, not the blob %s", w, blob)
 		}
-		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // the link is good again
+		protocol.HandleBlob(a.host, protocol.Counted(a.store, a.transfers), a.log) // the link is good again
 		if err := a.peers.Add(Peer{ID: b.info.PeerID, Addrs: hostAddrs(b)}); err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +199,7 @@ func TestSyncStateWaitsForThePeersBlobs(t *testing.T) {
 		if st.InSync || st.PeerLacks == 0 || st.Blobs == 0 {
 			t.Fatalf("b lacks the snapshot's blobs, yet %+v", st)
 		}
-		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log)
+		protocol.HandleBlob(a.host, protocol.Counted(a.store, a.transfers), a.log)
 		eventually(t, "b holds the whole capsule", func() bool {
 			st, err := a.SyncState(ctx, b.host.ID(), agent)
 			return err == nil && st.InSync && st.PeerLacks == 0

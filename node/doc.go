@@ -11,15 +11,17 @@
 //     rounds and dials it asks for; a round with a peer (copies of what it
 //     shares, exchanges, wanted blobs).
 //   - fetch.go: fetching the blobs a capsule wants, one fetch per blob at
-//     a time, resuming from $TERN_HOME/partial; transfers.go: the
-//     transfers in flight, both ways, that tern status lists.
+//     a time, resuming from $TERN_HOME/partial (the transfers in flight,
+//     that tern status lists, are protocol.Transfers); offer.go: naming
+//     a snapshot's blobs to the peers as they land, and taking what peers
+//     offer aside until an event names it.
 //   - gossip.go: one GossipSub topic per agent and its validator.
 //   - custody.go: what the fencing of held agents (package custody)
 //     needs of the node: its capsules, its paired peers, the sync before
 //     a move; ownchain.go: taking this machine's own chain from the peers
 //     before signing, and healing a fork of it on contact.
-//   - peers.go, gater.go: the allowlist and the connection gater that
-//     enforces it. The capsules themselves are package store's.
+//   - peers.go, gater.go: the allowlist (package internal/allowlist) and
+//     the connection gater that enforces it. The capsules themselves are package store's.
 //   - identity.go: the machine's key, which offline commands use too, so
 //     that the key that signs journal events is the key the node serves
 //     under.

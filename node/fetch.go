@@ -36,6 +36,7 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 		return
 	}
 	tried := map[string]bool{}
+	retries := 0 // rounds in a row that got nowhere because fetches failed
 	began, blobs, bytes := time.Now(), 0, int64(0)
 	defer func() {
 		if blobs > 0 {
@@ -54,16 +55,28 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 		if len(want) == 0 {
 			return
 		}
+		b := &adoption{n: n, agent: agent}
+		want = n.takeAside(b, dir, want)
+		for h := range b.paths {
+			tried[h] = true
+		}
+		if len(want) == 0 { // all brought by offers: the snapshot's files may be wanted next
+			if b.adopt(); !b.progress {
+				return
+			}
+			continue
+		}
 		held, err := protocol.PeerHas(ctx, n.host, p, agent, want)
 		if err != nil {
+			b.adopt()
 			n.log.Debug("have query", "peer", p, "agent", agent, "err", err)
 			return
 		}
 		for _, h := range want {
 			tried[h] = true
 		}
-		b := &adoption{n: n, agent: agent}
 		var busy []string
+		failed := false
 		take := func(f fetchedBlob) {
 			switch {
 			case f.held:
@@ -75,13 +88,14 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 			case f.busy:
 				busy = append(busy, f.blob)
 			case f.failed:
-				delete(tried, f.blob) // again next round, if this one got anywhere
+				delete(tried, f.blob) // again next round
+				failed = true
 			}
 			if len(b.paths) >= adoptBlobs || b.bytes >= adoptBytes {
 				b.adopt()
 			}
 		}
-		for f := range n.fetchAll(ctx, p, agent, dir, held) {
+		for f := range n.fetchAll(ctx, p, agent, dir, held, fetchWorkers) {
 			take(f)
 		}
 		// The blobs another fetch was taking: once this round's are
@@ -92,11 +106,28 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 			take(n.fetchBlob(ctx, p, agent, h, filepath.Join(dir, h), true))
 		}
 		b.adopt()
-		if !b.progress {
+		switch {
+		case b.progress:
+			retries = 0
+		case !failed || retries == len(fetchRetries):
 			return
+		default:
+			// The peer reset the streams (it serves a few at a time, and
+			// a busy one turns more away): a little later, not at the
+			// next round, tens of seconds away.
+			select {
+			case <-ctx.Done():
+			case <-time.After(fetchRetries[retries]):
+			}
+			retries++
 		}
 	}
 }
+
+// fetchRetries are the waits before a round of a fetch that got nowhere,
+// its fetches having failed, is tried again; then the next sync round
+// tries.
+var fetchRetries = []time.Duration{50 * time.Millisecond, 250 * time.Millisecond, time.Second}
 
 // fetchWorkers is how many blobs a round fetches from one peer at once:
 // with small files, each fetch is mostly a round trip and an fsync, which
@@ -123,8 +154,8 @@ type fetchedBlob struct {
 const fetchBatch = 64
 
 // fetchAll fetches the blobs from p into dir, fetchBatch to a request and
-// fetchWorkers requests at a time, and yields each outcome.
-func (n *Node) fetchAll(ctx context.Context, p peer.ID, agent, dir string, blobs []string) iter.Seq[fetchedBlob] {
+// workers requests at a time, and yields each outcome.
+func (n *Node) fetchAll(ctx context.Context, p peer.ID, agent, dir string, blobs []string, workers int) iter.Seq[fetchedBlob] {
 	return func(yield func(fetchedBlob) bool) {
 		if n.harnessed() {
 			for _, h := range blobs {
@@ -138,7 +169,7 @@ func (n *Node) fetchAll(ctx context.Context, p peer.ID, agent, dir string, blobs
 		defer cancel()
 		todo, out := make(chan []string), make(chan fetchedBlob)
 		var wg sync.WaitGroup
-		for range min(fetchWorkers, (len(blobs)+fetchBatch-1)/fetchBatch) {
+		for range min(workers, (len(blobs)+fetchBatch-1)/fetchBatch) {
 			wg.Go(func() {
 				for batch := range todo {
 					n.fetchMany(ctx, p, agent, dir, batch, func(f fetchedBlob) { out <- f })
@@ -260,7 +291,10 @@ func (n *Node) fetchBlob(ctx context.Context, p peer.ID, agent, h, partial strin
 
 // fetchLocked is fetchBlob once it holds the blob's fetch lock.
 func (n *Node) fetchLocked(ctx context.Context, p peer.ID, agent, h, partial string, unlock func()) fetchedBlob {
-	track, end := n.transfers.start(Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
+	if f, ok := n.asideCopy(h, partial, unlock); ok {
+		return f
+	}
+	track, end := n.transfers.Start(protocol.Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
 	got, err := protocol.Fetch(ctx, n.host, p, agent, h, partial, track)
 	end()
 	n.stats.blobBytes.Add(float64(got))
@@ -288,6 +322,10 @@ func (n *Node) fetchMany(ctx context.Context, p peer.ID, agent, dir string, batc
 			unlock()
 			out(fetchedBlob{blob: h, held: true})
 		default:
+			if f, ok := n.asideCopy(h, filepath.Join(dir, h), unlock); ok {
+				out(f)
+				continue
+			}
 			ask = append(ask, h)
 			unlocks[h] = unlock
 		}
@@ -298,7 +336,7 @@ func (n *Node) fetchMany(ctx context.Context, p peer.ID, agent, dir string, batc
 	partial := func(h string) string { return filepath.Join(dir, h) }
 	ends := map[string]func(){}
 	begin := func(h string) protocol.Progress {
-		track, end := n.transfers.start(Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
+		track, end := n.transfers.Start(protocol.Transfer{Direction: "in", Peer: p.String(), Agent: agent, Blob: h})
 		ends[h] = end
 		return track
 	}

@@ -100,7 +100,7 @@ func TestAFirstCopyCutShortIsListedIncompleteAndResumes(t *testing.T) {
 		budget := &cutWriter{left: 1<<20 + 1<<19} // a chunk and a half
 		a.host.SetStreamHandler(protocol.BlobID, func(s network.Stream) {
 			budget.Stream = s
-			protocol.ServeBlob(budget, servedBlobs{a.store, a.transfers}, s.Conn().RemotePeer().String())
+			protocol.ServeBlob(budget, protocol.Counted(a.store, a.transfers), s.Conn().RemotePeer().String())
 			s.Close()
 		})
 		pair(t, a, b)
@@ -112,7 +112,7 @@ func TestAFirstCopyCutShortIsListedIncompleteAndResumes(t *testing.T) {
 			n, _ := fileSize(filepath.Join(b.home, PartialDir, blob))
 			return n >= 1<<20
 		})
-		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // the link is back
+		protocol.HandleBlob(a.host, protocol.Counted(a.store, a.transfers), a.log) // the link is back
 		within(t, 20*time.Second, "b holds the capsule whole", func() bool {
 			st, err := b.Status()
 			return err == nil && len(st.Capsules) == 1 && !st.Capsules[0].Incomplete

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/allowlist"
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/homelock"
 	"github.com/tern-dev/tern/store"
@@ -42,7 +43,7 @@ func inUse(home string) string {
 			what = append(what, fmt.Sprintf("%d capsules", n))
 		}
 	}
-	if p, err := readPeers(filepath.Join(home, PeersFile)); err != nil || len(p) > 0 {
+	if p, err := allowlist.Read(filepath.Join(home, PeersFile)); err != nil || len(p) > 0 {
 		what = append(what, "paired peers")
 	}
 	if recs, err := os.ReadDir(filepath.Join(home, store.ChainsDir)); err == nil && len(recs) > 0 {
@@ -75,6 +76,7 @@ func removeLeftovers(home string, log interface{ Warn(string, ...any) }) {
 		filepath.Join(home, ".export-*"),
 		filepath.Join(home, ".take-*"),
 		filepath.Join(home, store.CapsulesDir, ".import-*"),
+		filepath.Join(home, PartialDir, "*"+wholeSuffix), // offered blobs: fetched again if named
 	} {
 		matches, _ := filepath.Glob(pattern)
 		for _, m := range matches {

@@ -712,7 +712,7 @@ func TestACorruptBlobDuringTheTransferAbortsCleanly(t *testing.T) {
 		if b.store.HoldsBlob(agent, "", blob) {
 			t.Fatal("b adopted the corrupt blob")
 		}
-		protocol.HandleBlob(a.host, servedBlobs{a.store, a.transfers}, a.log) // a serves it whole again
+		protocol.HandleBlob(a.host, protocol.Counted(a.store, a.transfers), a.log) // a serves it whole again
 		mustMigrate(t, a, b, agent)
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -118,7 +119,7 @@ type Node struct {
 
 	gossip    *gossip
 	holders   *custody.Holders // the fencing of every agent held
-	transfers *transfers
+	transfers *protocol.Transfers
 	rt        *turns.Runtime // runs the turns of the agents that run here
 	gater     *gater
 	// members holds the machines known to be members of each agent held
@@ -130,6 +131,9 @@ type Node struct {
 	// node carries out what it asks (applyPolicy), never under mu.
 	policy     *syncpolicy.Machine[journal.Vector]
 	fetches    jobs[syncKey]         // blob fetches, by peer and agent (goFetch)
+	prefetches jobs[syncKey]         // fetches of offered blobs (takeOffer)
+	offered    map[syncKey][]string  // blobs offered and not yet taken up
+	aside      atomic.Int64          // bytes of offered blobs waiting in partial/
 	fetchLocks map[string]*fetchLock // by sha256 or capsule, while a fetch holds or awaits it
 	seen       map[peer.ID]time.Time // when each paired peer connected last, or when that connection ended
 	conns      map[peer.ID]int       // open connections to each peer, for the connect and disconnect log lines
@@ -204,7 +208,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{home: home, homeLock: lock, cfg: cfg, log: log, id: id, peers: peers, store: capsules, host: h,
-		transfers: newTransfers(), gater: g, fetches: newJobs[syncKey](),
+		transfers: protocol.NewTransfers(), gater: g, fetches: newJobs[syncKey](), prefetches: newJobs[syncKey](), offered: map[syncKey][]string{},
 		fetchLocks: map[string]*fetchLock{}, seen: map[peer.ID]time.Time{}, conns: map[peer.ID]int{},
 		ctx: ctx, cancel: cancel, dialed: make(chan struct{})}
 	pcfg := syncpolicy.Config{Self: string(h.ID()), Peers: n.policyPeers(), Interval: 1, Flaw: cfg.Flaw}
@@ -219,7 +223,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 		capsules.Close()
 		return nil, err
 	}
-	peers.changed = n.peersChanged
+	peers.Changed = n.peersChanged
 	n.stats = newMetrics(n)
 	if n.gossip, err = startGossip(ctx, n); err != nil {
 		cancel()
@@ -257,7 +261,8 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	}
 	protocol.HandleMigrate(h, n.holders.Protocol(), log)
 	protocol.HandleSync(h, offerAware{capsules, n}, log)
-	protocol.HandleBlob(h, servedBlobs{capsules, n.transfers}, log)
+	protocol.HandleBlob(h, protocol.Counted(capsules, n.transfers), log)
+	protocol.HandleOffer(h, n.takeOffer, log)
 	protocol.HandleCapsules(h, givingStore{capsules, n}, log)
 	h.Network().Notify(&network.NotifyBundle{
 		ConnectedF: func(_ network.Network, c network.Conn) {
@@ -337,7 +342,7 @@ func libp2pHost(id *Identity, g *gater, cfg Config) (host.Host, error) {
 		opts = append(opts, libp2p.NATPortMap(), libp2p.EnableHolePunching(), libp2p.EnableAutoNATv2())
 		// Paired peers with static addresses (an always-on machine at
 		// home) are this node's relays when it is not reachable itself.
-		if relays := g.peers.dialable(); len(relays) > 0 {
+		if relays := g.peers.Dialable(); len(relays) > 0 {
 			opts = append(opts, libp2p.EnableAutoRelayWithStaticRelays(relays))
 		}
 	}
@@ -492,11 +497,18 @@ func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsul
 	defer release()
 	own := filepath.Join(n.home, WorkspacesDir, agent)
 	var left []string
+	stored, end := n.offer(agent)
+	if then := opt.Stored; then != nil {
+		opt.Stored = func(h string) { stored(h); then(h) }
+	} else {
+		opt.Stored = stored
+	}
 	err = n.store.Sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
 		var err error
 		body, left, err = d.SnapshotWith(ctx, n.id, epoch, workspace, opt)
 		return err
 	})
+	end()
 	if err != nil {
 		return body, left, err
 	}

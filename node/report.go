@@ -23,7 +23,7 @@ import (
 // Status reports the node's state.
 func (n *Node) Status() (api.Status, error) {
 	st := api.Status{PeerID: n.info.PeerID, Addrs: n.info.Addrs, API: n.info.API, Peers: []api.PeerStatus{}, Capsules: []api.CapsuleStatus{},
-		Transfers: n.transfers.list()}
+		Transfers: n.transfers.List()}
 	for _, p := range n.peers.List() {
 		id, _ := peer.Decode(p.ID)
 		ps := api.PeerStatus{Peer: p, Connected: n.host.Network().Connectedness(id) == network.Connected}
@@ -112,7 +112,7 @@ func (n *Node) SyncState(ctx context.Context, p peer.ID, agent string) (api.Sync
 	if err != nil {
 		return api.SyncState{}, err
 	}
-	st := api.SyncState{Ours: ours, Blobs: len(blobs), PeerLacks: len(blobs), Transfers: []Transfer{}}
+	st := api.SyncState{Ours: ours, Blobs: len(blobs), PeerLacks: len(blobs), Transfers: []api.Transfer{}}
 	n.mu.Lock()
 	st.Peer, _ = n.policy.Synced(string(p), agent)
 	n.mu.Unlock()
@@ -125,7 +125,7 @@ func (n *Node) SyncState(ctx context.Context, p peer.ID, agent string) (api.Sync
 			st.PeerLacks = len(blobs) - len(held)
 		}
 	}
-	for _, t := range n.transfers.list() {
+	for _, t := range n.transfers.List() {
 		if t.Agent == agent && t.Peer == p.String() {
 			st.Transfers = append(st.Transfers, t)
 		}

@@ -173,7 +173,7 @@ func (n *Node) dial(p peer.ID) {
 	var err error
 	if n.host.Network().Connectedness(p) != network.Connected {
 		ai := peer.AddrInfo{ID: p}
-		for _, d := range n.peers.dialable() {
+		for _, d := range n.peers.Dialable() {
 			if d.ID == p {
 				ai = d
 			}

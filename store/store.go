@@ -78,6 +78,10 @@ type Store struct {
 	beforeSign func(ctx context.Context, agent string)
 	checked    map[string]chan struct{}
 
+	// offered holds, by agent, the blobs a snapshot in progress has
+	// stored whole but not yet listed (see Offering); s.mu guards it.
+	offered map[string]*offeredBlobs
+
 	// slowDisk, in tests, runs before the store opens (op "open") or
 	// closes ("close") a capsule, outside its lock: a disk that is slow
 	// for one agent.
@@ -855,11 +859,51 @@ func (s *Store) HeldBlobs(agent, peer string, hashes []string) []string {
 	defer done()
 	var out []string
 	for _, h := range hashes {
-		if d.HoldsBlob(h) {
+		if d.HoldsBlob(h) || peer != "" && s.isOffered(agent, h) {
 			out = append(out, h)
 		}
 	}
 	return out
+}
+
+// Offering marks blobs of the agent's capsule that a snapshot in progress
+// has stored whole under their names but not yet listed (the manifest
+// commits last) as served to peers all the same: offered to them
+// (protocol.Offer), they fetch them while the rest is stored. It returns
+// add, to mark one (from several goroutines at once), and end, to call
+// once the snapshot has committed or failed. The store's own readers
+// still see only what the manifest lists.
+func (s *Store) Offering(agent string) (add func(sha256Hex string), end func()) {
+	mine := &offeredBlobs{blobs: map[string]bool{}}
+	s.mu.Lock()
+	if s.offered == nil {
+		s.offered = map[string]*offeredBlobs{}
+	}
+	s.offered[agent] = mine
+	s.mu.Unlock()
+	add = func(h string) {
+		s.mu.Lock()
+		mine.blobs[h] = true
+		s.mu.Unlock()
+	}
+	end = func() {
+		s.mu.Lock()
+		if s.offered[agent] == mine {
+			delete(s.offered, agent)
+		}
+		s.mu.Unlock()
+	}
+	return add, end
+}
+
+// offeredBlobs is one snapshot's set of blobs stored and not yet listed.
+type offeredBlobs struct{ blobs map[string]bool }
+
+func (s *Store) isOffered(agent, h string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.offered[agent]
+	return o != nil && o.blobs[h]
 }
 
 // Blobs returns every blob the agent's capsule holds or wants: what a

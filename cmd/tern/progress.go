@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/api"
 )
 
 // isTerminal reports whether w is a terminal: progress bars redraw in
@@ -22,7 +22,7 @@ func isTerminal(w io.Writer) bool {
 
 // progressLine renders blob transfers in flight as one bar of width
 // cells, their bytes summed: "blobs [=======>      ]  52%  140.0/268.4 MB  2 transfers".
-func progressLine(ts []node.Transfer, width int) string {
+func progressLine(ts []api.Transfer, width int) string {
 	var done, size int64
 	for _, t := range ts {
 		done += t.Done
@@ -59,7 +59,7 @@ func newProgress(w io.Writer) *progress {
 }
 
 // show draws ts, or clears the line when nothing moves.
-func (p *progress) show(ts []node.Transfer) {
+func (p *progress) show(ts []api.Transfer) {
 	if p.w == nil {
 		return
 	}
