@@ -32,12 +32,26 @@ func (n *Node) Reach(ctx context.Context, p peer.ID) error {
 		return nil
 	}
 	n.log.Debug("a paired peer could not be reached", "peer", n.peerName(p), "err", err)
+	return n.notConnected(p)
+}
+
+// notConnected is the error of a paired peer that cannot be reached: it
+// names the peer and says what to do.
+func (n *Node) notConnected(p peer.ID) error {
 	return fmt.Errorf("%s is %w; start its node, or check tern status", n.peerName(p), ErrNotConnected)
 }
 
 // Migrate moves the agent to target (custody.Holders.Migrate).
+// A target whose node stopped as the move began (Reach found its
+// connection still open) aborts it before the agent froze; that is said
+// as Reach says it, not in the words of the stream that broke.
 func (n *Node) Migrate(ctx context.Context, agent string, target peer.ID) (Outcome, error) {
-	return n.holders.Migrate(ctx, agent, target)
+	out, err := n.holders.Migrate(ctx, agent, target)
+	if err == nil && out.Outcome == "aborted" && out.FrozenMS == 0 && n.host.Network().Connectedness(target) != network.Connected {
+		n.log.Debug("a move aborted: its target went away", "peer", n.peerName(target), "reason", out.Reason)
+		return out, n.notConnected(target)
+	}
+	return out, err
 }
 
 // Holder reports where the agent stands here and on every paired peer that
