@@ -75,7 +75,7 @@ func BlobCID(hexSum string) string {
 // and returns their sha256 hex and size. A blob already present is not
 // written again.
 func putBlob(dir string, r io.Reader) (FileEntry, error) {
-	return storeBlob(dir, func(f *os.File, h hash.Hash) (int64, error) {
+	return storeBlob(dir, true, func(f *os.File, h hash.Hash) (int64, error) {
 		return io.Copy(io.MultiWriter(f, h), r)
 	})
 }
@@ -85,10 +85,12 @@ func putBlob(dir string, r io.Reader) (FileEntry, error) {
 // plain copy) and hashed as it is read: its bytes need not pass through
 // user space. It returns how they were copied. A file that changes while
 // it is copied is read again from its start and stored as putBlob stores
-// a reader's bytes (filecopy.Plain).
+// a reader's bytes (filecopy.Plain). It does not fsync the blob: the
+// caller makes its blobs durable together (atomicfile.SyncFiles) before it
+// lists them.
 func putFileBlob(dir string, src *os.File) (FileEntry, filecopy.Method, error) {
 	var m filecopy.Method
-	e, err := storeBlob(dir, func(f *os.File, h hash.Hash) (int64, error) {
+	e, err := storeBlob(dir, false, func(f *os.File, h hash.Hash) (int64, error) {
 		st, err := src.Stat()
 		if err != nil {
 			return 0, err
@@ -112,10 +114,12 @@ var blobStored func()
 
 // storeBlob stores as a blob of the capsule in dir what fill writes to a
 // new temporary file beside the blobs, hashing it in h and returning its
-// size: fsynced, then renamed to its name unless a blob of that name and
-// size is there already. The caller fsyncs the blob folder once for the
-// batch.
-func storeBlob(dir string, fill func(f *os.File, h hash.Hash) (int64, error)) (FileEntry, error) {
+// size: fsynced if durable, then renamed to its name unless a blob of that
+// name and size is there already. The caller fsyncs the blob folder once
+// for the batch (and, if not durable, the blobs: a crash before then may
+// leave a blob under its name with part of its bytes, which no manifest
+// lists and the next open checks and removes).
+func storeBlob(dir string, durable bool, fill func(f *os.File, h hash.Hash) (int64, error)) (FileEntry, error) {
 	if blobStored != nil {
 		blobStored()
 	}
@@ -128,7 +132,7 @@ func storeBlob(dir string, fill func(f *os.File, h hash.Hash) (int64, error)) (F
 	defer os.Remove(tmp) // no-op after the rename
 	h := sha256.New()
 	n, err := fill(f, h)
-	if err == nil {
+	if err == nil && durable {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

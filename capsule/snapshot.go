@@ -166,9 +166,9 @@ func formatMode(m fs.FileMode) string { return fmt.Sprintf("%04o", m.Perm()) }
 type SnapshotOptions struct {
 	Exclude []string // patterns, as in .ternignore
 	// Stored, if set, is told each blob the snapshot stores, as soon as
-	// its file is whole under its name in the capsule (fsynced; not yet
-	// listed in the manifest, which commits last), from several
-	// goroutines at once. A node names them to its peers (an offer), so
+	// its file is whole under its name in the capsule (not yet durable:
+	// the snapshot's blobs are synced together, then listed in the
+	// manifest, which commits last), from several goroutines at once. A node names them to its peers (an offer), so
 	// that they fetch a tree while the rest of it is still being stored.
 	Stored func(sha256Hex string)
 }
@@ -299,6 +299,7 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 	}
 	prev := currentSnapshot(dir)
 	entries := make([]FileEntry, len(files))
+	stored := make([]bool, len(files))
 	err = forEachAtOnce(len(files), snapshotWorkers, func(i int) error {
 		f := files[i]
 		if e, ok := unchangedBlob(dir, prev, f.rel, f.path, f.size); ok {
@@ -314,12 +315,24 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 		if err != nil {
 			return fmt.Errorf("snapshot %s: %s: %w", workspace, f.rel, err)
 		}
+		stored[i] = true
 		if opt.Stored != nil {
 			opt.Stored(entries[i].SHA256)
 		}
 		return nil
 	})
 	if err != nil {
+		return nil, nil, nil, err
+	}
+	// The blobs written, made durable together: an fsync each was most of
+	// the time of a tree of small files.
+	var written []string
+	for i, ok := range stored {
+		if ok {
+			written = append(written, filepath.Join(dir, filepath.FromSlash(BlobPath(entries[i].SHA256))))
+		}
+	}
+	if err := atomicfile.SyncFiles(dir, written); err != nil {
 		return nil, nil, nil, err
 	}
 	blobs := map[string]FileEntry{}

@@ -209,31 +209,24 @@ func (d *Dir) AdoptCheckedBlob(sha256Hex, path string) error {
 }
 
 // AdoptCheckedBlobs is AdoptCheckedBlob for many files at once, by blob
-// name: they are fsynced together (snapshotWorkers at a time: fsyncs
-// issued together share the filesystem's journal commits), each is moved
-// into the blob store, the folders that received one are fsynced once
-// each, and one manifest commit lists them all (and brings snapshot.json
-// and the editable files up to what they complete).
+// name: each is moved into the blob store, they are made durable together
+// with their names (atomicfile.SyncFiles: one sync of the filesystem for
+// a batch of many), and one manifest commit lists them all (and brings
+// snapshot.json and the editable files up to what they complete). A crash
+// before the commit leaves them under their names, unlisted: the next
+// open checks each against its name.
 // Adopting blobs one at a time rewrites the whole manifest for each,
 // which is quadratic in a tree of small files. On error, the blobs moved
 // before it are in the store but not listed: the next adoption or a fetch
 // of them again lists them.
 func (d *Dir) AdoptCheckedBlobs(paths map[string]string) error {
-	names := make([]string, 0, len(paths))
 	for sha256Hex := range paths {
 		if !isSHA256Hex(sha256Hex) {
 			return fmt.Errorf("adopt blob: %q is not a sha256 hex name", sha256Hex)
 		}
-		names = append(names, sha256Hex)
-	}
-	err := forEachAtOnce(len(names), snapshotWorkers, func(i int) error {
-		return syncFile(paths[names[i]])
-	})
-	if err != nil {
-		return err
 	}
 	entries := make(map[string]FileEntry, len(paths))
-	dirs := map[string]bool{}
+	finals := make([]string, 0, len(paths))
 	for sha256Hex, path := range paths {
 		st, err := os.Stat(path)
 		if err != nil {
@@ -246,20 +239,13 @@ func (d *Dir) AdoptCheckedBlobs(paths map[string]string) error {
 		if err := os.Rename(path, final); err != nil {
 			return err
 		}
-		dirs[filepath.Dir(final)] = true
+		finals = append(finals, final)
 		entries[BlobPath(sha256Hex)] = FileEntry{SHA256: sha256Hex, Size: st.Size()}
 	}
-	return d.listAdopted(entries, dirs)
-}
-
-// syncFile fsyncs the file at path.
-func syncFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
+	if err := atomicfile.SyncFiles(d.dir, finals); err != nil {
 		return err
 	}
-	defer f.Close()
-	return f.Sync()
+	return d.listAdopted(entries, nil)
 }
 
 // adopt moves the file at path, whose entry is e, into the blob store and

@@ -2,9 +2,12 @@ package atomicfile
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/tern-dev/tern/internal/filelock"
@@ -64,5 +67,33 @@ func TestLeftoversOfKilledWritersAreRemovedAndLiveOnesKept(t *testing.T) {
 	}
 	if _, err := os.Stat(live.Name()); err != nil {
 		t.Fatal("a live writer's file was removed")
+	}
+}
+
+// Files written without an fsync each are synced together; a file that is
+// not there is an error that names it, whether they are few (an fsync
+// each) or many (one sync of their filesystem, then nothing to name).
+func TestSyncFilesSyncsFewOneByOneAndManyTogether(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for i := range syncfsAt + 1 {
+		p := filepath.Join(dir, fmt.Sprint("f", i))
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	if err := SyncFiles(dir, paths[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncFiles(dir, paths); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	if err := SyncFiles(dir, []string{paths[0], missing}); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("SyncFiles of a missing file: %v", err)
+	}
+	if err := SyncFiles(filepath.Join(dir, "no-such-folder"), paths); runtime.GOOS == "linux" && err == nil { // the folder's filesystem is synced
+		t.Fatal("SyncFiles on a folder that does not exist succeeded")
 	}
 }
