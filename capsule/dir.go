@@ -669,6 +669,9 @@ func (d *Dir) SnapshotWith(ctx context.Context, s journal.Signer, epoch uint64, 
 	if err != nil {
 		return SnapshotEventBody{}, nil, err
 	}
+	if opt.Stored != nil {
+		opt.Stored(e.SHA256) // the listing too: its event will name it first
+	}
 	blobs[BlobPath(e.SHA256)] = e
 	if err := atomicfile.SyncDir(d.path(BlobDir)); err != nil {
 		return SnapshotEventBody{}, nil, err

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filecopy"
@@ -171,6 +172,9 @@ type SnapshotOptions struct {
 	// manifest, which commits last), from several goroutines at once. A node names them to its peers (an offer), so
 	// that they fetch a tree while the rest of it is still being stored.
 	Stored func(sha256Hex string)
+	// Seen, if set, is what the last snapshot of this folder with it read
+	// (see Seen): a file whose stat is the same is not read again.
+	Seen *Seen
 }
 
 // IgnoreFile is the file in a workspace's root that lists patterns of
@@ -257,7 +261,9 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 		rel, path string
 		mode      fs.FileMode
 		size      int64
+		info      fs.FileInfo
 	}
+	began := time.Now()
 	var files []file
 	var left []string
 	err = filepath.WalkDir(workspace, func(p string, d fs.DirEntry, err error) error {
@@ -289,7 +295,7 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 			snap.Entries[rel] = SnapshotEntry{Type: "dir", Mode: formatMode(info.Mode())}
 			return nil
 		case info.Mode().IsRegular():
-			files = append(files, file{rel, p, info.Mode(), info.Size()})
+			files = append(files, file{rel, p, info.Mode(), info.Size(), info})
 			return nil
 		}
 		return badWorkspace{fmt.Errorf("snapshot %s: %s is a %s; only regular files and folders can be snapshotted (replace it with a copy, remove it, or leave it out with --exclude or %s)", workspace, rel, kindOf(info.Mode()), IgnoreFile)}
@@ -300,10 +306,19 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 	prev := currentSnapshot(dir)
 	entries := make([]FileEntry, len(files))
 	stored := make([]bool, len(files))
+	seen := opt.Seen.next(began)
 	err = forEachAtOnce(len(files), snapshotWorkers, func(i int) error {
 		f := files[i]
+		if h, ok := opt.Seen.unchanged(f.path, f.info); ok {
+			if held, ok := heldEntry(dir, prev, f.rel, f.size); ok && held == h {
+				entries[i] = FileEntry{SHA256: h, Size: f.size}
+				seen.read(f.path, f.info, h)
+				return nil
+			}
+		}
 		if e, ok := unchangedBlob(dir, prev, f.rel, f.path, f.size); ok {
 			entries[i] = e
+			seen.read(f.path, f.info, e.SHA256)
 			return nil
 		}
 		r, err := os.Open(f.path)
@@ -316,6 +331,7 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 			return fmt.Errorf("snapshot %s: %s: %w", workspace, f.rel, err)
 		}
 		stored[i] = true
+		seen.read(f.path, f.info, entries[i].SHA256)
 		if opt.Stored != nil {
 			opt.Stored(entries[i].SHA256)
 		}
@@ -335,6 +351,7 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 	if err := atomicfile.SyncFiles(dir, written); err != nil {
 		return nil, nil, nil, err
 	}
+	opt.Seen.keep(seen)
 	blobs := map[string]FileEntry{}
 	for i, f := range files {
 		e := entries[i]
@@ -354,22 +371,35 @@ func currentSnapshot(dir string) *Snapshot {
 	return &Snapshot{}
 }
 
+// heldEntry returns the hash prev's file rel had, if it had size bytes
+// and the capsule in dir holds its blob whole.
+func heldEntry(dir string, prev *Snapshot, rel string, size int64) (string, bool) {
+	p, ok := prev.Entries[rel]
+	if !ok || p.Type != "file" || p.Size != size {
+		return "", false
+	}
+	sum, err := ParseBlobCID(p.CID)
+	if err != nil {
+		return "", false
+	}
+	if st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(BlobPath(sum)))); err != nil || st.Size() != size {
+		return "", false
+	}
+	return sum, true
+}
+
 // unchangedBlob returns the entry of the file at path (rel in the
 // workspace, of size bytes) if prev lists it at that size and its bytes
 // still hash to the blob prev names, which dir holds: a snapshot of a
 // tree where few files changed reads each file once and writes only the
 // changed ones, instead of storing every file again.
 func unchangedBlob(dir string, prev *Snapshot, rel, path string, size int64) (FileEntry, bool) {
-	p, ok := prev.Entries[rel]
-	if !ok || p.Type != "file" || p.Size != size {
+	sum, ok := heldEntry(dir, prev, rel, size)
+	if !ok {
 		return FileEntry{}, false
 	}
-	sum, err := ParseBlobCID(p.CID)
-	if err != nil {
-		return FileEntry{}, false
-	}
-	if st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(BlobPath(sum)))); err != nil || st.Size() != size {
-		return FileEntry{}, false
+	if fileReread != nil {
+		fileReread()
 	}
 	e, err := hashFile(path, -1)
 	if err != nil || e.SHA256 != sum {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestAWorkspaceComesBackWithItsContentAndModes(t *testing.T) {
@@ -263,4 +264,70 @@ func TestASnapshotAgainStoresOnlyTheFilesThatChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertSameTree(t, ws, out)
+}
+
+// With a Seen, a snapshot of a folder takes the files whose stat says the
+// same as when the last one read them without reading them again; a file
+// written since is read (its change time moved, whatever its size and
+// modification time say), and one written just before a snapshot is read
+// the next time too.
+func TestASnapshotWithSeenReadsOnlyTheFilesThatChanged(t *testing.T) {
+	s := newSigner(t)
+	dir := fullCapsule(t, s)
+	ws := filepath.Join(t.TempDir(), "ws")
+	files := map[string]string{}
+	for i := range 20 {
+		files[fmt.Sprintf("src/f%02d.txt", i)] = fmt.Sprintf("file %02d", i)
+	}
+	writeTree(t, ws, files)
+	d, err := OpenDir(context.Background(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var reread atomic.Int64
+	fileReread = func() { reread.Add(1) }
+	defer func() { fileReread = nil }()
+	snapshot := func(seen *Seen) {
+		t.Helper()
+		reread.Store(0)
+		if _, _, err := d.SnapshotWith(context.Background(), s, 0, ws, SnapshotOptions{Seen: seen}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	seen := NewSeen()
+	snapshot(seen) // the files were written just now: not remembered
+	snapshot(seen)
+	if n := reread.Load(); n != 20 {
+		t.Fatalf("%d files read again after files written just before the snapshot, want all 20", n)
+	}
+
+	defer func(w time.Duration) { racyWindow = w }(racyWindow)
+	racyWindow = 0 // as if a second had passed since they were written
+	snapshot(seen)
+	snapshot(seen)
+	if n := reread.Load(); n != 0 {
+		t.Fatalf("%d files read again with none changed, want 0", n)
+	}
+
+	// Same size, same modification time, other bytes: the change time moved.
+	p := filepath.Join(ws, "src", "f07.txt")
+	st, _ := os.Stat(p)
+	if err := os.WriteFile(p, []byte("FILE 07"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(p, st.ModTime(), st.ModTime())
+	snapshot(seen)
+	if n := reread.Load(); n != 1 {
+		t.Fatalf("%d files read again, want 1: the one whose change time moved", n)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if err := mustOpen(t, dir).Materialize(out); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(out, "src", "f07.txt")); string(got) != "FILE 07" {
+		t.Fatalf("the changed file reads %q in the snapshot", got)
+	}
+	mustVerify(t, dir)
 }

@@ -125,6 +125,9 @@ type Node struct {
 	// members holds the machines known to be members of each agent held
 	// (memberKey), so that a round adds a paired peer only once.
 	members sync.Map
+	// read holds, by agent, what its last snapshot read of the files of
+	// its workspace (capsule.Seen), for as long as the node runs.
+	read sync.Map
 
 	mu sync.Mutex
 	// policy decides the sync rounds and dials (package syncpolicy); the
@@ -497,6 +500,9 @@ func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsul
 	defer release()
 	own := filepath.Join(n.home, WorkspacesDir, agent)
 	var left []string
+	if opt.Seen == nil {
+		opt.Seen = n.seenOf(agent)
+	}
 	stored, end := n.offer(agent)
 	if then := opt.Stored; then != nil {
 		opt.Stored = func(h string) { stored(h); then(h) }

@@ -40,7 +40,7 @@ func (n *Node) AppendAt(ctx context.Context, agent string, epoch uint64, drafts 
 // signed at epoch (inside Hold).
 func (n *Node) SnapshotAt(ctx context.Context, agent string, epoch uint64, ws string) error {
 	return n.store.Sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
-		_, err := d.SnapshotAt(ctx, n.id, epoch, ws)
+		_, _, err := d.SnapshotWith(ctx, n.id, epoch, ws, capsule.SnapshotOptions{Seen: n.seenOf(agent)})
 		return err
 	})
 }
@@ -48,3 +48,10 @@ func (n *Node) SnapshotAt(ctx context.Context, agent string, epoch uint64, ws st
 // runs reports whether the agent runs on this node now (its fencing says
 // so).
 func (n *Node) runs(agent string) bool { return n.holders.Runs(agent) }
+
+// seenOf is what the agent's snapshots on this node read of its
+// workspace's files (capsule.Seen): the next one reads only what changed.
+func (n *Node) seenOf(agent string) *capsule.Seen {
+	v, _ := n.read.LoadOrStore(agent, capsule.NewSeen())
+	return v.(*capsule.Seen)
+}
