@@ -42,14 +42,14 @@ func (n *Node) notConnected(p peer.ID) error {
 }
 
 // Migrate moves the agent to target (custody.Holders.Migrate).
-// A target whose node stopped as the move began (Reach found its
-// connection still open) aborts it before the agent froze; that is said
-// as Reach says it, not in the words of the stream that broke.
+// A move aborted before the agent froze because its target is not
+// connected (down, or stopped as the move began) says so as Reach says
+// it, not in the words of the dial or the stream that broke.
 func (n *Node) Migrate(ctx context.Context, agent string, target peer.ID) (Outcome, error) {
 	out, err := n.holders.Migrate(ctx, agent, target)
 	if err == nil && out.Outcome == "aborted" && out.FrozenMS == 0 && n.host.Network().Connectedness(target) != network.Connected {
-		n.log.Debug("a move aborted: its target went away", "peer", n.peerName(target), "reason", out.Reason)
-		return out, n.notConnected(target)
+		n.log.Debug("a move aborted: its target is not connected", "peer", n.peerName(target), "reason", out.Reason)
+		out.Reason = n.notConnected(target).Error()
 	}
 	return out, err
 }
