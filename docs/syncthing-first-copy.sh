@@ -320,7 +320,7 @@ syncthing_run() {
 # --- tern ----------------------------------------------------------------
 
 # tern_run RUNDIR: sets TERN_RESULT to "from_folder_s libp2p_MBps disk_MBps
-# import_s snapshot_s first_copy_s".
+# import_s snapshot_s first_copy_s through_node_s through_node_snapshot_s".
 tern_run() {
   mkdir -p "$1"
   # In the background and waited for, so that a signal reaches the trap at
@@ -329,21 +329,23 @@ tern_run() {
   PIDS+=($!)
   wait $! || die "tern bench sync failed: $(cat "$1/err.log")"
   PIDS=()
-  TERN_RESULT=$(jq -r '.blob | "\(.from_folder_seconds) \(.libp2p_mbps) \(.disk_mbps) \(.import_seconds) \(.snapshot_seconds) \(.first_copy_seconds)"' "$1/out.json")
+  TERN_RESULT=$(jq -r '.blob | "\(.from_folder_seconds) \(.libp2p_mbps) \(.disk_mbps) \(.import_seconds) \(.snapshot_seconds) \(.first_copy_seconds) \(.through_node_seconds) \(.through_node_snapshot_seconds)"' "$1/out.json")
 }
 
 # --- report --------------------------------------------------------------
 
 # report RUN ST_S SCAN_S PULL_S IDLE_S TERN_S LIBP2P DISK IMPORT_S SNAP_S
-# FIRST_S: one line.
+# FIRST_S THROUGH_S THROUGH_SNAP_S: two lines.
 report() {
   awk -v run="$1" -v st="$2" -v scan="$3" -v pull="$4" -v idle="$5" -v tern="$6" -v l2p="$7" -v disk="$8" \
-      -v imp="$9" -v snap="${10}" -v first="${11}" -v size="$SIZE" 'BEGIN {
+      -v imp="$9" -v snap="${10}" -v first="${11}" -v through="${12}" -v tsnap="${13}" -v size="$SIZE" 'BEGIN {
     limit = (l2p < disk) ? l2p : disk; lname = (l2p < disk) ? "libp2p" : "disk"
     mb = size / 1e6
     printf "run %d: syncthing %.2f s (A scan %.2f, B pull %.2f, B idle at %.2f) | tern %.2f s (snapshot %.2f, then import %.2f and to held %.2f: the import-only figure) | " \
            "syncthing/tern %.2f | of the slower limit (%s %.0f MB/s): syncthing %.2f, tern %.2f\n",
            run, st, scan, pull, idle, tern, snap, imp, first, st / tern, lname, limit, mb / st / limit, mb / tern / limit
+    printf "run %d: one pass: tern %.2f s (a new agent imported, then the folder snapshotted through the node: %.2f, to held) | syncthing/tern %.2f\n",
+           run, through, tsnap, st / through
   }'
 }
 
@@ -527,9 +529,11 @@ main() {
   echo "# syncthing: fsWatcher off, explicit scan; time from the move into A's folder until B holds it (50 ms polls);"
   echo "#   A scan = A's folder busy (hashing), B pull = B's folder busy, B idle at = B's own end time from the move"
   echo "# tern: from_folder_seconds of 'tern bench sync --only blob' (from the file in a folder: snapshot, import on A,"
-  echo "#   until B holds it; 5 ms polls), the same work as Syncthing's; the import-only first_copy_seconds beside it"
+  echo "#   until B holds it; 5 ms polls), the same work as Syncthing's; the import-only first_copy_seconds beside it;"
+  echo "#   one pass: through_node_seconds (tern capsule new, tern capsule import of the empty agent, tern capsule"
+  echo "#   snapshot AGENT DIR through the node, until B holds it), the same work again, the file read once on A"
   echo "# fractions: size / seconds / the slower of tern's measured limits (bare libp2p stream, disk write + fsync)"
-  local run st_all=() tern_all=() ratio_all=()
+  local run st_all=() tern_all=() ratio_all=() through_all=() through_ratio_all=()
   for ((run = 1; run <= RUNS; run++)); do
     log "run $run: syncthing"
     syncthing_run "$TMP/st$run"
@@ -541,9 +545,14 @@ main() {
     report "$run" $ST_RESULT $TERN_RESULT
     st_all+=("${ST_RESULT%% *}") tern_all+=("${TERN_RESULT%% *}")
     ratio_all+=("$(awk -v a="${ST_RESULT%% *}" -v b="${TERN_RESULT%% *}" 'BEGIN { print a / b }')")
+    # shellcheck disable=SC2086
+    set -- $TERN_RESULT
+    through_all+=("$7")
+    through_ratio_all+=("$(awk -v a="${ST_RESULT%% *}" -v b="$7" 'BEGIN { print a / b }')")
   done
-  printf 'median of %d: syncthing %.2f s | tern %.2f s | syncthing/tern %.2f\n' "$RUNS" \
-    "$(median "${st_all[@]}")" "$(median "${tern_all[@]}")" "$(median "${ratio_all[@]}")"
+  printf 'median of %d: syncthing %.2f s | tern %.2f s | syncthing/tern %.2f; one pass: tern %.2f s | syncthing/tern %.2f\n' "$RUNS" \
+    "$(median "${st_all[@]}")" "$(median "${tern_all[@]}")" "$(median "${ratio_all[@]}")" \
+    "$(median "${through_all[@]}")" "$(median "${through_ratio_all[@]}")"
 }
 
 main "$@"

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/node"
+	"github.com/tern-dev/tern/store"
+)
+
+// aside counts the blobs an offer brought that d's node keeps aside.
+func (d *daemon) aside() int {
+	m, _ := filepath.Glob(filepath.Join(d.home, node.PartialDir, "*.whole"))
+	return len(m)
+}
+
+// snapshotEvents counts the workspace.snapshot events in the journal of
+// the agent's capsule folder in d's node, read from the file (the node
+// running, stopped or killed).
+func snapshotEvents(t *testing.T, d *daemon, agent string) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(d.home, store.CapsulesDir, agent, filepath.FromSlash(capsule.JournalFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, _, _ := journal.Decode(data)
+	return len(slices.DeleteFunc(evs, func(e *journal.Event) bool { return e.Type != capsule.SnapshotEventType }))
+}
+
+// A snapshot through the node is offered to the paired peer as its blobs
+// land (tern capsule snapshot AGENT DIR). A kill -9 of that node in the
+// middle of it leaves the peer with blobs aside and nothing more: its copy
+// of the agent whole, as before the snapshot, wanting nothing. Restarted,
+// the node takes the snapshot again, and the peer holds it all, taking the
+// blobs aside first.
+func TestAKilledSnapshotLeavesThePeerNothingItTakesAsComplete(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs daemons")
+	}
+	ds := pairedDaemons(t)
+	a, b := ds[0], ds[1]
+	rng := rand.New(rand.NewPCG(7, 7))
+	// Enough files that the snapshot is still storing them when the peer
+	// has taken the first: if not, the next attempt takes more.
+	for attempt, files := 1, 4000; ; attempt, files = attempt+1, files*2 {
+		dir := filepath.Join(t.TempDir(), "agent")
+		code, out, errs := ternQuiet(a.home, "capsule", "new", dir, "--name", "tree")
+		if code != 0 {
+			t.Fatal(errs)
+		}
+		agent := strings.TrimSpace(out)
+		if code, _, errs := ternQuiet(a.home, "capsule", "import", dir); code != 0 {
+			t.Fatal(errs)
+		}
+		eventually(t, 30*time.Second, func() error {
+			if !b.holdsWhole(agent) {
+				return fmt.Errorf("b does not hold the new agent")
+			}
+			return nil
+		})
+		tree := t.TempDir()
+		data := make([]byte, 2048)
+		for i := range files {
+			for j := range data {
+				data[j] = byte(rng.Uint32())
+			}
+			sub := filepath.Join(tree, fmt.Sprint("d", i%50))
+			os.MkdirAll(sub, 0o755)
+			if err := os.WriteFile(filepath.Join(sub, fmt.Sprint("f", i)), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		snap := ternProcess(a.home, "", "-q", "capsule", "snapshot", agent, tree)
+		if err := snap.Start(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, func() error {
+			if b.aside() == 0 {
+				return fmt.Errorf("b took no blob a offered")
+			}
+			return nil
+		})
+		a.cmd.Process.Signal(syscall.SIGSTOP) // no further: is it still in the middle?
+		committed := snapshotEvents(t, a, agent) > 0
+		a.kill()
+		snap.Wait()
+		if committed {
+			if attempt == 3 {
+				t.Fatalf("a's snapshot of %d files committed before b took any of its blobs, three times", files)
+			}
+			t.Logf("a's snapshot of %d files committed before it could be cut; trying again with more", files)
+			a.start()
+			continue
+		}
+		taken := b.aside()
+		if !b.holdsWhole(agent) || snapshotEvents(t, b, agent) != 0 {
+			t.Fatalf("after a kill -9 of a in the middle of its snapshot, b's copy is not as before it (whole, no snapshot)")
+		}
+		t.Logf("a killed in the middle of a snapshot of %d files: b had %d blobs aside", files, taken)
+
+		a.start()
+		eventually(t, 30*time.Second, func() error {
+			if code, _, errs := ternQuiet(a.home, "capsule", "snapshot", agent, tree); code != 0 {
+				return fmt.Errorf("tern capsule snapshot after the restart: exit %d: %s", code, errs)
+			}
+			return nil
+		})
+		if code, _, errs := ternQuiet(a.home, "sync", "wait", agent, "--peer", "n1", "--timeout", "60s"); code != 0 {
+			t.Fatalf("tern sync wait: exit %d: %s", code, errs)
+		}
+		eventually(t, 30*time.Second, func() error {
+			if !b.holdsWhole(agent) || snapshotEvents(t, b, agent) != 1 || b.aside() != 0 {
+				return fmt.Errorf("b: whole %v, %d snapshots, %d blobs aside", b.holdsWhole(agent), snapshotEvents(t, b, agent), b.aside())
+			}
+			return nil
+		})
+		c, err := capsule.Open(filepath.Join(b.home, store.CapsulesDir, agent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ws := filepath.Join(t.TempDir(), "ws")
+		if err := c.Materialize(ws); err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{0, files / 2, files - 1} {
+			name := filepath.Join(fmt.Sprint("d", i%50), fmt.Sprint("f", i))
+			want, _ := os.ReadFile(filepath.Join(tree, name))
+			if got, err := os.ReadFile(filepath.Join(ws, name)); err != nil || string(got) != string(want) {
+				t.Fatalf("%s on b differs from the tree: %v", name, err)
+			}
+		}
+		return
+	}
+}
