@@ -676,6 +676,9 @@ func (d *Dir) SnapshotWith(ctx context.Context, s journal.Signer, epoch uint64, 
 	if err := atomicfile.SyncDir(d.path(BlobDir)); err != nil {
 		return SnapshotEventBody{}, nil, err
 	}
+	if opt.Stored != nil && opt.AllStored != nil {
+		opt.AllStored()
+	}
 	body := SnapshotEventBody{Snapshot: BlobCID(e.SHA256)}
 	for _, ent := range snap.Entries {
 		if ent.Type == "file" {

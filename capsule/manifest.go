@@ -74,12 +74,21 @@ const maxSafeInt = 1<<53 - 1
 // manifest.json holds.
 func (m *Manifest) Encode() ([]byte, error) {
 	m.Format = Format
-	digest, err := m.computeDigest()
+	c := *m
+	c.Digest = ""
+	b, err := canonical(&c)
 	if err != nil {
 		return nil, err
 	}
-	m.Digest = digest
-	return canonical(m)
+	sum := sha256.Sum256(b)
+	m.Digest = hex.EncodeToString(sum[:])
+	// "digest" sorts before every other key (RFC 8785 orders members by
+	// name), and format is always there: the canonical manifest is the one
+	// without the digest, with the digest as its first member. (Encoding it
+	// again would double the cost of a commit of a large manifest.)
+	out := make([]byte, 0, len(b)+len(m.Digest)+len(`{"digest":"",`))
+	out = append(append(append(out, `{"digest":"`...), m.Digest...), `",`...)
+	return append(out, b[1:]...), nil
 }
 
 func (m *Manifest) computeDigest() (string, error) {

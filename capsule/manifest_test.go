@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -139,6 +140,33 @@ func TestParseManifestReadsTheFormatFieldByItsExactName(t *testing.T) {
 		_, err := ParseManifest(bytes.Replace(data, []byte(`"format":`), []byte(`"`+name+`":`), 1))
 		if !errors.Is(err, ErrNotCapsule) {
 			t.Errorf("%s: got %v, want %v", name, err, ErrNotCapsule)
+		}
+	}
+}
+
+// Encode writes the digest into the canonical bytes without encoding the
+// manifest twice: what it writes is still the RFC 8785 encoding of the
+// manifest with that digest, signed or not.
+func TestEncodeIsTheCanonicalManifestWithItsDigest(t *testing.T) {
+	s := newSigner(t)
+	m := Manifest{ID: "01234567-89ab-8def-8123-456789abcdef", Holder: Holder{Peer: s.Machine(), Epoch: 3},
+		Files: map[string]FileEntry{"agent.json": {SHA256: strings.Repeat("ab", 32), Size: 7}, BlobPath(strings.Repeat("cd", 32)): {SHA256: strings.Repeat("cd", 32), Size: 1}}}
+	for _, sign := range []bool{false, true} {
+		if sign {
+			if err := m.Sign(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := m.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := canonical(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("signed %v: Encode wrote\n%s\nwant\n%s", sign, got, want)
 		}
 	}
 }

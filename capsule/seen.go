@@ -11,9 +11,11 @@ import (
 // snapshot of the same folder takes a file whose stat says the same as
 // unchanged without reading it, as git's index does. A file is
 // remembered only if its last change was at least racyWindow before the
-// snapshot began: a write after that moves its change time past what is
-// remembered even on a filesystem whose clock is coarse, so a file written
-// in the same tick as it was read is read again next time. Safe for
+// snapshot began (coarseRacyWindow on a filesystem that keeps whole
+// seconds): a later write then moves its change time past what is
+// remembered, as the kernel's clock for file times ticks every few
+// milliseconds, so a file written in the same tick as it was read is read
+// again next time. Safe for
 // concurrent use; a snapshot without one reads every file it might keep.
 type Seen struct {
 	mu    sync.Mutex
@@ -24,8 +26,14 @@ type Seen struct {
 func NewSeen() *Seen { return &Seen{files: map[string]seenFile{}} }
 
 // racyWindow is how long before a snapshot a file must have last changed
-// for its stat to be remembered. (A test shortens it.)
-var racyWindow = time.Second
+// for its stat to be remembered: ten times the coarsest tick of the
+// kernel's clock for file times (10 ms at 100 Hz). coarseRacyWindow is
+// that on a filesystem whose times are whole seconds (FAT keeps two). (A
+// test shortens them.)
+var (
+	racyWindow       = 100 * time.Millisecond
+	coarseRacyWindow = 3 * time.Second
+)
 
 // fileReread, if set (by a test), is called for each file a snapshot
 // reads again to learn whether it changed.
@@ -84,7 +92,11 @@ func (n *seenNext) read(path string, info fs.FileInfo, sha256Hex string) {
 		return
 	}
 	st, ok := statOf(info)
-	limit := n.began.Add(-racyWindow).UnixNano()
+	window := racyWindow
+	if st.ctime%1e9 == 0 && st.mtime%1e9 == 0 {
+		window = coarseRacyWindow
+	}
+	limit := n.began.Add(-window).UnixNano()
 	if !ok || st.ctime >= limit || st.mtime >= limit {
 		return
 	}

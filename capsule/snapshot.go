@@ -172,6 +172,11 @@ type SnapshotOptions struct {
 	// manifest, which commits last), from several goroutines at once. A node names them to its peers (an offer), so
 	// that they fetch a tree while the rest of it is still being stored.
 	Stored func(sha256Hex string)
+	// AllStored, if set with Stored, is called once every blob has been
+	// told to Stored, before the snapshot's event is written: a node
+	// sends its last offer, so that its peers have every blob named
+	// before the event that names them reaches them.
+	AllStored func()
 	// Seen, if set, is what the last snapshot of this folder with it read
 	// (see Seen): a file whose stat is the same is not read again.
 	Seen *Seen

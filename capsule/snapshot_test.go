@@ -296,15 +296,16 @@ func TestASnapshotWithSeenReadsOnlyTheFilesThatChanged(t *testing.T) {
 		}
 	}
 
+	defer func(w, c time.Duration) { racyWindow, coarseRacyWindow = w, c }(racyWindow, coarseRacyWindow)
+	racyWindow, coarseRacyWindow = time.Hour, time.Hour // every file changed "just now"
 	seen := NewSeen()
-	snapshot(seen) // the files were written just now: not remembered
+	snapshot(seen)
 	snapshot(seen)
 	if n := reread.Load(); n != 20 {
 		t.Fatalf("%d files read again after files written just before the snapshot, want all 20", n)
 	}
 
-	defer func(w time.Duration) { racyWindow = w }(racyWindow)
-	racyWindow = 0 // as if a second had passed since they were written
+	racyWindow, coarseRacyWindow = 0, 0 // as if time had passed since they were written
 	snapshot(seen)
 	snapshot(seen)
 	if n := reread.Load(); n != 0 {

@@ -503,12 +503,13 @@ func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsul
 	if opt.Seen == nil {
 		opt.Seen = n.seenOf(agent)
 	}
-	stored, end := n.offer(agent)
+	stored, sent, end := n.offer(agent)
 	if then := opt.Stored; then != nil {
 		opt.Stored = func(h string) { stored(h); then(h) }
 	} else {
 		opt.Stored = stored
 	}
+	opt.AllStored = sent
 	err = n.store.Sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
 		var err error
 		body, left, err = d.SnapshotWith(ctx, n.id, epoch, workspace, opt)

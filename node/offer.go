@@ -14,11 +14,13 @@ import (
 
 // offer starts offering the blobs of agent a snapshot stores (call stored
 // for each, from any goroutine) to the connected peers that share it, and
-// marks them served before they are listed (store.Offering); end sends
-// what is left and stops. Under a harness, nothing is offered.
-func (n *Node) offer(agent string) (stored func(sha256Hex string), end func()) {
+// marks them served before they are listed (store.Offering). sent sends
+// what is left, once every blob has been stored; end, once the snapshot
+// has committed or failed, sends what is left if sent was not called and
+// stops serving the unlisted blobs. Under a harness, nothing is offered.
+func (n *Node) offer(agent string) (stored func(sha256Hex string), sent, end func()) {
 	if n.harnessed() {
-		return func(string) {}, func() {}
+		return func(string) {}, func() {}, func() {}
 	}
 	serve, unserve := n.store.Offering(agent)
 	add, flush := protocol.OfferAsStored(func(blobs []string) { n.sendOffer(agent, blobs) })
@@ -26,7 +28,9 @@ func (n *Node) offer(agent string) (stored func(sha256Hex string), end func()) {
 		serve(h)
 		add(h)
 	}
-	return stored, func() { flush(); unserve() }
+	var once sync.Once
+	sent = func() { once.Do(flush) }
+	return stored, sent, func() { sent(); unserve() }
 }
 
 // sendOffer names blobs to every connected peer that shares the agent, at
