@@ -94,6 +94,11 @@ func (c *Capsule) ReadFile(name string) ([]byte, error) {
 		if next, err := os.ReadFile(filepath.Join(d.dir, filepath.FromSlash(name)) + nextSuffix); err == nil && entryOf(next) == want {
 			return next, nil
 		}
+		// The update that wrote NAME.next renamed it over NAME between the
+		// two reads: NAME holds what the manifest lists now.
+		if again, err := readAll(c.src, name, limit); err == nil && entryOf(again) == want {
+			return again, nil
+		}
 	}
 	return data, nil
 }

@@ -341,7 +341,11 @@ func TestAWorkspaceSnapshotReachesThePeerWithEveryBlob(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got, _ := os.ReadFile(filepath.Join(out, "big.bin")); len(got) != 1_000_000 {
-			t.Fatalf("big.bin has %d bytes on b", len(got))
+			snap, _ := os.ReadFile(filepath.Join(b.home, store.CapsulesDir, agent, filepath.FromSlash(capsule.SnapshotFile)))
+			_, nextErr := os.Stat(filepath.Join(b.home, store.CapsulesDir, agent, filepath.FromSlash(capsule.SnapshotFile)+".next"))
+			want, _ := b.store.Wanted(agent)
+			t.Fatalf("big.bin has %d bytes on b; b's snapshot.json now %q (.next: %v), wanted %v, listed %v",
+				len(got), snap, nextErr, want, c.Manifest().Files[capsule.SnapshotFile])
 		}
 		if rep, _ := capsule.Verify(filepath.Join(b.home, store.CapsulesDir, agent), capsule.VerifyOptions{}); !rep.OK() {
 			t.Fatalf("b's capsule: %+v", rep.Problems)
