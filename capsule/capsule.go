@@ -77,9 +77,14 @@ func (c *Capsule) Close() error { return c.src.close() }
 // ID is the agent id.
 func (c *Capsule) ID() string { return c.Manifest().ID }
 
+// betweenReads, if set (by a test), runs after ReadFile found NAME other
+// than the manifest lists it, before it looks for NAME.next.
+var betweenReads func()
+
 // ReadFile returns the content of one of the capsule's files. In a folder
 // where an update was committed but not yet installed (see commit), it
-// returns the committed content.
+// returns the committed content, also when the update installs it as it
+// reads.
 func (c *Capsule) ReadFile(name string) ([]byte, error) {
 	limit := int64(maxSmallFile)
 	if name == JournalFile {
@@ -91,6 +96,9 @@ func (c *Capsule) ReadFile(name string) ([]byte, error) {
 	}
 	want, listed := c.Manifest().Files[name]
 	if d, ok := c.src.(dirSource); ok && listed && name != JournalFile && entryOf(data) != want {
+		if betweenReads != nil {
+			betweenReads()
+		}
 		if next, err := os.ReadFile(filepath.Join(d.dir, filepath.FromSlash(name)) + nextSuffix); err == nil && entryOf(next) == want {
 			return next, nil
 		}

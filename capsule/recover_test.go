@@ -157,3 +157,37 @@ func TestEventsAppendedAfterTheSealVerifyAsANote(t *testing.T) {
 		t.Fatalf("a bad unsealed line passed: %+v", rep)
 	}
 }
+
+// A reader that finds a file other than the manifest lists it, and then no
+// NAME.next because the update renamed it over NAME meanwhile, reads the
+// committed content, not the old.
+func TestAReaderBetweenACommitAndItsRenameReadsTheCommittedFile(t *testing.T) {
+	dir := fullCapsule(t, newSigner(t))
+	final := filepath.Join(dir, filepath.FromSlash(NotesFile))
+	committed := []byte("# Notes\n\nwritten by the update\n")
+	if err := os.WriteFile(final+nextSuffix, committed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ParseManifest(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Files[NotesFile] = entryOf(committed)
+	if data, err = m.Encode(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ManifestFile), data, 0o644); err != nil { // the commit point
+		t.Fatal(err)
+	}
+	c := mustOpen(t, dir)
+	betweenReads = func() { os.Rename(final+nextSuffix, final) } // the update installs it
+	defer func() { betweenReads = nil }()
+	got, err := c.ReadFile(NotesFile)
+	if err != nil || !bytes.Equal(got, committed) {
+		t.Fatalf("ReadFile = %q, %v; want the committed %q", got, err, committed)
+	}
+}
