@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,21 +63,28 @@ func TestTheWebPageInABrowser(t *testing.T) {
 	}
 	ctx, cancel = context.WithTimeout(ctx, 4*time.Minute) // a bound on a hang, not a speed
 	defer cancel()
-	shot := func(name string) {
-		t.Helper()
+	shotIn := func(ctx context.Context, name string) error {
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
+			return fmt.Errorf("screenshot %s: %w", name, err)
 		}
-		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+		return os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644)
+	}
+	shot := func(name string) {
+		t.Helper()
+		if err := shotIn(ctx, name); err != nil {
 			t.Fatal(err)
 		}
 	}
 	run := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, actions...); err != nil {
-			shot("failed")
-			t.Fatalf("%s: %v (screenshots in %s)", what, err, shots)
+			// The step's error first: the bound on the test may have
+			// passed, and the screenshot of the failure gets its own.
+			sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+			serr := shotIn(sctx, "failed")
+			scancel()
+			t.Fatalf("%s: %v (screenshots in %s; of the failure: %v)", what, err, shots, serr)
 		}
 	}
 	// until waits for the page's JavaScript expression cond to hold.
