@@ -84,10 +84,13 @@ func (n *Node) takeOffered(ctx context.Context, k syncKey) {
 		blobs := n.offered[k]
 		delete(n.offered, k)
 		n.mu.Unlock()
-		held := n.store.HeldBlobs(k.agent, "", blobs)
+		held := map[string]bool{}
+		for _, h := range n.store.HeldBlobs(k.agent, "", blobs) {
+			held[h] = true
+		}
 		blobs = slices.DeleteFunc(blobs, func(h string) bool {
 			_, err := os.Stat(filepath.Join(dir, h+wholeSuffix))
-			return err == nil || slices.Contains(held, h)
+			return err == nil || held[h]
 		})
 		if len(blobs) == 0 || n.aside.Load() > maxAside {
 			return
