@@ -46,7 +46,15 @@ func TestAKilledSnapshotLeavesThePeerNothingItTakesAsComplete(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs daemons")
 	}
-	ds := pairedDaemons(t)
+	for _, quic := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tcp", true: "quic"}[quic], func(t *testing.T) { killedSnapshot(t, quic) })
+	}
+}
+
+// killedSnapshot is TestAKilledSnapshotLeavesThePeerNothingItTakesAsComplete
+// over one transport.
+func killedSnapshot(t *testing.T, quic bool) {
+	ds := pairedDaemons(t, quic)
 	a, b := ds[0], ds[1]
 	rng := rand.New(rand.NewPCG(7, 7))
 	// Enough files that the snapshot is still storing them when the peer
