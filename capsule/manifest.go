@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/tern-dev/tern/journal"
@@ -76,7 +78,7 @@ func (m *Manifest) Encode() ([]byte, error) {
 	m.Format = Format
 	c := *m
 	c.Digest = ""
-	b, err := canonical(&c)
+	b, err := c.canonical()
 	if err != nil {
 		return nil, err
 	}
@@ -91,23 +93,12 @@ func (m *Manifest) Encode() ([]byte, error) {
 	return append(out, b[1:]...), nil
 }
 
-func (m *Manifest) computeDigest() (string, error) {
-	c := *m
-	c.Digest = ""
-	b, err := canonical(&c)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
-}
-
 // signedBytes are the bytes a signature covers: the canonical manifest
 // without digest and signature.
 func (m *Manifest) signedBytes() ([]byte, error) {
 	c := *m
 	c.Digest, c.Signature = "", nil
-	return canonical(&c)
+	return c.canonical()
 }
 
 // Sign adds a signature by s over the manifest's content. Call Encode after.
@@ -193,19 +184,16 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	if err := m.check(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidManifest, err)
 	}
-	want, err := m.computeDigest()
-	if err != nil {
-		return nil, err
-	}
-	if m.Digest != want {
-		return nil, fmt.Errorf("%w: the digest is %q, the content hashes to %q: the manifest was altered", ErrBadDigest, m.Digest, want)
-	}
 	// The digest and signature are computed over the decoded manifest, so the
 	// bytes must be exactly its encoding: JSON's case-insensitive field
 	// matching must not let "Epoch" stand in for "epoch".
-	again, err := m.Encode()
+	digest := m.Digest
+	again, err := m.Encode() // sets m.Digest to the content's hash
 	if err != nil {
 		return nil, err
+	}
+	if m.Digest != digest {
+		return nil, fmt.Errorf("%w: the digest is %q, the content hashes to %q: the manifest was altered", ErrBadDigest, digest, m.Digest)
 	}
 	if !bytes.Equal(again, data) {
 		return nil, fmt.Errorf("%w: not in the form tern writes (a field name or value was altered)", ErrInvalidManifest)
@@ -263,14 +251,85 @@ func (m *Manifest) Names() []string {
 	return names
 }
 
-// canonical returns the RFC 8785 encoding of v (journal.Canonical of its
-// JSON).
-func canonical(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
+// canonical returns the RFC 8785 encoding of m, written member by member
+// in canonical order: the digest and the signature when they are set, every
+// file sorted by name. (Through encoding/json and journal.Canonical, a
+// manifest of 20,000 files cost a peer a third of its time taking a change
+// of 100.) A string that is not UTF-8 or a number beyond 2^53-1 is an
+// error: no reader would get it back exactly.
+func (m *Manifest) canonical() ([]byte, error) {
+	names := make([]string, 0, len(m.Files))
+	for name := range m.Files {
+		names = append(names, name)
 	}
-	return journal.Canonical(b)
+	slices.SortFunc(names, journal.CompareMemberNames)
+	w := canonicalWriter{b: make([]byte, 0, 256+len(names)*(len(`"":{"sha256":"","size":},`)+64+48))}
+	w.raw(`{`)
+	if m.Digest != "" {
+		w.raw(`"digest":`)
+		w.string(m.Digest)
+		w.raw(`,`)
+	}
+	w.raw(`"files":{`)
+	for i, name := range names {
+		if i > 0 {
+			w.raw(`,`)
+		}
+		e := m.Files[name]
+		w.string(name)
+		w.raw(`:{"sha256":`)
+		w.string(e.SHA256)
+		w.raw(`,"size":`)
+		w.int(e.Size)
+		w.raw(`}`)
+	}
+	w.raw(`},"format":`)
+	w.string(m.Format)
+	w.raw(`,"holder":{"epoch":`)
+	w.uint(m.Holder.Epoch)
+	w.raw(`,"peer":`)
+	w.string(m.Holder.Peer)
+	w.raw(`},"id":`)
+	w.string(m.ID)
+	if m.Signature != nil {
+		w.raw(`,"signature":{"sig":`)
+		w.string(m.Signature.Sig)
+		w.raw(`,"signer":`)
+		w.string(m.Signature.Signer)
+		w.raw(`}`)
+	}
+	w.raw(`}`)
+	return w.b, w.err
+}
+
+// canonicalWriter appends canonical JSON tokens, keeping the first error.
+type canonicalWriter struct {
+	b   []byte
+	err error
+}
+
+func (w *canonicalWriter) raw(s string) { w.b = append(w.b, s...) }
+
+func (w *canonicalWriter) string(s string) {
+	b, err := journal.AppendCanonicalString(w.b, s)
+	if err != nil && w.err == nil {
+		w.err = fmt.Errorf("manifest: %q: %w", s, err)
+	}
+	w.b = b
+}
+
+func (w *canonicalWriter) int(n int64) {
+	if (n > maxSafeInt || n < -maxSafeInt) && w.err == nil {
+		w.err = fmt.Errorf("manifest: %d is beyond 2^53-1", n)
+	}
+	w.b = strconv.AppendInt(w.b, n, 10)
+}
+
+func (w *canonicalWriter) uint(n uint64) {
+	if n > maxSafeInt && w.err == nil {
+		w.err = fmt.Errorf("manifest: %d is beyond 2^53-1", n)
+	}
+	w.b = strconv.AppendUint(w.b, n, 10)
 }
 
 func entryOf(data []byte) FileEntry {

@@ -3,15 +3,22 @@ package capsule
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multibase"
+
+	"github.com/tern-dev/tern/journal"
 )
 
 // keySigner signs with any libp2p key, ed25519 or not.
@@ -77,10 +84,7 @@ func TestParseManifestAcceptsOnlyCanonicalMachinePeerIDs(t *testing.T) {
 			}
 			tt.edit(&m)
 			digest := m.Digest
-			data, err := m.Encode()
-			if err != nil {
-				t.Fatal(err)
-			}
+			data := encodeThroughJSON(t, &m) // Encode refuses numbers beyond 2^53-1
 			if tt.want == ErrBadDigest {
 				data = []byte(string(data[:len(`{"digest":"`)]) + digest + string(data[len(`{"digest":"`)+64:]))
 			}
@@ -145,12 +149,19 @@ func TestParseManifestReadsTheFormatFieldByItsExactName(t *testing.T) {
 }
 
 // Encode writes the digest into the canonical bytes without encoding the
-// manifest twice: what it writes is still the RFC 8785 encoding of the
-// manifest with that digest, signed or not.
+// manifest twice, and writes them itself rather than through encoding/json
+// and a canonicalizer: what it writes is still the RFC 8785 encoding of the
+// manifest with that digest, signed or not, whatever its file names.
 func TestEncodeIsTheCanonicalManifestWithItsDigest(t *testing.T) {
 	s := newSigner(t)
 	m := Manifest{ID: "01234567-89ab-8def-8123-456789abcdef", Holder: Holder{Peer: s.Machine(), Epoch: 3},
 		Files: map[string]FileEntry{"agent.json": {SHA256: strings.Repeat("ab", 32), Size: 7}, BlobPath(strings.Repeat("cd", 32)): {SHA256: strings.Repeat("cd", 32), Size: 1}}}
+	// Names that sort differently by UTF-16 code units than by UTF-8 bytes
+	// (U+1F600 is a surrogate pair, below U+FB01 in UTF-16, above it in
+	// UTF-8), and that need escapes, or must not get any.
+	for i, name := range []string{"\U0001F600", "\uFB01", "é", "a\"b", "tab\there", "\x01", "\u2028<&>", "Z", "a/b"} {
+		m.Files[name] = FileEntry{SHA256: strings.Repeat("ef", 32), Size: int64(i) << 40}
+	}
 	for _, sign := range []bool{false, true} {
 		if sign {
 			if err := m.Sign(s); err != nil {
@@ -161,12 +172,93 @@ func TestEncodeIsTheCanonicalManifestWithItsDigest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := canonical(&m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
+		if want := canonicalThroughJSON(t, &m); !bytes.Equal(got, want) {
 			t.Fatalf("signed %v: Encode wrote\n%s\nwant\n%s", sign, got, want)
 		}
 	}
+}
+
+// A manifest whose bytes no reader would get back exactly is not encoded.
+func TestEncodeRefusesWhatJSONCannotCarryExactly(t *testing.T) {
+	for what, m := range map[string]Manifest{
+		"a size beyond 2^53-1":   {Files: map[string]FileEntry{"a": {Size: 1 << 53}}},
+		"an epoch beyond 2^53-1": {Holder: Holder{Epoch: 1 << 53}},
+		"a name not UTF-8":       {Files: map[string]FileEntry{"\xff": {}}},
+	} {
+		if _, err := m.Encode(); err == nil {
+			t.Errorf("%s: encoded", what)
+		}
+	}
+}
+
+func FuzzEncodeIsCanonical(f *testing.F) {
+	f.Add("agent.json", "\U0001F600", int64(7), uint64(3))
+	f.Add("\uFB01", "\\\"\x7f", int64(0), uint64(1<<53-1))
+	f.Fuzz(func(t *testing.T, a, b string, size int64, epoch uint64) {
+		m := Manifest{ID: a, Holder: Holder{Peer: b, Epoch: epoch}, Files: map[string]FileEntry{a: {SHA256: b, Size: size}, b: {Size: -size}}}
+		got, err := m.Encode()
+		if !utf8.ValidString(a) || !utf8.ValidString(b) || epoch > maxSafeInt || size > maxSafeInt || size < -maxSafeInt {
+			if err == nil {
+				t.Fatalf("encoded %q, which JSON cannot carry exactly", got)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := canonicalThroughJSON(t, &m); !bytes.Equal(got, want) {
+			t.Fatalf("Encode wrote\n%s\nwant\n%s", got, want)
+		}
+	})
+}
+
+// encodeThroughJSON is what Encode would write for m if it wrote numbers
+// beyond 2^53-1 as a double does.
+func encodeThroughJSON(t *testing.T, m *Manifest) []byte {
+	t.Helper()
+	m.Format = Format
+	c := *m
+	c.Digest = ""
+	sum := sha256.Sum256(canonicalThroughJSON(t, &c))
+	m.Digest = hex.EncodeToString(sum[:])
+	return canonicalThroughJSON(t, m)
+}
+
+// canonicalThroughJSON is the manifest's canonical encoding the slow,
+// general way: encoding/json, then journal.Canonical.
+func canonicalThroughJSON(t testing.TB, m *Manifest) []byte {
+	t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := journal.Canonical(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkManifestEncode20k: the manifest of a 10,000-file workspace (a
+// blob a file, a listing a snapshot), written by Encode and, side by side,
+// the general way (encoding/json, then journal.Canonical).
+func BenchmarkManifestEncode20k(b *testing.B) {
+	m := Manifest{ID: "01234567-89ab-8def-8123-456789abcdef", Holder: Holder{Peer: "12D3KooWExample", Epoch: 3}, Files: map[string]FileEntry{}}
+	for i := range 20000 {
+		sum := sha256.Sum256([]byte(strconv.Itoa(i)))
+		h := hex.EncodeToString(sum[:])
+		m.Files[BlobPath(h)] = FileEntry{SHA256: h, Size: int64(i) * 977}
+	}
+	b.Run("Encode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := m.Encode(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("through encoding/json", func(b *testing.B) {
+		for b.Loop() {
+			canonicalThroughJSON(b, &m)
+		}
+	})
 }

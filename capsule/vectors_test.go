@@ -577,7 +577,9 @@ func manifestVectors(t *testing.T, v *vectorSet, a *vectorKey, c *vectorCapsule)
 		m.Holder.Peer = otherPeerSpelling(t, a.PeerID, multibase.Base32)
 	}), checkInvalidManifest)
 	add("holder-secp256k1", encodeManifest(t, *c.manifest, func(m *capsule.Manifest) { m.Holder.Peer = secp256k1PeerID(t) }), checkInvalidManifest)
-	add("holder-epoch-over-max-safe-integer", encodeManifest(t, *c.manifest, func(m *capsule.Manifest) { m.Holder.Epoch = 1 << 53 }), checkInvalidManifest)
+	add("holder-epoch-over-max-safe-integer", manifestWithDigest(t, ok, func(m map[string]json.RawMessage) { // Encode refuses it
+		m["holder"] = json.RawMessage(`{"epoch":9007199254740992,"peer":` + string(jsonString(c.manifest.Holder.Peer)) + `}`)
+	}), checkInvalidManifest)
 	add("agent-id-upper-case", encodeManifest(t, *c.manifest, func(m *capsule.Manifest) { m.ID = strings.ToUpper(m.ID) }), checkInvalidManifest)
 	add("missing-environment-spec", encodeManifest(t, *c.manifest, func(m *capsule.Manifest) { delete(m.Files, capsule.EnvironmentFile) }), checkInvalidManifest)
 	add("path-outside-layout", encodeManifest(t, *c.manifest, func(m *capsule.Manifest) {

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,15 +138,24 @@ func decodeString(raw []byte) (string, error) {
 	return s, nil
 }
 
-// appendString appends s as an RFC 8785 string literal.
-func appendString(dst []byte, s string) ([]byte, error) {
+// AppendCanonicalString appends s as an RFC 8785 string literal: the
+// escapes RFC 8785 requires and no others. It fails on s that is not valid
+// UTF-8. With CompareMemberNames it lets a type write its own canonical
+// encoding without a pass through Canonical.
+func AppendCanonicalString(dst []byte, s string) ([]byte, error) {
 	if !utf8.ValidString(s) {
 		return dst, errors.New("string is not valid UTF-8")
 	}
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
+	plain := 0 // s[plain:i] needs no escape
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[plain:i]...)
+		plain = i + 1
 		switch c {
 		case '\\', '"':
 			dst = append(dst, '\\', c)
@@ -160,25 +170,22 @@ func appendString(dst []byte, s string) ([]byte, error) {
 		case '\t':
 			dst = append(dst, '\\', 't')
 		default:
-			if c < 0x20 {
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			} else {
-				dst = append(dst, c)
-			}
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 		}
 	}
+	dst = append(dst, s[plain:]...)
 	return append(dst, '"'), nil
 }
 
 // stringMember builds the canonical member "key":"value".
 func stringMember(key, value string) (member, error) {
-	raw, err := appendString(nil, key)
+	raw, err := AppendCanonicalString(nil, key)
 	if err != nil {
 		return member{}, fmt.Errorf("field %q: %w", key, err)
 	}
 	raw = append(raw, ':')
 	n := len(raw)
-	raw, err = appendString(raw, value)
+	raw, err = AppendCanonicalString(raw, value)
 	if err != nil {
 		return member{}, fmt.Errorf("field %q: %w", key, err)
 	}
@@ -187,7 +194,7 @@ func stringMember(key, value string) (member, error) {
 
 // uintMember builds the canonical member "key":n for a safe integer n.
 func uintMember(key string, n uint64) member {
-	raw, _ := appendString(nil, key) // keys given here are ASCII constants
+	raw, _ := AppendCanonicalString(nil, key) // keys given here are ASCII constants
 	raw = append(raw, ':')
 	k := len(raw)
 	raw = strconv.AppendUint(raw, n, 10)
@@ -196,7 +203,7 @@ func uintMember(key string, n uint64) member {
 
 // rawMember builds the member "key":value for an already canonical value.
 func rawMember(key string, value []byte) (member, error) {
-	raw, err := appendString(nil, key)
+	raw, err := AppendCanonicalString(nil, key)
 	if err != nil {
 		return member{}, fmt.Errorf("field %q: %w", key, err)
 	}
@@ -206,26 +213,54 @@ func rawMember(key string, value []byte) (member, error) {
 	return member{key: key, raw: raw, val: raw[k:]}, nil
 }
 
-// compareKeys orders member names as RFC 8785 does: by UTF-16 code units.
-func compareKeys(a, b string) int {
-	if isASCII(a) && isASCII(b) {
-		if a < b {
-			return -1
-		} else if a > b {
+// CompareMemberNames orders member names as RFC 8785 does: by UTF-16 code
+// units. That is byte order except where a code point from U+10000 (a
+// surrogate pair in UTF-16) meets one from U+E000 to U+FFFF, so only the
+// first code points that differ are looked at.
+func CompareMemberNames(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	switch {
+	case i == len(a) && i == len(b):
+		return 0
+	case i < n && a[i] < utf8.RuneSelf && b[i] < utf8.RuneSelf:
+		return cmp.Compare(a[i], b[i])
+	}
+	longer := a
+	if len(b) > len(a) {
+		longer = b
+	}
+	for i > 0 && !utf8.RuneStart(longer[i]) {
+		i-- // the same bytes in both: back to the start of the code point that differs
+	}
+	var ra, rb rune
+	for ra == rb { // equal code points, made of the same bytes: go on
+		var wa, wb int
+		ra, wa = utf8.DecodeRuneInString(a[i:])
+		rb, wb = utf8.DecodeRuneInString(b[i:])
+		switch {
+		case ra == utf8.RuneError && wa == 1, rb == utf8.RuneError && wb == 1:
+			// Invalid UTF-8 reads as U+FFFD, whose order the bytes do not tell.
+			return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+		case wa == 0:
+			return -1 // a is a prefix of b
+		case wb == 0:
 			return 1
 		}
-		return 0
+		i += wa
 	}
-	return slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
+	if (ra >= 0x10000) != (rb >= 0x10000) {
+		// A surrogate pair starts with 0xD800-0xDBFF; a single unit here is
+		// below 0xD800 or from 0xE000.
+		if ra >= 0x10000 {
+			return cmp.Compare(0xD800, rb)
 		}
+		return cmp.Compare(ra, 0xD800)
 	}
-	return true
+	return cmp.Compare(ra, rb)
 }
 
 // joinMembers writes the object made of ms, leaving out members named in

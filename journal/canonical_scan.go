@@ -105,7 +105,7 @@ func keyBefore(a, b []byte) bool {
 	if isASCIIBytes(a) && isASCIIBytes(b) {
 		return bytes.Compare(a, b) < 0
 	}
-	return compareKeys(string(a), string(b)) < 0
+	return CompareMemberNames(string(a), string(b)) < 0
 }
 
 func isASCIIBytes(b []byte) bool {

@@ -2,8 +2,10 @@ package journal
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/gowebpki/jcs"
 )
@@ -101,6 +103,23 @@ func FuzzIsCanonicalAgreesWithTheCanonicalizer(f *testing.F) {
 			t.Fatalf("Canonical(%q) = %q, %v on the fast path", b, out, err)
 		case same && !fast && !bytes.Contains(b, []byte(`\`)) && bytes.Count(b, []byte("["))+bytes.Count(b, []byte("{")) <= maxScanDepth:
 			t.Fatalf("isCanonical(%q) = false for canonical text", b)
+		}
+	})
+}
+
+// CompareMemberNames orders names as their UTF-16 code units do, for any
+// two strings, invalid UTF-8 included (read as U+FFFD, as Go converts it).
+func FuzzCompareMemberNamesIsUTF16Order(f *testing.F) {
+	for _, pair := range [][2]string{
+		{"a", "b"}, {"ab", "a"}, {"\U0001F600", "\uFB01"}, {"x\U0001F600", "x\uE000"}, {"é", "e"},
+		{"\xff", "\ufffd"}, {"\xffa", "\xffb"}, {"\u00e9\u00e8", "\u00e9\u00e9"}, {"", "\u0080"},
+	} {
+		f.Add(pair[0], pair[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		want := slices.Compare(utf16.Encode([]rune(a)), utf16.Encode([]rune(b)))
+		if got := CompareMemberNames(a, b); got != want {
+			t.Fatalf("CompareMemberNames(%q, %q) = %d, UTF-16 order says %d", a, b, got, want)
 		}
 	})
 }

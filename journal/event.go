@@ -480,7 +480,7 @@ func buildEvent(s Signer, st Stamp, d Draft, body []byte, extra []member) (*Even
 	}
 	ms = append(ms, bm)
 	ms = append(ms, extra...)
-	slices.SortFunc(ms, func(a, b member) int { return compareKeys(a.key, b.key) })
+	slices.SortFunc(ms, func(a, b member) int { return CompareMemberNames(a.key, b.key) })
 
 	sig, err := s.Sign(joinMembers(ms))
 	if err != nil {
@@ -522,6 +522,6 @@ func (e *Event) verifyBuilt() error {
 
 // insertMember puts m into the sorted members ms at its place.
 func insertMember(ms []member, m member) []member {
-	i, _ := slices.BinarySearchFunc(ms, m, func(a, b member) int { return compareKeys(a.key, b.key) })
+	i, _ := slices.BinarySearchFunc(ms, m, func(a, b member) int { return CompareMemberNames(a.key, b.key) })
 	return slices.Insert(ms, i, m)
 }
