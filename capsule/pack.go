@@ -209,11 +209,11 @@ func latestWholeSnapshot(view []*journal.Event, held func(sha256Hex string) bool
 		if err != nil {
 			return nil, err
 		}
-		snap, err := ParseSnapshot(data)
+		l, err := parsedListing(data)
 		if err != nil {
 			return nil, fmt.Errorf("snapshot blob %s: %w", body.Snapshot, err)
 		}
-		if !slices.ContainsFunc(snap.Blobs(), func(h string) bool { return !held(h) }) {
+		if !slices.ContainsFunc(l.blobs, func(h string) bool { return !held(h) }) {
 			return data, nil
 		}
 	}

@@ -117,11 +117,11 @@ func (d *Dir) wantedNow() ([]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			s, err := ParseSnapshot(data)
+			l, err := parsedListing(data)
 			if err != nil {
 				return nil, fmt.Errorf("snapshot blob %s: %w", snap, err)
 			}
-			for _, h := range s.Blobs() {
+			for _, h := range l.blobs {
 				refs[h] = true
 			}
 		}
@@ -306,9 +306,9 @@ func (d *Dir) derivedUpdates(extra map[string]FileEntry) (map[string][]byte, err
 	out := map[string][]byte{}
 	if snapHex, ok := latestSnapshotBlob(view); ok {
 		if data, ok := read(snapHex); ok && entryOf(data) != held[SnapshotFile] {
-			if s, err := ParseSnapshot(data); err == nil {
+			if l, err := parsedListing(data); err == nil {
 				complete := true
-				for _, h := range s.Blobs() {
+				for _, h := range l.blobs {
 					if _, ok := held[BlobPath(h)]; !ok {
 						complete = false
 					}
@@ -373,8 +373,8 @@ func (d *Dir) derivedMemory(view []*journal.Event, updates map[string][]byte, re
 	}
 	var files []memory.Item
 	if agent.Memory != nil && agent.Memory.Workspace {
-		if snap, err := ParseSnapshot(current(SnapshotFile)); err == nil {
-			files = workspaceItems(snap, read)
+		if l, err := parsedListing(current(SnapshotFile)); err == nil {
+			files = workspaceItems(l.snap, read)
 		}
 	}
 	md, idx, err := memory.Derive(context.Background(), view, agent.EmbedderSpec(), files, d.heldIndex(current(IndexFile)))

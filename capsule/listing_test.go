@@ -1,0 +1,68 @@
+package capsule
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"testing"
+)
+
+func listingOf(t *testing.T, files int, salt string) []byte {
+	t.Helper()
+	s := Snapshot{Entries: map[string]SnapshotEntry{}}
+	for i := range files {
+		sum := sha256.Sum256([]byte(salt + fmt.Sprint(i)))
+		s.Entries[fmt.Sprintf("f%d", i)] = SnapshotEntry{Type: "file", Mode: "0644", CID: BlobCID(hex.EncodeToString(sum[:])), Size: 1}
+	}
+	data, err := s.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// The same bytes are parsed once and shared; other bytes are parsed on
+// their own, and a listing that does not parse is an error every time.
+func TestAListingIsParsedOnceForTheSameBytes(t *testing.T) {
+	a, b := listingOf(t, 3, "a"), listingOf(t, 3, "b")
+	la, err := parsedListing(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := parsedListing(append([]byte(nil), a...)); again != la {
+		t.Error("the same bytes were parsed again")
+	}
+	lb, err := parsedListing(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb == la || lb.blobs[0] == la.blobs[0] {
+		t.Error("other bytes got the first listing")
+	}
+	if len(la.blobs) != 3 {
+		t.Errorf("blobs: %v", la.blobs)
+	}
+	for range 2 {
+		if _, err := parsedListing([]byte(`{"entries":{"/abs":{"type":"dir","mode":"0755"}}}`)); err == nil {
+			t.Fatal("a bad listing parsed")
+		}
+	}
+}
+
+// The cache keeps the newest listings, up to its bound in entries.
+func TestTheListingsKeptAreBounded(t *testing.T) {
+	c := listingCache{byHash: map[string]*listing{}}
+	big := &Snapshot{Entries: map[string]SnapshotEntry{}}
+	for i := range maxListedEntries/2 + 1 {
+		big.Entries[fmt.Sprint(i)] = SnapshotEntry{Type: "dir", Mode: "0755"}
+	}
+	c.put("one", big)
+	c.put("two", big)
+	if c.get("one") != nil || c.get("two") == nil {
+		t.Fatalf("kept one %v, two %v: want only the newest", c.get("one") != nil, c.get("two") != nil)
+	}
+	c.put("three", big)
+	if c.get("two") != nil || c.get("three") == nil || c.entries != len(big.Entries) {
+		t.Fatalf("kept two %v, three %v, %d entries", c.get("two") != nil, c.get("three") != nil, c.entries)
+	}
+}
