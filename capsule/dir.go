@@ -657,7 +657,7 @@ func (d *Dir) SnapshotWith(ctx context.Context, s journal.Signer, epoch uint64, 
 	if !st.IsDir() {
 		return SnapshotEventBody{}, nil, badWorkspace{fmt.Errorf("snapshot: %s is not a folder", workspace)}
 	}
-	snap, blobs, left, err := takeSnapshot(d.dir, workspace, opt)
+	snap, blobs, left, err := takeSnapshot(d.dir, d.Manifest().Files, workspace, opt)
 	if err != nil {
 		return SnapshotEventBody{}, nil, err
 	}
@@ -669,6 +669,7 @@ func (d *Dir) SnapshotWith(ctx context.Context, s journal.Signer, epoch uint64, 
 	if err != nil {
 		return SnapshotEventBody{}, nil, err
 	}
+	rememberListing(e.SHA256, snap) // its commit and the wants read it next
 	if opt.Stored != nil {
 		opt.Stored(e.SHA256) // the listing too: its event will name it first
 	}

@@ -246,11 +246,12 @@ func readIgnore(workspace string) ([]string, error) {
 	return out, nil
 }
 
-// takeSnapshot stores the workspace's files as blobs of the capsule in dir
-// and returns the snapshot, the blobs and the paths it left out. It walks
+// takeSnapshot stores the workspace's files as blobs of the capsule in dir,
+// whose manifest lists held, and returns the snapshot, the blobs and the
+// paths it left out. It walks
 // the workspace first and refuses what it cannot store (a symbolic link, a
 // device) before writing any blob, so a refused snapshot leaves none.
-func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[string]FileEntry, []string, error) {
+func takeSnapshot(dir string, held map[string]FileEntry, workspace string, opt SnapshotOptions) (*Snapshot, map[string]FileEntry, []string, error) {
 	ignore, err := readIgnore(workspace)
 	if err != nil {
 		return nil, nil, nil, badWorkspace{fmt.Errorf("snapshot %s: %w", workspace, err)}
@@ -315,13 +316,13 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 	err = forEachAtOnce(len(files), snapshotWorkers, func(i int) error {
 		f := files[i]
 		if h, ok := opt.Seen.unchanged(f.path, f.info); ok {
-			if held, ok := heldEntry(dir, prev, f.rel, f.size); ok && held == h {
+			if was, ok := heldEntry(held, prev, f.rel, f.size); ok && was == h {
 				entries[i] = FileEntry{SHA256: h, Size: f.size}
 				seen.read(f.path, f.info, h)
 				return nil
 			}
 		}
-		if e, ok := unchangedBlob(dir, prev, f.rel, f.path, f.size); ok {
+		if e, ok := unchangedBlob(held, prev, f.rel, f.path, f.size); ok {
 			entries[i] = e
 			seen.read(f.path, f.info, e.SHA256)
 			return nil
@@ -366,19 +367,22 @@ func takeSnapshot(dir, workspace string, opt SnapshotOptions) (*Snapshot, map[st
 	return snap, blobs, left, nil
 }
 
-// currentSnapshot is the capsule's snapshot.json in dir, or an empty one.
+// currentSnapshot is the capsule's snapshot.json in dir, or an empty one;
+// shared (see parsedListing), never to be changed.
 func currentSnapshot(dir string) *Snapshot {
 	if data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(SnapshotFile))); err == nil {
-		if s, err := ParseSnapshot(data); err == nil {
-			return s
+		if l, err := parsedListing(data); err == nil {
+			return l.snap
 		}
 	}
 	return &Snapshot{}
 }
 
 // heldEntry returns the hash prev's file rel had, if it had size bytes
-// and the capsule in dir holds its blob whole.
-func heldEntry(dir string, prev *Snapshot, rel string, size int64) (string, bool) {
+// and the capsule holds its blob whole: held (its manifest's files) lists
+// it at that size. (A stat of the blob was half a snapshot's system calls
+// where few files changed.)
+func heldEntry(held map[string]FileEntry, prev *Snapshot, rel string, size int64) (string, bool) {
 	p, ok := prev.Entries[rel]
 	if !ok || p.Type != "file" || p.Size != size {
 		return "", false
@@ -387,7 +391,7 @@ func heldEntry(dir string, prev *Snapshot, rel string, size int64) (string, bool
 	if err != nil {
 		return "", false
 	}
-	if st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(BlobPath(sum)))); err != nil || st.Size() != size {
+	if e, ok := held[BlobPath(sum)]; !ok || e.Size != size {
 		return "", false
 	}
 	return sum, true
@@ -398,8 +402,8 @@ func heldEntry(dir string, prev *Snapshot, rel string, size int64) (string, bool
 // still hash to the blob prev names, which dir holds: a snapshot of a
 // tree where few files changed reads each file once and writes only the
 // changed ones, instead of storing every file again.
-func unchangedBlob(dir string, prev *Snapshot, rel, path string, size int64) (FileEntry, bool) {
-	sum, ok := heldEntry(dir, prev, rel, size)
+func unchangedBlob(held map[string]FileEntry, prev *Snapshot, rel, path string, size int64) (FileEntry, bool) {
+	sum, ok := heldEntry(held, prev, rel, size)
 	if !ok {
 		return FileEntry{}, false
 	}
