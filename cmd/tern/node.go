@@ -812,7 +812,7 @@ func syncCmd(e *env) *cobra.Command {
 						return checkFailed("sync wait: after %s, %s still lacks events of %s", timeout, who, args[0])
 					}
 					return checkFailed("sync wait: after %s, %s holds every event but lacks %d of the %s", timeout, who, last.PeerLacks, plural(last.Blobs, "blob"))
-				case <-time.After(200 * time.Millisecond):
+				case <-time.After(syncWaitPoll):
 				}
 			}
 		},
@@ -822,6 +822,12 @@ func syncCmd(e *env) *cobra.Command {
 	c.AddCommand(wait)
 	return c
 }
+
+// syncWaitPoll is how often tern sync wait asks its node: a poll of a
+// 10,000-file capsule costs the nodes a few milliseconds, and a change
+// reaches the peer in a few hundred, so a slower poll would be most of
+// what a person waits after the copy is done.
+const syncWaitPoll = 50 * time.Millisecond
 
 // peerLabel is how a command names the peer id to a person: its paired
 // name, or the id when it has none.
