@@ -6,9 +6,13 @@
 #   docs/syncthing-first-copy.sh [SIZE_MIB, default 256] [RUNS, default 3]
 #   docs/syncthing-first-copy.sh --tree [FILES, default 10000] [RUNS, default 3]
 #
-# Syncthing v1 and v2 both work (v2's generate has no --no-default-folder,
-# and its device ID is a command of its own); SYNCTHING=/path/to/syncthing
-# picks a binary other than the one on PATH.
+# Syncthing v1 and v2 both work (v2's generate has no --no-default-folder
+# and spells --skip-port-probing --no-port-probing, and its device ID is a
+# command of its own); SYNCTHING=/path/to/syncthing picks a binary other
+# than the one on PATH. v2 is not on the module proxy: build it from its
+# source (git archive v2.1.3 of github.com/syncthing/syncthing) with
+# go build -tags noassets -ldflags "-X github.com/syncthing/syncthing/lib/build.Version=v2.1.3"
+# ./cmd/syncthing; without the version it says unknown-dev and is taken for v1.
 #
 # Run it from a clone of tern (any folder works: it finds the repo root from
 # its own path). Needs syncthing (apt-get install syncthing), go, curl and jq.
@@ -151,9 +155,11 @@ set_option() {
 st_generate() {
   local name=$1 home=$2/home cfg port=${1}_PORT
   mkdir -p "$home" "$2/folder"
-  local no_default=--no-default-folder
-  $ST_V2 && no_default= # v2: STNODEFAULTFOLDER below does it
-  STNODEFAULTFOLDER=1 "$SYNCTHING" generate --home "$home" $no_default --skip-port-probing >"$2/generate.log" 2>&1 ||
+  # v2 makes no default folder and has no flag for it, and its
+  # --skip-port-probing is --no-port-probing.
+  local flags=(--no-default-folder --skip-port-probing)
+  $ST_V2 && flags=(--no-port-probing)
+  STNODEFAULTFOLDER=1 "$SYNCTHING" generate --home "$home" "${flags[@]}" >"$2/generate.log" 2>&1 ||
     die "syncthing generate failed: $(cat "$2/generate.log")"
   cfg=$home/config.xml
   set_option "$cfg" listenAddress "tcp://127.0.0.1:${!port}"
