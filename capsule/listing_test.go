@@ -1,8 +1,10 @@
 package capsule
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"testing"
 )
@@ -65,4 +67,28 @@ func TestTheListingsKeptAreBounded(t *testing.T) {
 	if c.get("two") != nil || c.get("three") == nil || c.entries != len(big.Entries) {
 		t.Fatalf("kept two %v, three %v, %d entries", c.get("two") != nil, c.get("three") != nil, c.entries)
 	}
+}
+
+// Encode writes what json.MarshalIndent writes, whatever the paths, modes
+// and CIDs hold (the bytes name the listing's blob).
+func FuzzSnapshotEncodeIsMarshalIndent(f *testing.F) {
+	f.Add("src/a.go", "file", "0644", "bafkrei", int64(7), "src", "dir", "0755")
+	f.Add("<&>\u2028\"\\\x01é", "", "", "", int64(-1), "\xff", "x", "\t")
+	f.Fuzz(func(t *testing.T, p1, t1, m1, c1 string, size int64, p2, t2, m2 string) {
+		for _, s := range []Snapshot{{}, {Entries: map[string]SnapshotEntry{}}, {Entries: map[string]SnapshotEntry{
+			p1: {Type: t1, Mode: m1, CID: c1, Size: size}, p2: {Type: t2, Mode: m2},
+		}}} {
+			got, err := s.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := json.MarshalIndent(s, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want = append(want, '\n'); !bytes.Equal(got, want) {
+				t.Fatalf("Encode wrote\n%s\nMarshalIndent\n%s", got, want)
+			}
+		}
+	})
 }

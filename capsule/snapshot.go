@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -52,16 +53,57 @@ type SnapshotEventBody struct {
 	Bytes    int64  `json:"bytes"`
 }
 
-// Encode returns snapshot.json's bytes: indented JSON, sorted, newline-terminated.
+// Encode returns snapshot.json's bytes: indented JSON, sorted, newline-
+// terminated, exactly what json.MarshalIndent(s, "", "  ") and a newline
+// are, written directly (through encoding/json, a 10,000-file listing took
+// a tenth of a snapshot where 100 files changed).
 func (s *Snapshot) Encode() ([]byte, error) {
 	if s.Entries == nil {
 		s.Entries = map[string]SnapshotEntry{}
 	}
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return nil, err
+	if len(s.Entries) == 0 {
+		return []byte("{\n  \"entries\": {}\n}\n"), nil
 	}
-	return append(b, '\n'), nil
+	names := slices.Sorted(maps.Keys(s.Entries))
+	b := make([]byte, 0, 32+len(names)*(len(`    "": {\n      "type": "file",\n      "mode": "0644",\n      "cid": "",\n      "size": \n    },\n`)+40+59+12))
+	b = append(b, "{\n  \"entries\": {\n"...)
+	for i, name := range names {
+		e := s.Entries[name]
+		b = append(b, "    "...)
+		b = appendJSONString(b, name)
+		b = append(b, ": {\n      \"type\": "...)
+		b = appendJSONString(b, e.Type)
+		b = append(b, ",\n      \"mode\": "...)
+		b = appendJSONString(b, e.Mode)
+		if e.CID != "" {
+			b = append(b, ",\n      \"cid\": "...)
+			b = appendJSONString(b, e.CID)
+		}
+		if e.Size != 0 {
+			b = append(b, ",\n      \"size\": "...)
+			b = strconv.AppendInt(b, e.Size, 10)
+		}
+		b = append(b, "\n    }"...)
+		if i < len(names)-1 {
+			b = append(b, ',')
+		}
+		b = append(b, '\n')
+	}
+	return append(b, "  }\n}\n"...), nil
+}
+
+// appendJSONString appends s as encoding/json writes it: printable ASCII
+// other than " \\ < > & as it is, anything else through json.Marshal.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // ParseSnapshot reads snapshot.json strictly: every path relative and
@@ -111,19 +153,15 @@ func ParseSnapshot(data []byte) (*Snapshot, error) {
 
 // Blobs returns the sha256 hex names of the blobs the snapshot refers to, sorted.
 func (s *Snapshot) Blobs() []string {
-	set := map[string]bool{}
+	out := make([]string, 0, len(s.Entries))
 	for _, e := range s.Entries {
 		if e.Type == "file" {
 			h, _ := ParseBlobCID(e.CID)
-			set[h] = true
+			out = append(out, h)
 		}
 	}
-	out := make([]string, 0, len(set))
-	for h := range set {
-		out = append(out, h)
-	}
-	sort.Strings(out)
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func checkWorkspacePath(p string) error {
