@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filecopy"
 	"github.com/tern-dev/tern/node"
 	ternproto "github.com/tern-dev/tern/protocol"
@@ -155,7 +156,7 @@ func nodesBlob(ctx context.Context, dir string, data []byte, sha256Hex string, r
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(ws, "blob.bin"), data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(ws, "blob.bin"), data, 0o644); err != nil {
 		return err
 	}
 	a, err := startNode(home(dir, 0), idleInterval, opt)
@@ -245,15 +246,10 @@ func firstCopy(ctx context.Context, dir string, data []byte, a, b *node.Node, re
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(ws, "blob.bin"))
-	if err != nil {
-		return err
-	}
-	_, err = f.Write([]byte{data[0] ^ 1})
-	if err == nil {
-		_, err = f.Write(data[1:])
-	}
-	if err := errors.Join(err, f.Close()); err != nil {
+	// Made and flushed before the clock starts, as the side-by-side script
+	// does for Syncthing: a file still being written back would share the
+	// disk with the copy.
+	if err := atomicfile.WriteFile(filepath.Join(ws, "blob.bin"), append([]byte{data[0] ^ 1}, data[1:]...), 0o644); err != nil {
 		return err
 	}
 	src := filepath.Join(dir, "first")
@@ -305,7 +301,7 @@ func throughNode(ctx context.Context, dir string, data []byte, a, b *node.Node, 
 		return err
 	}
 	changed := append([]byte{data[0] ^ 2}, data[1:]...)
-	if err := os.WriteFile(filepath.Join(ws, "blob.bin"), changed, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(ws, "blob.bin"), changed, 0o644); err != nil { // flushed, as firstCopy's
 		return err
 	}
 	src := filepath.Join(dir, "through")

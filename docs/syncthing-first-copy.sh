@@ -28,16 +28,19 @@
 #              until B's /rest/db/status shows it all in sync and the file
 #              is on B at its full size (polled every 50 ms). A's scan
 #              (hashing) and B's pull are read from their StateChanged events.
-#   tern       tern bench sync --only blob: from_folder_seconds is the same
-#              work as Syncthing's, from the file in a folder: a new agent
-#              whose workspace it becomes (the snapshot, hashing it, as
-#              Syncthing's scan does), the import on node A, until node B
-#              holds it all (polled every 5 ms). first_copy_seconds, the
-#              import-only figure, is printed beside it. It also measures a
-#              bare libp2p stream and a disk write + fsync of the same bytes
-#              as limits.
-# Printed per run: both times, syncthing_s / tern_s (> 1: tern is faster),
-# and each system's rate as a fraction of the slower of tern's two limits.
+#   tern       two tern node processes on 127.0.0.1, paired, as a person
+#              runs them. Timed: from the file in a folder (made outside it
+#              and fsynced first), through tern capsule new, tern capsule
+#              import (node A takes the new, empty agent) and tern capsule
+#              snapshot AGENT DIR through node A (the file becomes the
+#              workspace, hashed as Syncthing's scan hashes it, and offered
+#              to B as it is stored), until tern sync wait says B holds it
+#              all (polled every 50 ms).
+#              tern bench sync --only blob measures the same in one process
+#              (through_node_seconds) beside its limits; its figures carry
+#              the costs of its own 256 MiB buffers in this VM, so this
+#              script times the commands instead.
+# Printed per run: both times and syncthing_s / tern_s (> 1: tern is faster).
 #
 # --tree: FILES files of 1-64 KiB of random bytes in folders of 100, and
 # four of 2-8 MiB, made (with python3) outside both folders and fsynced.
@@ -325,33 +328,70 @@ syncthing_run() {
 
 # --- tern ----------------------------------------------------------------
 
-# tern_run RUNDIR: sets TERN_RESULT to "from_folder_s libp2p_MBps disk_MBps
-# import_s snapshot_s first_copy_s through_node_s through_node_snapshot_s".
-tern_run() {
-  mkdir -p "$1"
-  # In the background and waited for, so that a signal reaches the trap at
-  # once and the trap can end it.
-  "$TMP/tern" bench sync --only blob --json --quiet --dir "$1" --blob-size "${SIZE_MIB}MiB" >"$1/out.json" 2>"$1/err.log" &
+# tern_node NAME DIR PORT: starts a tern node with home DIR listening on
+# 127.0.0.1:PORT, and waits until its API answers.
+tern_node() {
+  mkdir -p "$2"
+  TERN_HOME=$2 "$TMP/tern" node --listen "/ip4/127.0.0.1/tcp/$3" --no-mdns >"$2/node.out" 2>"$2/node.log" &
   PIDS+=($!)
-  wait $! || die "tern bench sync failed: $(cat "$1/err.log")"
+  eval "${1}_PID=$!"
+  wait_for 30 "tern node $1" grep -q '^api ' "$2/node.out"
+}
+
+# tern_at HOME ARGS...: tern with that home, quiet.
+tern_at() { TERN_HOME=$1 "$TMP/tern" -q "${@:2}"; }
+
+# tern_pair RUNDIR: starts tern nodes a and b (homes RUNDIR/a and
+# RUNDIR/b) and pairs them; tern_unpair stops them.
+tern_pair() {
+  local pa pb ida idb
+  free_port pa; free_port pb
+  tern_node TA "$1/a" "$pa"
+  tern_node TB "$1/b" "$pb"
+  ida=$(tern_at "$1/a" id --json | jq -r .peer_id)
+  idb=$(tern_at "$1/b" id --json | jq -r .peer_id)
+  tern_at "$1/a" peer add "$idb" "/ip4/127.0.0.1/tcp/$pb" --name b >/dev/null
+  tern_at "$1/b" peer add "$ida" "/ip4/127.0.0.1/tcp/$pa" --name a >/dev/null
+}
+
+tern_unpair() {
+  kill "$TA_PID" "$TB_PID" 2>/dev/null || true
+  wait "$TA_PID" "$TB_PID" 2>/dev/null || true
   PIDS=()
-  TERN_RESULT=$(jq -r '.blob | "\(.from_folder_seconds) \(.libp2p_mbps) \(.disk_mbps) \(.import_seconds) \(.snapshot_seconds) \(.first_copy_seconds) \(.through_node_seconds) \(.through_node_snapshot_seconds)"' "$1/out.json")
+}
+
+# now: Unix seconds with microseconds.
+now() { echo "$EPOCHREALTIME"; }
+
+# tern_run RUNDIR: sets TERN_RESULT to "total_s new_import_s snapshot_s
+# to_held_s".
+tern_run() {
+  local dir=$1 agent t0 t1 t2 t3
+  mkdir -p "$dir/ws"
+  head -c "$SIZE" /dev/urandom >"$dir/ws/$FILE"
+  sync "$dir/ws/$FILE"
+  tern_pair "$dir"
+  t0=$(now) # the file is in its folder
+  agent=$(tern_at "$dir/a" capsule new "$dir/agent" --name file)
+  tern_at "$dir/a" capsule import "$dir/agent" >/dev/null
+  t1=$(now)
+  tern_at "$dir/a" capsule snapshot "$agent" "$dir/ws" >/dev/null
+  t2=$(now)
+  tern_at "$dir/a" sync wait "$agent" --peer b --timeout "${TIMEOUT_S}s" >/dev/null ||
+    die "tern: b did not hold the file after ${TIMEOUT_S}s: $(tail -5 "$dir/a/node.log")"
+  t3=$(now)
+  tern_unpair
+  TERN_RESULT=$(awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" 'BEGIN {
+    printf "%.3f %.3f %.3f %.3f", t3 - t0, t1 - t0, t2 - t1, t3 - t2 }')
 }
 
 # --- report --------------------------------------------------------------
 
-# report RUN ST_S SCAN_S PULL_S IDLE_S TERN_S LIBP2P DISK IMPORT_S SNAP_S
-# FIRST_S THROUGH_S THROUGH_SNAP_S: two lines.
+# report RUN ST_S SCAN_S PULL_S IDLE_S TERN_S NEW_S SNAP_S HELD_S: one line.
 report() {
-  awk -v run="$1" -v st="$2" -v scan="$3" -v pull="$4" -v idle="$5" -v tern="$6" -v l2p="$7" -v disk="$8" \
-      -v imp="$9" -v snap="${10}" -v first="${11}" -v through="${12}" -v tsnap="${13}" -v size="$SIZE" 'BEGIN {
-    limit = (l2p < disk) ? l2p : disk; lname = (l2p < disk) ? "libp2p" : "disk"
-    mb = size / 1e6
-    printf "run %d: syncthing %.2f s (A scan %.2f, B pull %.2f, B idle at %.2f) | tern %.2f s (snapshot %.2f, then import %.2f and to held %.2f: the import-only figure) | " \
-           "syncthing/tern %.2f | of the slower limit (%s %.0f MB/s): syncthing %.2f, tern %.2f\n",
-           run, st, scan, pull, idle, tern, snap, imp, first, st / tern, lname, limit, mb / st / limit, mb / tern / limit
-    printf "run %d: one pass: tern %.2f s (a new agent imported, then the folder snapshotted through the node: %.2f, to held) | syncthing/tern %.2f\n",
-           run, through, tsnap, st / through
+  awk -v run="$1" -v st="$2" -v scan="$3" -v pull="$4" -v idle="$5" -v tern="$6" -v new="$7" -v snap="$8" -v held="$9" 'BEGIN {
+    printf "run %d: syncthing %.2f s (A scan %.2f, B pull %.2f, B idle at %.2f) | tern %.2f s (new and import %.2f, snapshot %.2f, to held %.2f) | syncthing/tern %.2f\n",
+           run, st, scan, pull, idle, tern, new, snap, held, st / tern
   }'
 }
 
@@ -440,33 +480,11 @@ syncthing_tree_run() {
   st_stop
 }
 
-# tern_node NAME DIR PORT: starts a tern node with home DIR listening on
-# 127.0.0.1:PORT, and waits until its API answers.
-tern_node() {
-  mkdir -p "$2"
-  TERN_HOME=$2 "$TMP/tern" node --listen "/ip4/127.0.0.1/tcp/$3" --no-mdns >"$2/node.out" 2>"$2/node.log" &
-  PIDS+=($!)
-  eval "${1}_PID=$!"
-  wait_for 30 "tern node $1" grep -q '^api ' "$2/node.out"
-}
-
-# tern_at HOME ARGS...: tern with that home, quiet.
-tern_at() { TERN_HOME=$1 "$TMP/tern" -q "${@:2}"; }
-
-# now: Unix seconds with microseconds.
-now() { echo "$EPOCHREALTIME"; }
-
 # tern_tree_run RUNDIR TREE: sets TERN_RESULT to "first_s change_s new_s
 # import_s snapshot_s wait_s change_snapshot_s change_wait_s".
 tern_tree_run() {
-  local dir=$1 tree=$2 pa pb ida idb agent t0 t1 t2 t3 t4 t5 t6 t7
-  free_port pa; free_port pb
-  tern_node TA "$dir/a" "$pa"
-  tern_node TB "$dir/b" "$pb"
-  ida=$(tern_at "$dir/a" id --json | jq -r .peer_id)
-  idb=$(tern_at "$dir/b" id --json | jq -r .peer_id)
-  tern_at "$dir/a" peer add "$idb" "/ip4/127.0.0.1/tcp/$pb" --name b >/dev/null
-  tern_at "$dir/b" peer add "$ida" "/ip4/127.0.0.1/tcp/$pa" --name a >/dev/null
+  local dir=$1 tree=$2 agent t0 t1 t2 t3 t4 t5 t6 t7
+  tern_pair "$dir"
   t0=$(now)
   agent=$(tern_at "$dir/a" capsule new "$dir/agent" --name tree)
   t1=$(now)
@@ -484,9 +502,7 @@ tern_tree_run() {
   tern_at "$dir/a" sync wait "$agent" --peer b --timeout "${TIMEOUT_S}s" >/dev/null ||
     die "tern: b did not hold the changed files after ${TIMEOUT_S}s"
   t7=$(now)
-  kill "$TA_PID" "$TB_PID" 2>/dev/null || true
-  wait "$TA_PID" "$TB_PID" 2>/dev/null || true
-  PIDS=()
+  tern_unpair
   TERN_RESULT=$(awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v t3="$t3" -v t4="$t4" -v t5="$t5" -v t6="$t6" -v t7="$t7" 'BEGIN {
     printf "%.3f %.3f %.3f %.3f %.3f %.3f %.3f %.3f", t4 - t0, t7 - t5, t1 - t0, t2 - t1, t3 - t2, t4 - t3, t6 - t5, t7 - t6 }')
 }
@@ -534,12 +550,9 @@ main() {
   echo "# $SIZE_MIB MiB of random bytes, $RUNS runs, temp folder $TMP ($(df -P "$TMP" | awk 'NR==2 { print $1 }'))"
   echo "# syncthing: fsWatcher off, explicit scan; time from the move into A's folder until B holds it (50 ms polls);"
   echo "#   A scan = A's folder busy (hashing), B pull = B's folder busy, B idle at = B's own end time from the move"
-  echo "# tern: from_folder_seconds of 'tern bench sync --only blob' (from the file in a folder: snapshot, import on A,"
-  echo "#   until B holds it; 5 ms polls), the same work as Syncthing's; the import-only first_copy_seconds beside it;"
-  echo "#   one pass: through_node_seconds (tern capsule new, tern capsule import of the empty agent, tern capsule"
-  echo "#   snapshot AGENT DIR through the node, until B holds it), the same work again, the file read once on A"
-  echo "# fractions: size / seconds / the slower of tern's measured limits (bare libp2p stream, disk write + fsync)"
-  local run st_all=() tern_all=() ratio_all=() through_all=() through_ratio_all=()
+  echo "# tern: two node processes; time from the file in a folder through tern capsule new + import on A + tern capsule"
+  echo "#   snapshot AGENT DIR through node A, until tern sync wait says B holds it (50 ms polls)"
+  local run st_all=() tern_all=() ratio_all=()
   for ((run = 1; run <= RUNS; run++)); do
     log "run $run: syncthing"
     syncthing_run "$TMP/st$run"
@@ -551,14 +564,9 @@ main() {
     report "$run" $ST_RESULT $TERN_RESULT
     st_all+=("${ST_RESULT%% *}") tern_all+=("${TERN_RESULT%% *}")
     ratio_all+=("$(awk -v a="${ST_RESULT%% *}" -v b="${TERN_RESULT%% *}" 'BEGIN { print a / b }')")
-    # shellcheck disable=SC2086
-    set -- $TERN_RESULT
-    through_all+=("$7")
-    through_ratio_all+=("$(awk -v a="${ST_RESULT%% *}" -v b="$7" 'BEGIN { print a / b }')")
   done
-  printf 'median of %d: syncthing %.2f s | tern %.2f s | syncthing/tern %.2f; one pass: tern %.2f s | syncthing/tern %.2f\n' "$RUNS" \
-    "$(median "${st_all[@]}")" "$(median "${tern_all[@]}")" "$(median "${ratio_all[@]}")" \
-    "$(median "${through_all[@]}")" "$(median "${through_ratio_all[@]}")"
+  printf 'median of %d: syncthing %.2f s | tern %.2f s | syncthing/tern %.2f\n' "$RUNS" \
+    "$(median "${st_all[@]}")" "$(median "${tern_all[@]}")" "$(median "${ratio_all[@]}")"
 }
 
 main "$@"
