@@ -218,6 +218,21 @@ type SnapshotOptions struct {
 	// Seen, if set, is what the last snapshot of this folder with it read
 	// (see Seen): a file whose stat is the same is not read again.
 	Seen *Seen
+	// Stream, if set, is called with each file the snapshot is about to
+	// store, open, and its size, from several goroutines at once. What it
+	// returns (nil for nothing) may read the file meanwhile (ReadAt, or a
+	// SectionReader), and is told, once the blob is stored (or storing it
+	// failed), the blob's sha256: End returns once it no longer reads the
+	// file. A node pushes a large file's bytes to its peers while the
+	// snapshot hashes and stores it.
+	Stream func(f *os.File, size int64) BlobStream
+}
+
+// A BlobStream reads a file while a snapshot stores it (see
+// SnapshotOptions.Stream).
+type BlobStream interface {
+	// End says the file's bytes hashed to sha256Hex when err is nil.
+	End(sha256Hex string, err error)
 }
 
 // IgnoreFile is the file in a workspace's root that lists patterns of
@@ -369,7 +384,14 @@ func takeSnapshot(dir string, held map[string]FileEntry, workspace string, opt S
 		if err != nil {
 			return err
 		}
+		var stream BlobStream
+		if opt.Stream != nil {
+			stream = opt.Stream(r, f.size)
+		}
 		entries[i], _, err = putFileBlob(dir, r)
+		if stream != nil {
+			stream.End(entries[i].SHA256, err)
+		}
 		r.Close()
 		if err != nil {
 			return fmt.Errorf("snapshot %s: %s: %w", workspace, f.rel, err)

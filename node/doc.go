@@ -14,7 +14,8 @@
 //     a time, resuming from $TERN_HOME/partial (the transfers in flight,
 //     that tern status lists, are protocol.Transfers); offer.go: naming
 //     a snapshot's blobs to the peers as they land, and taking what peers
-//     offer aside until an event names it.
+//     offer aside until an event names it; push.go: a snapshot's large
+//     files sent to the peers while they are stored, and taking pushes.
 //   - gossip.go: one GossipSub topic per agent and its validator.
 //   - custody.go: what the fencing of held agents (package custody)
 //     needs of the node: its capsules, its paired peers, the sync before

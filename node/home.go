@@ -77,6 +77,7 @@ func removeLeftovers(home string, log interface{ Warn(string, ...any) }) {
 		filepath.Join(home, ".take-*"),
 		filepath.Join(home, store.CapsulesDir, ".import-*"),
 		filepath.Join(home, PartialDir, "*"+wholeSuffix), // offered blobs: fetched again if named
+		filepath.Join(home, PartialDir, pushPrefix+"*"),  // pushes cut by the crash
 	} {
 		matches, _ := filepath.Glob(pattern)
 		for _, m := range matches {

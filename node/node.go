@@ -266,6 +266,7 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 	protocol.HandleSync(h, offerAware{capsules, n}, log)
 	protocol.HandleBlob(h, protocol.Counted(capsules, n.transfers), log)
 	protocol.HandleOffer(h, n.takeOffer, log)
+	protocol.HandlePush(h, n.takePush, log)
 	protocol.HandleCapsules(h, givingStore{capsules, n}, log)
 	h.Network().Notify(&network.NotifyBundle{
 		ConnectedF: func(_ network.Network, c network.Conn) {
@@ -503,19 +504,22 @@ func (n *Node) Snapshot(ctx context.Context, agent, workspace string, opt capsul
 	if opt.Seen == nil {
 		opt.Seen = n.seenOf(agent)
 	}
-	stored, sent, end := n.offer(agent)
+	o := n.offer(agent)
 	if then := opt.Stored; then != nil {
-		opt.Stored = func(h string) { stored(h); then(h) }
+		opt.Stored = func(h string) { o.stored(h); then(h) }
 	} else {
-		opt.Stored = stored
+		opt.Stored = o.stored
 	}
-	opt.AllStored = sent
+	opt.AllStored = o.sent
+	if opt.Stream == nil {
+		opt.Stream = o.stream
+	}
 	err = n.store.Sign(ctx, agent, n.id.Machine(), false, func(d *capsule.Dir) error {
 		var err error
 		body, left, err = d.SnapshotWith(ctx, n.id, epoch, workspace, opt)
 		return err
 	})
-	end()
+	o.end()
 	if err != nil {
 		return body, left, err
 	}

@@ -9,41 +9,64 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/protocol"
 )
 
-// offer starts offering the blobs of agent a snapshot stores (call stored
-// for each, from any goroutine) to the connected peers that share it, and
-// marks them served before they are listed (store.Offering). sent sends
-// what is left, once every blob has been stored; end, once the snapshot
-// has committed or failed, sends what is left if sent was not called and
-// stops serving the unlisted blobs. Under a harness, nothing is offered.
-func (n *Node) offer(agent string) (stored func(sha256Hex string), sent, end func()) {
+// offering is what a snapshot through the node tells its peers as it
+// stores the agent's blobs (see offer).
+type offering struct {
+	// stored is told each blob stored, from any goroutine: it is offered.
+	stored func(sha256Hex string)
+	// sent sends what is left, once every blob has been stored.
+	sent func()
+	// end, once the snapshot has committed or failed, sends what is left
+	// if sent was not called and stops serving the unlisted blobs.
+	end func()
+	// stream pushes a large file to the peers while it is stored (see
+	// push); a peer that kept it is not offered it.
+	stream func(f *os.File, size int64) capsule.BlobStream
+}
+
+// offer starts offering the blobs of agent a snapshot stores to the
+// connected peers that share it, and marks them served before they are
+// listed (store.Offering). Under a harness, nothing is offered.
+func (n *Node) offer(agent string) offering {
 	if n.harnessed() {
-		return func(string) {}, func() {}, func() {}
+		return offering{stored: func(string) {}, sent: func() {}, end: func() {}, stream: func(*os.File, int64) capsule.BlobStream { return nil }}
 	}
 	serve, unserve := n.store.Offering(agent)
-	add, flush := protocol.OfferAsStored(func(blobs []string) { n.sendOffer(agent, blobs) })
-	stored = func(h string) {
-		serve(h)
-		add(h)
-	}
+	kept := &pushedBlobs{to: map[peer.ID]map[string]bool{}}
+	add, flush := protocol.OfferAsStored(func(blobs []string) { n.sendOffer(agent, blobs, kept.has) })
 	var once sync.Once
-	sent = func() { once.Do(flush) }
-	return stored, sent, func() { sent(); unserve() }
+	sent := func() { once.Do(flush) }
+	return offering{
+		stored: func(h string) {
+			serve(h)
+			add(h)
+		},
+		sent:   sent,
+		end:    func() { sent(); unserve() },
+		stream: func(f *os.File, size int64) capsule.BlobStream { return n.push(agent, f, size, kept) },
+	}
 }
 
 // sendOffer names blobs to every connected peer that shares the agent, at
-// once; a peer that fails it (an older tern) gets them once the event
-// naming them reaches it.
-func (n *Node) sendOffer(agent string, blobs []string) {
+// once, but for those pushed (a peer that kept a blob pushed to it has it);
+// a peer that fails it (an older tern) gets them once the event naming them
+// reaches it.
+func (n *Node) sendOffer(agent string, blobs []string, pushed func(peer.ID, string) bool) {
 	var wg sync.WaitGroup
 	for _, p := range n.host.Network().Peers() {
 		if !n.store.Shares().Shared(agent, p.String()) {
 			continue
 		}
+		these := slices.DeleteFunc(slices.Clone(blobs), func(h string) bool { return pushed(p, h) })
+		if len(these) == 0 {
+			continue
+		}
 		wg.Go(func() {
-			if err := protocol.SendOffer(n.ctx, n.host, p, protocol.Offer{Agent: agent, Blobs: blobs}); err != nil {
+			if err := protocol.SendOffer(n.ctx, n.host, p, protocol.Offer{Agent: agent, Blobs: these}); err != nil {
 				n.log.Debug("blob offer", "peer", p, "agent", agent, "err", err)
 			}
 		})
@@ -61,9 +84,11 @@ const wholeSuffix = ".whole"
 const maxAside = 1 << 30
 
 // takeOffer fetches, in the background, the blobs p offered of an agent
-// this node holds and shares with p, that it neither holds nor has aside.
+// this node shares with p (held, or not yet: a new agent's first snapshot
+// may be offered before the node takes its capsule), that it neither holds
+// nor has aside.
 func (n *Node) takeOffer(p peer.ID, o protocol.Offer) {
-	if n.harnessed() || !n.store.Holds(o.Agent) || !n.store.Shares().Shared(o.Agent, p.String()) {
+	if n.harnessed() || !capsule.ValidAgentID(o.Agent) || !n.store.Shares().Shared(o.Agent, p.String()) {
 		return
 	}
 	k := syncKey{p, o.Agent}

@@ -3,14 +3,20 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
@@ -84,6 +90,68 @@ func TestASnapshotsBlobsReachThePeerBeforeItCommits(t *testing.T) {
 			if got, err := os.ReadFile(filepath.Join(out, name)); err != nil || string(got) != strings.Repeat(fmt.Sprint(i), 500+i) {
 				t.Fatalf("%s on b: %q, %v", name, got, err)
 			}
+		}
+	})
+}
+
+// A large file of a snapshot through the node reaches the peer while the
+// snapshot stores it: by the time the snapshot has stored its blob, the
+// peer has the blob aside, whole and checked, without having been offered
+// it or fetched it; once the snapshot's event reaches the peer it takes
+// the blob from there, and nothing of the push is left in partial/.
+func TestALargeFileIsPushedToThePeerAsItIsStored(t *testing.T) {
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.startEvery(t, t.TempDir(), time.Hour), tr.startEvery(t, t.TempDir(), time.Hour)
+		agent := sharedCapsule(t, a, b)
+		connectAll(t, a, b)
+		converged(t, agent, 0, a, b)
+		ws := filepath.Join(t.TempDir(), "ws")
+		os.MkdirAll(ws, 0o755)
+		big := make([]byte, pushAt+12345)
+		rand.Read(big)
+		os.WriteFile(filepath.Join(ws, "big.bin"), big, 0o644)
+		os.WriteFile(filepath.Join(ws, "small.txt"), []byte("not pushed"), 0o644)
+		sum := sha256.Sum256(big)
+		bigHash := hex.EncodeToString(sum[:])
+		var asideWhenStored atomic.Bool
+		stored := func(h string) {
+			if h == bigHash {
+				_, err := os.Stat(filepath.Join(b.home, PartialDir, h+wholeSuffix))
+				asideWhenStored.Store(err == nil)
+			}
+		}
+		fetched := testutil.ToFloat64(b.stats.blobBytes)
+		body, _, err := a.Snapshot(context.Background(), agent, ws, capsule.SnapshotOptions{Stored: stored})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !asideWhenStored.Load() {
+			t.Fatal("b did not have the large file's blob aside when a had stored it")
+		}
+		if !poll(20*time.Second, func() bool {
+			st, _ := b.Status()
+			evs, _ := b.store.Events(agent, "")
+			return len(st.Capsules) == 1 && st.Capsules[0].Wants == 0 && slices.ContainsFunc(evs, func(e *journal.Event) bool { return bytes.Contains(e.Body, []byte(body.Snapshot)) })
+		}) {
+			t.Fatal("b did not take the snapshot")
+		}
+		if n := testutil.ToFloat64(b.stats.blobBytes) - fetched; n >= float64(len(big)) {
+			t.Errorf("b fetched %.0f blob bytes: the large file came again, not from the push", n)
+		}
+		if left, _ := filepath.Glob(filepath.Join(b.home, PartialDir, "*")); len(left) != 0 {
+			t.Errorf("left in b's partial/: %v", left)
+		}
+		out := filepath.Join(t.TempDir(), "out")
+		c, err := capsule.Open(filepath.Join(b.home, store.CapsulesDir, agent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if err := c.Materialize(out); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join(out, "big.bin")); err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("big.bin on b: %d bytes, %v", len(got), err)
 		}
 	})
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -146,6 +148,114 @@ func killedSnapshot(t *testing.T, quic bool) {
 			if got, err := os.ReadFile(filepath.Join(ws, name)); err != nil || string(got) != string(want) {
 				t.Fatalf("%s on b differs from the tree: %v", name, err)
 			}
+		}
+		return
+	}
+}
+
+// pushing counts the pushes d's node is receiving (partial/push-*).
+func (d *daemon) pushing() int {
+	m, _ := filepath.Glob(filepath.Join(d.home, node.PartialDir, "push-*"))
+	return len(m)
+}
+
+// A large file of a snapshot through the node is pushed to the paired peer
+// while the node stores it. A kill -9 of that node in the middle of the
+// push leaves the peer nothing of it: no blob aside, no file in partial/,
+// its copy of the agent whole as before. Restarted, the node takes the
+// snapshot again and the peer holds the file.
+func TestAKilledPushLeavesThePeerNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs daemons")
+	}
+	for _, quic := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tcp", true: "quic"}[quic], func(t *testing.T) { killedPush(t, quic) })
+	}
+}
+
+// killedPush is TestAKilledPushLeavesThePeerNothing over one transport.
+func killedPush(t *testing.T, quic bool) {
+	ds := pairedDaemons(t, quic)
+	a, b := ds[0], ds[1]
+	dir := filepath.Join(t.TempDir(), "agent")
+	code, out, errs := ternQuiet(a.home, "capsule", "new", dir, "--name", "large")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	agent := strings.TrimSpace(out)
+	if code, _, errs := ternQuiet(a.home, "capsule", "import", dir); code != 0 {
+		t.Fatal(errs)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if !b.holdsWhole(agent) {
+			return fmt.Errorf("b does not hold the new agent")
+		}
+		return nil
+	})
+	ws := t.TempDir()
+	rng := rand.New(rand.NewPCG(8, 8))
+	// Large enough that the push is still under way when b's file for it
+	// is seen: if not, the next attempt pushes a larger one.
+	for attempt, size := 1, 128<<20; ; attempt, size = attempt+1, size*2 {
+		data := make([]byte, size)
+		for i := 0; i < len(data); i += 8 {
+			binary.LittleEndian.PutUint64(data[i:], rng.Uint64())
+		}
+		if err := os.WriteFile(filepath.Join(ws, "large.bin"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		snap := ternProcess(a.home, "", "-q", "capsule", "snapshot", agent, ws)
+		if err := snap.Start(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 60*time.Second, func() error {
+			if b.pushing() == 0 && snapshotEvents(t, a, agent) == 0 {
+				return fmt.Errorf("b receives no push of a's snapshot")
+			}
+			return nil
+		})
+		a.cmd.Process.Signal(syscall.SIGSTOP) // no further: is it still in the middle?
+		cut := b.pushing() > 0 && snapshotEvents(t, a, agent) == 0
+		a.kill()
+		snap.Wait()
+		if !cut {
+			if attempt == 3 {
+				t.Fatalf("a's push of %d bytes was over before it could be cut, three times", size)
+			}
+			t.Logf("a's push of %d bytes was over before it could be cut; trying again with more", size)
+			a.start()
+			continue
+		}
+		eventually(t, 30*time.Second, func() error {
+			if n, aside := b.pushing(), b.aside(); n != 0 || aside != 0 {
+				return fmt.Errorf("after a kill -9 of the pusher, b still has %d pushes in partial/ and %d blobs aside", n, aside)
+			}
+			return nil
+		})
+		if !b.holdsWhole(agent) || snapshotEvents(t, b, agent) != 0 {
+			t.Fatal("after a kill -9 of a in the middle of a push, b's copy is not as before it (whole, no snapshot)")
+		}
+		a.start()
+		eventually(t, 30*time.Second, func() error {
+			if code, _, errs := ternQuiet(a.home, "capsule", "snapshot", agent, ws); code != 0 {
+				return fmt.Errorf("tern capsule snapshot after the restart: exit %d: %s", code, errs)
+			}
+			return nil
+		})
+		if code, _, errs := ternQuiet(a.home, "sync", "wait", agent, "--peer", "n1", "--timeout", "60s"); code != 0 {
+			t.Fatalf("tern sync wait: exit %d: %s", code, errs)
+		}
+		c, err := capsule.Open(filepath.Join(b.home, store.CapsulesDir, agent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		out := filepath.Join(t.TempDir(), "out")
+		if err := c.Materialize(out); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join(out, "large.bin")); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("large.bin on b: %d bytes (%v), want the %d a has", len(got), err, len(data))
 		}
 		return
 	}
