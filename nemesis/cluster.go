@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/api"
+	"github.com/tern-dev/tern/internal/linelog"
 )
 
 // ErrUnavailable means this machine cannot run the nemesis; the error
@@ -64,7 +65,7 @@ type Node struct {
 	ns     *namespace
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once cmd has ended
-	log    *lines        // its stderr, across restarts
+	log    *linelog.Log  // its stderr, across restarts
 	http   *http.Client
 
 	mu   sync.Mutex
@@ -127,7 +128,7 @@ func StartCluster(ctx context.Context, opt ClusterOptions) (_ *Cluster, err erro
 		if err != nil {
 			return nil, err
 		}
-		n := &Node{I: i, Name: fmt.Sprintf("n%d", i), Home: home, c: c, ns: ns, log: &lines{file: f}}
+		n := &Node{I: i, Name: fmt.Sprintf("n%d", i), Home: home, c: c, ns: ns, log: &linelog.Log{Also: f}}
 		n.http = &http.Client{Transport: &http.Transport{DialContext: ns.dial}, Timeout: 2 * time.Second}
 		c.Nodes = append(c.Nodes, n)
 		if err := n.Start(ctx); err != nil {
@@ -170,7 +171,7 @@ func StartCluster(ctx context.Context, opt ClusterOptions) (_ *Cluster, err erro
 func (c *Cluster) Close() error {
 	for _, n := range c.Nodes {
 		n.Kill()
-		if f, ok := n.log.file.(io.Closer); ok {
+		if f, ok := n.log.Also.(io.Closer); ok {
 			f.Close()
 		}
 	}
@@ -202,18 +203,18 @@ func (n *Node) Start(ctx context.Context) error {
 	cmd := exec.Command("ip", args...) // ip netns exec execs tern: the process is the node's
 	cmd.Env = append(append(os.Environ(), "TERN_HOME="+n.Home), n.c.opt.Env...)
 	cmd.SysProcAttr = childAttr()
-	out := &lines{}
-	stdout, err := pipe(out)
+	out := &linelog.Log{}
+	stdout, err := linelog.Pipe(out, nil)
 	if err != nil {
 		return err
 	}
-	stderr, err := pipe(n.log)
+	stderr, err := linelog.Pipe(n.log, nil)
 	if err != nil {
 		stdout.Close()
 		return err
 	}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	from := n.log.len()
+	from := n.log.Len()
 	err = spawn(cmd)
 	stdout.Close()
 	stderr.Close()
@@ -231,12 +232,12 @@ func (n *Node) Start(ctx context.Context) error {
 		case <-wctx.Done():
 		}
 	}()
-	if _, ok := out.await(wctx, 0, "api "); !ok {
-		got, _ := n.log.next(from)
+	if _, _, err := out.Await(wctx, 0, containing("api ")); err != nil {
+		got, _, _ := n.log.Next(from)
 		n.Kill()
 		return fmt.Errorf("%s did not come up within 30 s; it logged:\n%s", n.Name, strings.Join(got, "\n"))
 	}
-	peerLine, _ := out.next(0)
+	peerLine, _, _ := out.Next(0)
 	for _, l := range peerLine {
 		if id, ok := strings.CutPrefix(l, "peer "); ok {
 			n.PeerID = id

@@ -24,8 +24,8 @@
 //     dialing into a namespace; netns_other.go says why elsewhere it
 //     cannot run
 //   - cluster.go: Cluster and Node, the tern node processes, paired, with
-//     one agent, and their API
-//   - lines.go: a node's log, awaited line by line
+//     one agent, and their API; a node's log is an internal/linelog.Log,
+//     awaited line by line
 //   - check.go: the checks: Runners (the pure rule for two nodes running
 //     the agent at once, table-tested), the sampler of every node's API,
 //     epochs that never go down, acknowledged appends, convergence

@@ -174,8 +174,8 @@ func awaitLine(ctx context.Context, n *Node, mark int, s string, moved *moving) 
 		}
 		cancel()
 	}()
-	_, ok := n.log.await(ctx, mark, s)
-	return ok
+	_, _, err := n.log.Await(ctx, mark, containing(s))
+	return err == nil
 }
 
 // cutAt moves the agent from src to dst and cuts src from dst (and,
@@ -196,7 +196,7 @@ func (t *trial) cutAt(ctx context.Context, phase string, split bool) error {
 	default:
 		offset = cutOffset(t.timing, phase, f)
 	}
-	mark := watch.log.len()
+	mark := watch.log.Len()
 	moved := t.move(ctx, t.src, t.dst)
 	reached := awaitLine(ctx, watch, mark, line, moved)
 	time.Sleep(offset)
@@ -219,7 +219,7 @@ func (t *trial) cutAt(ctx context.Context, phase string, split bool) error {
 // that its move committed, from a target that no longer holds the agent.
 func pauseSource(ctx context.Context, t *trial) error {
 	t.slowLink(t.src, t.dst)
-	mark := t.dst.log.len()
+	mark := t.dst.log.Len()
 	moved := t.move(ctx, t.src, t.dst)
 	reached := awaitLine(ctx, t.dst, mark, "fencing: activated", moved)
 	time.Sleep(replyOffset(t.rng.Float64()))
@@ -248,7 +248,7 @@ func pauseSource(ctx context.Context, t *trial) error {
 // the agent on to the third node if a node other than the target runs it,
 // and wakes the target.
 func pauseTarget(ctx context.Context, t *trial) error {
-	mark := t.src.log.len()
+	mark := t.src.log.Len()
 	moved := t.move(ctx, t.src, t.dst)
 	reached := awaitLine(ctx, t.src, mark, "fencing: frozen", moved)
 	t.dst.Pause()
@@ -319,4 +319,9 @@ func (t *trial) append(ctx context.Context, n *Node, text string) {
 	if id, err := n.Append(ctx, text); err == nil {
 		t.k.acked(ack{node: n.I, id: id, text: text})
 	}
+}
+
+// containing matches a log line that contains s.
+func containing(s string) func(string) bool {
+	return func(line string) bool { return strings.Contains(line, s) }
 }

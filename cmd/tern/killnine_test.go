@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/api"
+	"github.com/tern-dev/tern/internal/linelog"
 	"github.com/tern-dev/tern/node"
 )
 
@@ -28,7 +29,7 @@ type daemon struct {
 	strict bool
 	cmd    *exec.Cmd
 	// log is what the node logs, line by line, kept across its restarts.
-	log *lineLog
+	log *linelog.Log
 }
 
 // addr is the multiaddr the daemon listens on.
@@ -69,16 +70,16 @@ func (d *daemon) start() {
 		args = append(args, "--strict")
 	}
 	if d.log == nil {
-		d.log = &lineLog{}
+		d.log = &linelog.Log{}
 	}
-	logged := d.log.len()
+	logged := d.log.Len()
 	d.cmd = ternProcess(d.home, "", args...)
-	out := &lineLog{}
-	stdout, err := pipeTo(out, out.end)
+	out := &linelog.Log{}
+	stdout, err := linelog.Pipe(out, out.End)
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	stderr, err := pipeTo(d.log, nil)
+	stderr, err := linelog.Pipe(d.log, nil)
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -89,8 +90,8 @@ func (d *daemon) start() {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	if _, _, err := out.await(0, 30*time.Second, func(line string) bool { return strings.HasPrefix(line, "api ") }); err != nil {
-		lines, _, _ := d.log.next(logged)
+	if _, _, err := awaitLine(out, 0, 30*time.Second, func(line string) bool { return strings.HasPrefix(line, "api ") }); err != nil {
+		lines, _, _ := d.log.Next(logged)
 		d.t.Fatalf("the daemon on %s did not come up: %v; it logged:\n%s", d.home, err, strings.Join(lines, "\n"))
 	}
 }
@@ -151,7 +152,7 @@ func awaitMoveStage(t *testing.T, ds [2]*daemon, marks [2]int, stage string, end
 		var changed [2]<-chan struct{}
 		for i, d := range ds {
 			var lines []string
-			lines, _, changed[i] = d.log.next(marks[i])
+			lines, _, changed[i] = d.log.Next(marks[i])
 			for _, line := range lines {
 				if strings.Contains(line, stage+" ") {
 					return true
@@ -241,7 +242,7 @@ func TestMigrationsWithKillNineNeverShowTwoActiveHolders(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		marks := [2]int{ds[0].log.len(), ds[1].log.len()}
+		marks := [2]int{ds[0].log.Len(), ds[1].log.Len()}
 		mig := ternProcess(ds[from].home, "", "migrate", agent, "--to", fmt.Sprint("n", 1-from), "--timeout", "5s")
 		var migErr strings.Builder
 		mig.Stderr = &migErr

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/capsule"
+	"github.com/tern-dev/tern/internal/linelog"
 )
 
 // tern runs the CLI in-process with $TERN_HOME set to home and returns its
@@ -317,12 +318,12 @@ func TestAHandEditIsDamageUntilAccepted(t *testing.T) {
 // tern demo --web keeps the nodes running after the story, with a login
 // address for each page that works, until interrupted.
 func TestTheDemoKeepsItsNodesForTheWebPage(t *testing.T) {
-	out := &lineLog{}
+	out := &linelog.Log{}
 	e := &env{stdin: strings.NewReader(""), stdout: out, stderr: out}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- runDemo(ctx, e, t.TempDir(), false, true) }()
-	_, line, err := out.await(0, time.Minute, func(line string) bool {
+	_, line, err := awaitLine(out, 0, time.Minute, func(line string) bool {
 		f := strings.Fields(line)
 		return len(f) == 2 && f[0] == "desktop" && strings.Contains(f[1], "/ui/login?code=")
 	})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/tern-dev/tern/api"
+	"github.com/tern-dev/tern/internal/linelog"
 	"github.com/tern-dev/tern/internal/secrets"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/tool"
@@ -165,7 +166,7 @@ func TestAnMCPServerBehindOAuthPausesTheTurnUntilItIsAuthorized(t *testing.T) {
 	o := mcptest.NewOAuthServer()
 	t.Cleanup(o.Close)
 	home := secretHome(t)
-	logs := &lineLog{}
+	logs := &linelog.Log{}
 	n, store := runNodeWithSecrets(t, home, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	id := importAgent(t, home, func(a map[string]any) {
 		a["mcp_servers"] = map[string]any{"web": map[string]any{"url": o.URL + "/mcp"}}

@@ -16,6 +16,7 @@ import (
 	"github.com/tern-dev/tern/api"
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/internal/filecopy"
+	"github.com/tern-dev/tern/internal/linelog"
 	"github.com/tern-dev/tern/node"
 	"github.com/tern-dev/tern/store"
 )
@@ -284,8 +285,8 @@ func TestANodeKeepsThePortItChose(t *testing.T) {
 	port := func() string {
 		t.Helper()
 		cmd := ternProcess(home, "", "node", "--no-mdns")
-		out := &lineLog{}
-		stdout, err := pipeTo(out, out.end)
+		out := &linelog.Log{}
+		stdout, err := linelog.Pipe(out, out.End)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +298,7 @@ func TestANodeKeepsThePortItChose(t *testing.T) {
 		}
 		defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
 		// tern node prints the API's address once the node has started.
-		if _, _, err := out.await(0, 20*time.Second, func(line string) bool { return strings.HasPrefix(line, "api ") }); err != nil {
+		if _, _, err := awaitLine(out, 0, 20*time.Second, func(line string) bool { return strings.HasPrefix(line, "api ") }); err != nil {
 			t.Fatalf("the node did not come up: %v", err)
 		}
 		var info node.Info

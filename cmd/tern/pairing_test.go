@@ -14,6 +14,7 @@ import (
 
 	"github.com/tern-dev/tern/internal/atomicfile"
 	"github.com/tern-dev/tern/internal/filelock"
+	"github.com/tern-dev/tern/internal/linelog"
 	"github.com/tern-dev/tern/node"
 )
 
@@ -266,16 +267,16 @@ func TestIDWaitsForANodeThatIsStarting(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer lock.Unlock()
-			stderr := &lineLog{}
+			stderr := &linelog.Log{}
 			var stdout strings.Builder
 			done := make(chan int, 1)
 			t.Setenv("TERN_HOME", home)
 			go func() {
 				code := run([]string{"id"}, strings.NewReader(""), &stdout, stderr)
-				stderr.end()
+				stderr.End()
 				done <- code
 			}()
-			if _, _, err := stderr.await(0, time.Minute, func(line string) bool {
+			if _, _, err := awaitLine(stderr, 0, time.Minute, func(line string) bool {
 				return strings.Contains(line, "waiting for the node of this TERN_HOME")
 			}); err != nil {
 				t.Fatalf("tern id did not say it waits: %v: %q %q", err, stdout.String(), stderr.String())
