@@ -278,6 +278,9 @@ func Start(home string, cfg Config, log *slog.Logger) (*Node, error) {
 			if first && !n.harnessed() { // memnet's connections have no addresses
 				log.Info("connected to a paired peer", "peer", n.peerName(p), "addr", c.RemoteMultiaddr())
 			}
+			if !first && !n.harnessed() {
+				n.closeDeadConns(p, c)
+			}
 			n.connected(p)
 		},
 		DisconnectedF: func(_ network.Network, c network.Conn) {
