@@ -88,17 +88,34 @@ func putBlob(dir string, r io.Reader) (FileEntry, error) {
 // a reader's bytes (filecopy.Plain). It does not fsync the blob: the
 // caller makes its blobs durable together (atomicfile.SyncFiles) before it
 // lists them.
-func putFileBlob(dir string, src *os.File) (FileEntry, filecopy.Method, error) {
-	var m filecopy.Method
-	e, err := storeBlob(dir, false, func(f *os.File, h hash.Hash) (int64, error) {
+//
+// stream, if not nil, is asked for a BlobStream of the file's size before
+// the file is read; what it returns gets the bytes as they are hashed,
+// then End (see SnapshotOptions.Stream).
+func putFileBlob(dir string, src *os.File, stream func(size int64) BlobStream) (e FileEntry, m filecopy.Method, err error) {
+	var s BlobStream
+	defer func() {
+		if s != nil {
+			s.End(e.SHA256, err)
+		}
+	}()
+	e, err = storeBlob(dir, false, func(f *os.File, h hash.Hash) (int64, error) {
 		st, err := src.Stat()
 		if err != nil {
 			return 0, err
 		}
-		m, err = filecopy.Copy(f, src, st.Size(), h)
+		var w io.Writer = h
+		if stream != nil {
+			if s = stream(st.Size()); s != nil {
+				w = alsoTo{h, s}
+			}
+		}
+		m, err = filecopy.Copy(f, src, st.Size(), w)
 		return st.Size(), err
 	})
 	if errors.Is(err, filecopy.ErrChanged) {
+		// What s got was read while the file changed: its bytes hash to
+		// another name than the blob stored now, and a peer keeps none.
 		if _, err := src.Seek(0, io.SeekStart); err != nil {
 			return FileEntry{}, "", err
 		}
@@ -106,6 +123,18 @@ func putFileBlob(dir string, src *os.File) (FileEntry, filecopy.Method, error) {
 		return e, filecopy.Plain, err
 	}
 	return e, m, err
+}
+
+// alsoTo writes to h and to s, whose errors are its own business.
+type alsoTo struct {
+	h hash.Hash
+	s io.Writer
+}
+
+func (w alsoTo) Write(p []byte) (int, error) {
+	w.h.Write(p)
+	w.s.Write(p)
+	return len(p), nil
 }
 
 // blobStored, if set (by a test), is called for each blob storeBlob

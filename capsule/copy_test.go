@@ -168,7 +168,7 @@ func TestASnapshotStoresEachFileByTheCheapestMethod(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			e, m, err := putFileBlob(dir, f)
+			e, m, err := putFileBlob(dir, f, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -218,20 +218,21 @@ type SnapshotOptions struct {
 	// Seen, if set, is what the last snapshot of this folder with it read
 	// (see Seen): a file whose stat is the same is not read again.
 	Seen *Seen
-	// Stream, if set, is called with each file the snapshot is about to
-	// store, open, and its size, from several goroutines at once. What it
-	// returns (nil for nothing) may read the file meanwhile (ReadAt, or a
-	// SectionReader), and is told, once the blob is stored (or storing it
-	// failed), the blob's sha256: End returns once it no longer reads the
-	// file. A node pushes a large file's bytes to its peers while the
-	// snapshot hashes and stores it.
-	Stream func(f *os.File, size int64) BlobStream
+	// Stream, if set, is called with the size of each file the snapshot
+	// is about to store, from several goroutines at once. What it returns
+	// (nil for nothing) is given the file's bytes as the snapshot reads
+	// them to hash them, in order and once, then told the blob's sha256.
+	// A node pushes a large file's bytes to its peers as it is read.
+	Stream func(size int64) BlobStream
 }
 
-// A BlobStream reads a file while a snapshot stores it (see
-// SnapshotOptions.Stream).
+// A BlobStream gets a file's bytes as a snapshot reads them (see
+// SnapshotOptions.Stream). Its Write must not keep p; its errors stop
+// nothing but itself.
 type BlobStream interface {
-	// End says the file's bytes hashed to sha256Hex when err is nil.
+	io.Writer
+	// End says the bytes written hashed to sha256Hex when err is nil; the
+	// snapshot stored them under that name.
 	End(sha256Hex string, err error)
 }
 
@@ -384,14 +385,7 @@ func takeSnapshot(dir string, held map[string]FileEntry, workspace string, opt S
 		if err != nil {
 			return err
 		}
-		var stream BlobStream
-		if opt.Stream != nil {
-			stream = opt.Stream(r, f.size)
-		}
-		entries[i], _, err = putFileBlob(dir, r)
-		if stream != nil {
-			stream.End(entries[i].SHA256, err)
-		}
+		entries[i], _, err = putFileBlob(dir, r, opt.Stream)
 		r.Close()
 		if err != nil {
 			return fmt.Errorf("snapshot %s: %s: %w", workspace, f.rel, err)

@@ -25,7 +25,7 @@ type offering struct {
 	end func()
 	// stream pushes a large file to the peers while it is stored (see
 	// push); a peer that kept it is not offered it.
-	stream func(f *os.File, size int64) capsule.BlobStream
+	stream func(size int64) capsule.BlobStream
 }
 
 // offer starts offering the blobs of agent a snapshot stores to the
@@ -33,7 +33,7 @@ type offering struct {
 // listed (store.Offering). Under a harness, nothing is offered.
 func (n *Node) offer(agent string) offering {
 	if n.harnessed() {
-		return offering{stored: func(string) {}, sent: func() {}, end: func() {}, stream: func(*os.File, int64) capsule.BlobStream { return nil }}
+		return offering{stored: func(string) {}, sent: func() {}, end: func() {}, stream: func(int64) capsule.BlobStream { return nil }}
 	}
 	serve, unserve := n.store.Offering(agent)
 	kept := &pushedBlobs{to: map[peer.ID]map[string]bool{}}
@@ -47,7 +47,7 @@ func (n *Node) offer(agent string) offering {
 		},
 		sent:   sent,
 		end:    func() { sent(); unserve() },
-		stream: func(f *os.File, size int64) capsule.BlobStream { return n.push(agent, f, size, kept) },
+		stream: func(size int64) capsule.BlobStream { return n.push(agent, size, kept) },
 	}
 }
 

@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tern-dev/tern/capsule"
 	"github.com/tern-dev/tern/journal"
+	"github.com/tern-dev/tern/protocol"
 	"github.com/tern-dev/tern/store"
 )
 
@@ -152,6 +154,37 @@ func TestALargeFileIsPushedToThePeerAsItIsStored(t *testing.T) {
 		}
 		if got, err := os.ReadFile(filepath.Join(out, "big.bin")); err != nil || !bytes.Equal(got, big) {
 			t.Fatalf("big.bin on b: %d bytes, %v", len(got), err)
+		}
+	})
+}
+
+// A peer that takes none of a push (here its node reads nothing of the
+// stream) holds the snapshot up by at most the push's stall: the snapshot
+// completes, and the peer gets the file as any offered blob.
+func TestAPeerThatTakesNoPushIsOfferedTheFileInstead(t *testing.T) {
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.startEvery(t, t.TempDir(), time.Hour), tr.startEvery(t, t.TempDir(), time.Hour)
+		agent := sharedCapsule(t, a, b)
+		connectAll(t, a, b)
+		converged(t, agent, 0, a, b)
+		stuck := make(chan struct{})
+		defer close(stuck)
+		b.host.SetStreamHandler(protocol.PushID, func(s network.Stream) { <-stuck; s.Reset() })
+		ws := filepath.Join(t.TempDir(), "ws")
+		os.MkdirAll(ws, 0o755)
+		big := make([]byte, 48<<20) // beyond what the transports' windows take unread
+		rand.Read(big)
+		os.WriteFile(filepath.Join(ws, "big.bin"), big, 0o644)
+		body, _, err := a.Snapshot(context.Background(), agent, ws, capsule.SnapshotOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !poll(30*time.Second, func() bool {
+			st, _ := b.Status()
+			evs, _ := b.store.Events(agent, "")
+			return len(st.Capsules) == 1 && st.Capsules[0].Wants == 0 && slices.ContainsFunc(evs, func(e *journal.Event) bool { return bytes.Contains(e.Body, []byte(body.Snapshot)) })
+		}) {
+			t.Fatal("b did not take the snapshot")
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,29 +51,42 @@ func (k *pushedBlobs) add(p peer.ID, h string) {
 	k.to[p][h] = true
 }
 
-// push starts sending the file f, of size bytes, which a snapshot is
-// storing as a blob of agent, to every connected peer that shares the
-// agent (protocol.PushID), reading it alongside the snapshot; it returns
-// nil for a small file or when no peer takes it. Its End sends each peer
-// the blob's hash once the bytes are sent; a peer that keeps the blob is
-// recorded in kept, and not offered it.
-func (n *Node) push(agent string, f *os.File, size int64, kept *pushedBlobs) capsule.BlobStream {
+// pushStall is how long a push may hold up the snapshot that feeds it
+// (one write of a part of the file): a peer slower than that is dropped
+// from the push, and offered the blob once it is stored.
+const pushStall = 2 * time.Second
+
+// push starts pushing a file of size bytes, which a snapshot is about to
+// store as a blob of agent, to every connected peer that shares the agent
+// (protocol.PushID); it returns nil for a small file or when no peer takes
+// it. The bytes come from the snapshot's own reads (the returned stream's
+// Write), each part passed to each peer's stream as it is read; End sends
+// each peer the blob's hash, and a peer that keeps the blob is recorded in
+// kept, and not offered it.
+func (n *Node) push(agent string, size int64, kept *pushedBlobs) capsule.BlobStream {
 	if size < pushAt {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, pushGrace)
 	defer cancel()
-	var pushes []peerPush
+	var pushes []*peerPush
 	for _, p := range n.host.Network().Peers() {
 		if !n.store.Shares().Shared(agent, p.String()) {
 			continue
 		}
-		x, err := protocol.StartPush(ctx, n.host, p, protocol.PushHeader{Agent: agent, Size: size}, io.NewSectionReader(f, 0, size))
+		r, w := io.Pipe()
+		x, err := protocol.StartPush(ctx, n.host, p, protocol.PushHeader{Agent: agent, Size: size}, r)
 		if err != nil {
 			n.log.Debug("blob push", "peer", p, "agent", agent, "err", err)
 			continue
 		}
-		pushes = append(pushes, peerPush{p, x})
+		pp := &peerPush{peer: p, x: x, r: r, w: w, sent: make(chan error, 1)}
+		go func() {
+			err := <-x.Sent()
+			r.CloseWithError(cmp.Or(err, errPushOver)) // a write after the end, or after a failure, fails
+			pp.sent <- err
+		}()
+		pushes = append(pushes, pp)
 	}
 	if len(pushes) == 0 {
 		return nil
@@ -80,29 +94,61 @@ func (n *Node) push(agent string, f *os.File, size int64, kept *pushedBlobs) cap
 	return &blobPush{n: n, agent: agent, pushes: pushes, kept: kept}
 }
 
+// errPushOver is what a write to a push that has ended gets.
+var errPushOver = errors.New("the push has ended")
+
+// peerPush is a push to one peer: what is written to w, the stream sends.
 type peerPush struct {
-	peer peer.ID
-	x    *protocol.Pushing
+	peer    peer.ID
+	x       *protocol.Pushing
+	r       *io.PipeReader
+	w       *io.PipeWriter
+	sent    chan error // once: how sending ended
+	dropped bool       // a write failed or stalled
 }
 
 // blobPush is a file's push to the peers (see push).
 type blobPush struct {
 	n      *Node
 	agent  string
-	pushes []peerPush
+	pushes []*peerPush
 	kept   *pushedBlobs
 }
 
+// Write passes p to each peer's push still going, waiting for it to be
+// taken; a peer that has not taken it within pushStall is dropped.
+func (b *blobPush) Write(p []byte) (int, error) {
+	for _, pp := range b.pushes {
+		if pp.dropped {
+			continue
+		}
+		stall := time.AfterFunc(pushStall, func() { pp.r.CloseWithError(errors.New("the peer took no part of the push for the push's stall")) })
+		_, err := pp.w.Write(p)
+		stall.Stop()
+		if err != nil {
+			pp.dropped = true
+			pp.x.Abort()
+		}
+	}
+	return len(p), nil
+}
+
 // End finishes each push: the blob's hash to a peer that was sent every
-// byte within pushGrace, an abort to the others. It returns once no push
-// reads the file.
+// byte within pushGrace, an abort to the others.
 func (b *blobPush) End(sha256Hex string, stored error) {
 	var wg sync.WaitGroup
 	for _, pp := range b.pushes {
 		wg.Go(func() {
+			pp.w.Close()
 			err := stored
+			if err == nil && pp.dropped {
+				err = errors.New("the push was dropped")
+			}
 			if err == nil {
-				err = b.sent(pp.x)
+				err = b.sent(pp)
+			} else {
+				pp.x.Abort()
+				<-pp.sent
 			}
 			if err == nil {
 				err = pp.x.End(sha256Hex)
@@ -117,20 +163,20 @@ func (b *blobPush) End(sha256Hex string, stored error) {
 	wg.Wait()
 }
 
-// sent waits up to pushGrace for x's bytes to be sent; a push that fails
-// or is not done by then is aborted.
-func (b *blobPush) sent(x *protocol.Pushing) error {
+// sent waits up to pushGrace for pp's last bytes to be sent; a push that
+// fails or is not done by then is aborted.
+func (b *blobPush) sent(pp *peerPush) error {
 	timer := time.NewTimer(pushGrace)
 	defer timer.Stop()
 	select {
-	case err := <-x.Sent():
+	case err := <-pp.sent:
 		if err != nil {
-			x.Abort()
+			pp.x.Abort()
 		}
 		return err
 	case <-timer.C:
-		x.Abort()
-		<-x.Sent() // it reads the file no more
+		pp.x.Abort()
+		<-pp.sent
 		return errors.New("the peer was more than the push's grace behind")
 	}
 }
