@@ -101,7 +101,20 @@ type wantedCache struct {
 	blobs []string
 }
 
-func (d *Dir) wantedNow() ([]string, error) {
+// WantedOnceHeld is Wanted as it will be once the blobs of paths (by
+// name, each a file holding its bytes, checked against the name) are held
+// too: with a snapshot's listing among them, the listing's files. A node
+// that has both a listing and its files aside (offers brought them) adopts
+// them together, one commit instead of two.
+func (d *Dir) WantedOnceHeld(paths map[string]string) ([]string, error) {
+	return d.wantedWith(paths)
+}
+
+func (d *Dir) wantedNow() ([]string, error) { return d.wantedWith(nil) }
+
+// wantedWith is Wanted with the blobs of also (name → a file of its
+// bytes) taken as held.
+func (d *Dir) wantedWith(also map[string]string) ([]string, error) {
 	evs, err := d.Events()
 	if err != nil {
 		return nil, err
@@ -111,9 +124,17 @@ func (d *Dir) wantedNow() ([]string, error) {
 	d.commitMu.Lock()
 	files := d.Manifest().Files
 	d.commitMu.Unlock()
+	held := func(h string) bool {
+		_, ok := files[BlobPath(h)]
+		return ok || also[h] != ""
+	}
 	if snap, ok := latestSnapshotBlob(view); ok {
-		if _, held := files[BlobPath(snap)]; held {
-			data, err := os.ReadFile(d.path(BlobPath(snap)))
+		if held(snap) {
+			at := d.path(BlobPath(snap))
+			if _, inCapsule := files[BlobPath(snap)]; !inCapsule {
+				at = also[snap]
+			}
+			data, err := os.ReadFile(at)
 			if err != nil {
 				return nil, err
 			}
@@ -128,7 +149,7 @@ func (d *Dir) wantedNow() ([]string, error) {
 	}
 	var out []string
 	for h := range refs {
-		if _, held := files[BlobPath(h)]; !held {
+		if !held(h) {
 			out = append(out, h)
 		}
 	}

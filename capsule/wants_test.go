@@ -307,3 +307,55 @@ func TestAForkArrivingByAddEventsTakesTheSnapshotBackToTheLastReadableOne(t *tes
 		t.Fatal("after the fork, snapshot.json still shows the quarantined snapshot")
 	}
 }
+
+// Once a snapshot's listing is at hand (a node has it aside), the files it
+// names are wanted at once: adopted with the listing, the capsule is whole
+// after one adoption, not two.
+func TestTheFilesOfAListingAtHandAreWantedWithIt(t *testing.T) {
+	a, b, laptop, _ := diverge(t)
+	ws := filepath.Join(t.TempDir(), "ws")
+	writeTree(t, ws, map[string]string{"x.txt": "only on a", "y/z.bin": strings.Repeat("z", 5000)})
+	da, _ := OpenDir(context.Background(), a, nil)
+	body, err := da.Snapshot(context.Background(), laptop, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evsA, _ := da.Events()
+	da.Close()
+	db, err := OpenDir(context.Background(), b, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.AddEvents(context.Background(), evsA); err != nil {
+		t.Fatal(err)
+	}
+	listing, _ := ParseBlobCID(body.Snapshot)
+	want, err := db.Wanted()
+	if err != nil || len(want) != 1 || want[0] != listing {
+		t.Fatalf("b wants %v (%v), want the listing %s alone", want, err, listing)
+	}
+	aside := map[string]string{listing: copyOut(t, a, listing)}
+	files, err := db.WantedOnceHeld(aside)
+	if err != nil || len(files) != 2 {
+		t.Fatalf("once the listing is held, b wants %v (%v), want its two files", files, err)
+	}
+	for _, h := range files {
+		aside[h] = copyOut(t, a, h)
+	}
+	if rest, err := db.WantedOnceHeld(aside); err != nil || len(rest) != 0 {
+		t.Fatalf("with its files too, b wants %v (%v)", rest, err)
+	}
+	if err := db.AdoptCheckedBlobs(aside); err != nil {
+		t.Fatal(err)
+	}
+	if want, err := db.Wanted(); err != nil || len(want) != 0 {
+		t.Fatalf("after one adoption, b wants %v (%v)", want, err)
+	}
+	mustVerify(t, b)
+	out := filepath.Join(t.TempDir(), "out")
+	if err := mustOpen(t, b).Materialize(out); err != nil {
+		t.Fatal(err)
+	}
+	assertSameTree(t, ws, out)
+}

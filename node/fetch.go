@@ -57,6 +57,20 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 		}
 		b := &adoption{n: n, agent: agent}
 		want = n.takeAside(b, dir, want)
+		for len(want) == 0 && len(b.paths) > 0 {
+			// All were aside, a snapshot's listing among them, maybe: the
+			// files it names that are aside too are adopted with it, one
+			// commit instead of two.
+			more, err := n.store.WantedOnceHeld(agent, b.paths)
+			if err != nil {
+				break
+			}
+			before := len(b.paths)
+			n.takeAside(b, dir, more)
+			if len(b.paths) == before {
+				break
+			}
+		}
 		for h := range b.paths {
 			tried[h] = true
 		}

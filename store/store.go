@@ -806,6 +806,19 @@ func (s *Store) Wanted(agent string) ([]string, error) {
 	return d.Wanted()
 }
 
+// WantedOnceHeld is Wanted as it will be once the blobs of paths (name →
+// a file of its checked bytes) are held too (see capsule.Dir.WantedOnceHeld).
+func (s *Store) WantedOnceHeld(agent string, paths map[string]string) ([]string, error) {
+	d, done, err := s.Use(agent)
+	if done != nil {
+		defer done()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d.WantedOnceHeld(paths)
+}
+
 // AdoptFetched moves files that blob fetches checked whole against their
 // names (paths, by blob name) into the agent's blob store, listing them
 // in one manifest commit (see capsule.Dir.AdoptCheckedBlobs): they are
