@@ -174,6 +174,15 @@ func HandleBlob(h host.Host, src BlobSource, log *slog.Logger) {
 // Fetch fetches one of the agent's blobs from p into the partial file (see
 // FetchBlob).
 func Fetch(ctx context.Context, h host.Host, p peer.ID, agent, sha256Hex, partial string, progress Progress) (int64, error) {
+	return onBlobStream(ctx, h, p, func(s network.Stream, reserve func(int) error) (int64, error) {
+		return fetchBlob(s, agent, sha256Hex, partial, progress, reserve)
+	})
+}
+
+// onBlobStream runs fetch on a new BlobID stream to p, within BlobTimeout,
+// memory reserved in the stream's scope as fetch asks (fetchReservation);
+// the stream is reset if fetch fails, and ended cleanly if not.
+func onBlobStream[N int | int64](ctx context.Context, h host.Host, p peer.ID, fetch func(s network.Stream, reserve func(int) error) (N, error)) (N, error) {
 	ctx, cancel := clock.WithTimeout(clockOf(h), ctx, BlobTimeout)
 	defer cancel()
 	s, err := h.NewStream(ctx, p, BlobID)
@@ -185,7 +194,7 @@ func Fetch(ctx context.Context, h host.Host, p peer.ID, agent, sha256Hex, partia
 	if dl, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(dl)
 	}
-	n, err := fetchBlob(s, agent, sha256Hex, partial, progress, reserve)
+	n, err := fetch(s, reserve)
 	if err != nil {
 		s.Reset()
 		return n, err
@@ -214,23 +223,9 @@ func fetchReservation(s network.Stream) (reserve func(n int) error, release func
 // FetchMany fetches the agent's blobs named hashes from p on one stream
 // (see FetchBlobs), and returns how many of them it got to.
 func FetchMany(ctx context.Context, h host.Host, p peer.ID, agent string, hashes []string, partial func(string) string, begin func(string) Progress, done BlobDone) (int, error) {
-	ctx, cancel := clock.WithTimeout(clockOf(h), ctx, BlobTimeout)
-	defer cancel()
-	s, err := h.NewStream(ctx, p, BlobID)
-	if err != nil {
-		return 0, err
-	}
-	reserve, release := fetchReservation(s)
-	defer release()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = s.SetDeadline(dl)
-	}
-	n, err := fetchBlobs(s, agent, hashes, partial, begin, done, reserve)
-	if err != nil {
-		s.Reset()
-		return n, err
-	}
-	return n, Finish(s)
+	return onBlobStream(ctx, h, p, func(s network.Stream, reserve func(int) error) (int, error) {
+		return fetchBlobs(s, agent, hashes, partial, begin, done, reserve)
+	})
 }
 
 // PeerHas asks p which of hashes it holds in the agent's capsule, in
