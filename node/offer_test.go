@@ -32,10 +32,7 @@ import (
 // its copy changes before that event: the blobs aside are no part of it.
 func TestASnapshotsBlobsReachThePeerBeforeItCommits(t *testing.T) {
 	overBoth(t, func(t *testing.T, tr transport) {
-		a, b := tr.startEvery(t, t.TempDir(), time.Hour), tr.startEvery(t, t.TempDir(), time.Hour)
-		agent := sharedCapsule(t, a, b)
-		connectAll(t, a, b)
-		converged(t, agent, 0, a, b)
+		a, b, agent := twoWithAnAgent(t, tr)
 		ws := filepath.Join(t.TempDir(), "ws")
 		os.MkdirAll(filepath.Join(ws, "src"), 0o755)
 		for i := range 200 {
@@ -68,25 +65,11 @@ func TestASnapshotsBlobsReachThePeerBeforeItCommits(t *testing.T) {
 		if wantedBefore != 0 {
 			t.Fatalf("b wanted %d blobs before the snapshot's event: the blobs aside changed its copy", wantedBefore)
 		}
-		if !poll(20*time.Second, func() bool {
-			st, _ := b.Status()
-			evs, _ := b.store.Events(agent, "")
-			return len(st.Capsules) == 1 && st.Capsules[0].Wants == 0 && slices.ContainsFunc(evs, func(e *journal.Event) bool { return bytes.Contains(e.Body, []byte(body.Snapshot)) })
-		}) {
-			t.Fatal("b did not take the snapshot")
-		}
+		tookSnapshot(t, b, agent, body, 20*time.Second)
 		if n := aside(); n != 0 {
 			t.Errorf("%d offered blobs still aside after the event named them all", n)
 		}
-		out := filepath.Join(t.TempDir(), "out")
-		c, err := capsule.Open(filepath.Join(b.home, store.CapsulesDir, agent))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if err := c.Materialize(out); err != nil {
-			t.Fatal(err)
-		}
+		out := workspaceOn(t, b, agent)
 		for i := range 200 {
 			name := filepath.Join("src", fmt.Sprintf("f%03d.txt", i))
 			if got, err := os.ReadFile(filepath.Join(out, name)); err != nil || string(got) != strings.Repeat(fmt.Sprint(i), 500+i) {
@@ -103,10 +86,7 @@ func TestASnapshotsBlobsReachThePeerBeforeItCommits(t *testing.T) {
 // the blob from there, and nothing of the push is left in partial/.
 func TestALargeFileIsPushedToThePeerAsItIsStored(t *testing.T) {
 	overBoth(t, func(t *testing.T, tr transport) {
-		a, b := tr.startEvery(t, t.TempDir(), time.Hour), tr.startEvery(t, t.TempDir(), time.Hour)
-		agent := sharedCapsule(t, a, b)
-		connectAll(t, a, b)
-		converged(t, agent, 0, a, b)
+		a, b, agent := twoWithAnAgent(t, tr)
 		ws := filepath.Join(t.TempDir(), "ws")
 		os.MkdirAll(ws, 0o755)
 		big := make([]byte, pushAt+12345)
@@ -130,28 +110,14 @@ func TestALargeFileIsPushedToThePeerAsItIsStored(t *testing.T) {
 		if !asideWhenStored.Load() {
 			t.Fatal("b did not have the large file's blob aside when a had stored it")
 		}
-		if !poll(20*time.Second, func() bool {
-			st, _ := b.Status()
-			evs, _ := b.store.Events(agent, "")
-			return len(st.Capsules) == 1 && st.Capsules[0].Wants == 0 && slices.ContainsFunc(evs, func(e *journal.Event) bool { return bytes.Contains(e.Body, []byte(body.Snapshot)) })
-		}) {
-			t.Fatal("b did not take the snapshot")
-		}
+		tookSnapshot(t, b, agent, body, 20*time.Second)
 		if n := testutil.ToFloat64(b.stats.blobBytes) - fetched; n >= float64(len(big)) {
 			t.Errorf("b fetched %.0f blob bytes: the large file came again, not from the push", n)
 		}
 		if left, _ := filepath.Glob(filepath.Join(b.home, PartialDir, "*")); len(left) != 0 {
 			t.Errorf("left in b's partial/: %v", left)
 		}
-		out := filepath.Join(t.TempDir(), "out")
-		c, err := capsule.Open(filepath.Join(b.home, store.CapsulesDir, agent))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if err := c.Materialize(out); err != nil {
-			t.Fatal(err)
-		}
+		out := workspaceOn(t, b, agent)
 		if got, err := os.ReadFile(filepath.Join(out, "big.bin")); err != nil || !bytes.Equal(got, big) {
 			t.Fatalf("big.bin on b: %d bytes, %v", len(got), err)
 		}
@@ -163,10 +129,7 @@ func TestALargeFileIsPushedToThePeerAsItIsStored(t *testing.T) {
 // completes, and the peer gets the file as any offered blob.
 func TestAPeerThatTakesNoPushIsOfferedTheFileInstead(t *testing.T) {
 	overBoth(t, func(t *testing.T, tr transport) {
-		a, b := tr.startEvery(t, t.TempDir(), time.Hour), tr.startEvery(t, t.TempDir(), time.Hour)
-		agent := sharedCapsule(t, a, b)
-		connectAll(t, a, b)
-		converged(t, agent, 0, a, b)
+		a, b, agent := twoWithAnAgent(t, tr)
 		stuck := make(chan struct{})
 		defer close(stuck)
 		b.host.SetStreamHandler(protocol.PushID, func(s network.Stream) { <-stuck; s.Reset() })
@@ -179,12 +142,46 @@ func TestAPeerThatTakesNoPushIsOfferedTheFileInstead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !poll(30*time.Second, func() bool {
-			st, _ := b.Status()
-			evs, _ := b.store.Events(agent, "")
-			return len(st.Capsules) == 1 && st.Capsules[0].Wants == 0 && slices.ContainsFunc(evs, func(e *journal.Event) bool { return bytes.Contains(e.Body, []byte(body.Snapshot)) })
-		}) {
-			t.Fatal("b did not take the snapshot")
-		}
+		tookSnapshot(t, b, agent, body, 30*time.Second)
 	})
+}
+
+// tookSnapshot waits until n holds agent's capsule with the snapshot of
+// body and wants nothing.
+func tookSnapshot(t *testing.T, n *Node, agent string, body capsule.SnapshotEventBody, within time.Duration) {
+	t.Helper()
+	if !poll(within, func() bool {
+		st, _ := n.Status()
+		evs, _ := n.store.Events(agent, "")
+		return len(st.Capsules) == 1 && st.Capsules[0].Wants == 0 && slices.ContainsFunc(evs, func(e *journal.Event) bool { return bytes.Contains(e.Body, []byte(body.Snapshot)) })
+	}) {
+		t.Fatalf("%s did not take the snapshot within %v", n.home, within)
+	}
+}
+
+// workspaceOn materializes the workspace of n's copy of agent in a new
+// folder, and returns it.
+func workspaceOn(t *testing.T, n *Node, agent string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	c, err := capsule.Open(filepath.Join(n.home, store.CapsulesDir, agent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Materialize(out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// twoWithAnAgent starts two nodes on tr whose rounds wait for an hour (they
+// run on connect), connected, both holding one agent alike.
+func twoWithAnAgent(t *testing.T, tr transport) (a, b *Node, agent string) {
+	t.Helper()
+	a, b = tr.startEvery(t, t.TempDir(), time.Hour), tr.startEvery(t, t.TempDir(), time.Hour)
+	agent = sharedCapsule(t, a, b)
+	connectAll(t, a, b)
+	converged(t, agent, 0, a, b)
+	return a, b, agent
 }

@@ -38,6 +38,28 @@ func snapshotEvents(t *testing.T, d *daemon, agent string) int {
 	return len(slices.DeleteFunc(evs, func(e *journal.Event) bool { return e.Type != capsule.SnapshotEventType }))
 }
 
+// newAgentOnBoth makes a new agent named name, imports it into a's node,
+// and waits until b holds it too.
+func newAgentOnBoth(t *testing.T, a, b *daemon, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "agent")
+	code, out, errs := ternQuiet(a.home, "capsule", "new", dir, "--name", name)
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	agent := strings.TrimSpace(out)
+	if code, _, errs := ternQuiet(a.home, "capsule", "import", dir); code != 0 {
+		t.Fatal(errs)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if !b.holdsWhole(agent) {
+			return fmt.Errorf("b does not hold the new agent")
+		}
+		return nil
+	})
+	return agent
+}
+
 // A snapshot through the node is offered to the paired peer as its blobs
 // land (tern capsule snapshot AGENT DIR). A kill -9 of that node in the
 // middle of it leaves the peer with blobs aside and nothing more: its copy
@@ -62,21 +84,7 @@ func killedSnapshot(t *testing.T, quic bool) {
 	// Enough files that the snapshot is still storing them when the peer
 	// has taken the first: if not, the next attempt takes more.
 	for attempt, files := 1, 4000; ; attempt, files = attempt+1, files*2 {
-		dir := filepath.Join(t.TempDir(), "agent")
-		code, out, errs := ternQuiet(a.home, "capsule", "new", dir, "--name", "tree")
-		if code != 0 {
-			t.Fatal(errs)
-		}
-		agent := strings.TrimSpace(out)
-		if code, _, errs := ternQuiet(a.home, "capsule", "import", dir); code != 0 {
-			t.Fatal(errs)
-		}
-		eventually(t, 30*time.Second, func() error {
-			if !b.holdsWhole(agent) {
-				return fmt.Errorf("b does not hold the new agent")
-			}
-			return nil
-		})
+		agent := newAgentOnBoth(t, a, b, "tree")
 		tree := t.TempDir()
 		data := make([]byte, 2048)
 		for i := range files {
@@ -177,21 +185,7 @@ func TestAKilledPushLeavesThePeerNothing(t *testing.T) {
 func killedPush(t *testing.T, quic bool) {
 	ds := pairedDaemons(t, quic)
 	a, b := ds[0], ds[1]
-	dir := filepath.Join(t.TempDir(), "agent")
-	code, out, errs := ternQuiet(a.home, "capsule", "new", dir, "--name", "large")
-	if code != 0 {
-		t.Fatal(errs)
-	}
-	agent := strings.TrimSpace(out)
-	if code, _, errs := ternQuiet(a.home, "capsule", "import", dir); code != 0 {
-		t.Fatal(errs)
-	}
-	eventually(t, 30*time.Second, func() error {
-		if !b.holdsWhole(agent) {
-			return fmt.Errorf("b does not hold the new agent")
-		}
-		return nil
-	})
+	agent := newAgentOnBoth(t, a, b, "large")
 	ws := t.TempDir()
 	rng := rand.New(rand.NewPCG(8, 8))
 	// Large enough that the push is still under way when b's file for it
