@@ -91,27 +91,11 @@ func TestACopyThatReceivedEventsWantsTheirBlobsAndCatchesUpWhenTheyArrive(t *tes
 // lists every blob of the batch and brings the snapshot up to date once
 // they complete it.
 func TestABatchOfFetchedBlobsIsAdoptedInOneCommit(t *testing.T) {
-	a, b, laptop, _ := diverge(t)
-	ws := filepath.Join(t.TempDir(), "ws")
 	files := map[string]string{}
 	for i := range 40 {
 		files[fmt.Sprintf("src/f%02d.txt", i)] = strings.Repeat(fmt.Sprint(i), 100+i)
 	}
-	writeTree(t, ws, files)
-	da, _ := OpenDir(context.Background(), a, nil)
-	if _, err := da.Snapshot(context.Background(), laptop, ws); err != nil {
-		t.Fatal(err)
-	}
-	evsA, _ := da.Events()
-	da.Close()
-	db, err := OpenDir(context.Background(), b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.AddEvents(context.Background(), evsA); err != nil {
-		t.Fatal(err)
-	}
+	a, b, db, ws, _ := snapshotEventOnB(t, files)
 	for range 2 { // the snapshot's blob, then its files
 		want, err := db.Wanted()
 		if err != nil {
@@ -312,24 +296,7 @@ func TestAForkArrivingByAddEventsTakesTheSnapshotBackToTheLastReadableOne(t *tes
 // names are wanted at once: adopted with the listing, the capsule is whole
 // after one adoption, not two.
 func TestTheFilesOfAListingAtHandAreWantedWithIt(t *testing.T) {
-	a, b, laptop, _ := diverge(t)
-	ws := filepath.Join(t.TempDir(), "ws")
-	writeTree(t, ws, map[string]string{"x.txt": "only on a", "y/z.bin": strings.Repeat("z", 5000)})
-	da, _ := OpenDir(context.Background(), a, nil)
-	body, err := da.Snapshot(context.Background(), laptop, ws)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evsA, _ := da.Events()
-	da.Close()
-	db, err := OpenDir(context.Background(), b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.AddEvents(context.Background(), evsA); err != nil {
-		t.Fatal(err)
-	}
+	a, b, db, ws, body := snapshotEventOnB(t, map[string]string{"x.txt": "only on a", "y/z.bin": strings.Repeat("z", 5000)})
 	listing, _ := ParseBlobCID(body.Snapshot)
 	want, err := db.Wanted()
 	if err != nil || len(want) != 1 || want[0] != listing {
@@ -358,4 +325,29 @@ func TestTheFilesOfAListingAtHandAreWantedWithIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertSameTree(t, ws, out)
+}
+
+// snapshotEventOnB makes two copies a and b of a capsule, a snapshot on a
+// of a workspace holding files, and gives b its events only: b (db, open
+// until the test ends) then wants the snapshot's blobs.
+func snapshotEventOnB(t *testing.T, files map[string]string) (a, b string, db *Dir, ws string, body SnapshotEventBody) {
+	t.Helper()
+	a, b, laptop, _ := diverge(t)
+	ws = filepath.Join(t.TempDir(), "ws")
+	writeTree(t, ws, files)
+	da, _ := OpenDir(context.Background(), a, nil)
+	body, err := da.Snapshot(context.Background(), laptop, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evsA, _ := da.Events()
+	da.Close()
+	if db, err = OpenDir(context.Background(), b, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.AddEvents(context.Background(), evsA); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, db, ws, body
 }

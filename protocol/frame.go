@@ -87,11 +87,17 @@ func ask(w io.Writer, r *bufio.Reader, req any, max int, what string, answer any
 	if err := WriteFrame(w, b); err != nil {
 		return err
 	}
+	return readJSON(r, max, what, answer)
+}
+
+// readJSON reads a frame of at most max bytes holding the JSON of v; what
+// names it in the error if it does not.
+func readJSON(r *bufio.Reader, max int, what string, v any) error {
 	p, err := ReadFrame(r, max)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(p, answer); err != nil {
+	if err := json.Unmarshal(p, v); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrProtocol, what, err)
 	}
 	return nil

@@ -57,13 +57,9 @@ func (o Offer) check() error {
 // ServeOffer reads one offer from rw and hands it to take, which must not
 // block (it starts the fetch, if any, in the background).
 func ServeOffer(rw io.Reader, take func(Offer)) error {
-	data, err := ReadFrame(bufio.NewReader(rw), maxOfferFrame)
-	if err != nil {
-		return err
-	}
 	var o Offer
-	if err := json.Unmarshal(data, &o); err != nil {
-		return fmt.Errorf("%w: an offer: %v", ErrProtocol, err)
+	if err := readJSON(bufio.NewReader(rw), maxOfferFrame, "an offer", &o); err != nil {
+		return err
 	}
 	if err := o.check(); err != nil {
 		return err

@@ -112,19 +112,9 @@ func (x *Pushing) Sent() <-chan error { return x.sent }
 // End, once every byte has been sent, sends the blob's sha256 and waits
 // for the peer's answer: nil if it kept the blob.
 func (x *Pushing) End(sha256Hex string) error {
-	end, err := json.Marshal(pushEnd{sha256Hex})
-	if err == nil {
-		err = WriteFrame(x.s, end)
-	}
+	_ = x.s.SetReadDeadline(time.Now().Add(pushIdle))
 	var a pushAnswer
-	if err == nil {
-		_ = x.s.SetReadDeadline(time.Now().Add(pushIdle))
-		var data []byte
-		if data, err = ReadFrame(bufio.NewReader(x.s), maxPushFrame); err == nil {
-			err = json.Unmarshal(data, &a)
-		}
-	}
-	if err != nil {
+	if err := ask(x.s, bufio.NewReader(x.s), pushEnd{sha256Hex}, maxPushFrame, "a push's answer", &a); err != nil {
 		x.s.Reset()
 		return err
 	}
@@ -149,13 +139,9 @@ func (x *Pushing) Abort() { x.s.Reset() }
 // told whether the blob was kept.
 func ServePush(rw io.ReadWriter, take func(PushHeader) (f *os.File, finish func(sha256Hex string) error, err error)) error {
 	r := bufio.NewReaderSize(rw, fetchReadBuffer)
-	data, err := ReadFrame(r, maxPushFrame)
-	if err != nil {
-		return err
-	}
 	var hd PushHeader
-	if err := json.Unmarshal(data, &hd); err != nil {
-		return fmt.Errorf("%w: a push header: %v", ErrProtocol, err)
+	if err := readJSON(r, maxPushFrame, "a push's header", &hd); err != nil {
+		return err
 	}
 	if err := hd.check(); err != nil {
 		return err
@@ -181,12 +167,9 @@ func ServePush(rw io.ReadWriter, take func(PushHeader) (f *os.File, finish func(
 	if err != nil {
 		return err
 	}
-	if data, err = ReadFrame(r, maxPushFrame); err != nil {
-		return err
-	}
 	var end pushEnd
-	if err := json.Unmarshal(data, &end); err != nil {
-		return fmt.Errorf("%w: a push's end: %v", ErrProtocol, err)
+	if err := readJSON(r, maxPushFrame, "a push's end", &end); err != nil {
+		return err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != end.SHA256 {
 		return answerPush(rw, fmt.Errorf("%w: the bytes pushed hash to %s, the pusher says %q", ErrBlobHash, got, end.SHA256))
