@@ -24,7 +24,7 @@ type offering struct {
 	// if sent was not called and stops serving the unlisted blobs.
 	end func()
 	// stream pushes a large file to the peers while it is stored (see
-	// push); a peer that kept it is not offered it.
+	// push); a peer that kept it is not offered it. Nil: nothing is pushed.
 	stream func(size int64) capsule.BlobStream
 }
 
@@ -33,7 +33,7 @@ type offering struct {
 // listed (store.Offering). Under a harness, nothing is offered.
 func (n *Node) offer(agent string) offering {
 	if n.harnessed() {
-		return offering{stored: func(string) {}, sent: func() {}, end: func() {}, stream: func(int64) capsule.BlobStream { return nil }}
+		return offering{stored: func(string) {}, sent: func() {}, end: func() {}}
 	}
 	serve, unserve := n.store.Offering(agent)
 	kept := &pushedBlobs{to: map[peer.ID]map[string]bool{}}
