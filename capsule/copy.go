@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -22,7 +23,13 @@ import (
 // is refused with the error UnpackFrom gives, and dir is not created. It
 // returns the slowest method any blob was copied by ("" when c has no
 // blob; filecopy.Plain for a tar, whose blobs are read and written).
-func Copy(c *Capsule, dir string) (filecopy.Method, error) {
+//
+// stream, if not nil, is asked for a BlobStream of each blob's size
+// before the blob is read; what it returns gets the blob's bytes as they
+// are hashed, then End with the hash once the copy is fsynced (with an
+// error if the copy failed or the bytes do not hash to the blob's name),
+// as a snapshot's streams do (see SnapshotOptions.Stream).
+func Copy(c *Capsule, dir string, stream func(size int64) BlobStream) (filecopy.Method, error) {
 	if err := checkNewFolder(dir); err != nil {
 		return "", err
 	}
@@ -46,7 +53,7 @@ func Copy(c *Capsule, dir string) (filecopy.Method, error) {
 			case ok:
 				e, err = writeHashed(bytes.NewReader(data), int64(len(data)), dst)
 			case blobName(name) != "":
-				e, m, err = copyBlob(c, name, dst)
+				e, m, err = copyBlob(c, name, dst, stream)
 			default:
 				e, err = copyLayoutFile(c, name, want, dst)
 			}
@@ -77,16 +84,32 @@ func copyLayoutFile(c *Capsule, name string, want FileEntry, dst string) (FileEn
 // copyBlob copies the blob name of c, whole whatever its manifest says
 // (the verification compares), to the new file dst by filecopy (a tar's
 // blob is read and written), fsyncs it, and returns its entry as hashed
-// from the source while copied.
-func copyBlob(c *Capsule, name, dst string) (FileEntry, filecopy.Method, error) {
+// from the source while copied. stream is as Copy's.
+func copyBlob(c *Capsule, name, dst string, stream func(size int64) BlobStream) (e FileEntry, m filecopy.Method, err error) {
 	rc, size, err := c.src.open(name)
 	if err != nil {
 		return FileEntry{}, "", err
 	}
 	defer rc.Close()
+	var s BlobStream
+	if stream != nil {
+		s = stream(size)
+	}
+	if s != nil {
+		defer func() {
+			ended := err
+			if ended == nil && e.SHA256 != blobName(name) {
+				ended = fmt.Errorf("%w: blob %s holds bytes that hash to %s", ErrHashMismatch, name, e.SHA256)
+			}
+			s.End(e.SHA256, ended)
+		}()
+	}
 	src, ok := rc.(*os.File)
 	if !ok {
-		e, err := writeHashed(rc, size, dst)
+		if s != nil {
+			rc = io.NopCloser(io.TeeReader(rc, s))
+		}
+		e, err = writeHashed(rc, size, dst)
 		return e, filecopy.Plain, err
 	}
 	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -94,7 +117,11 @@ func copyBlob(c *Capsule, name, dst string) (FileEntry, filecopy.Method, error) 
 		return FileEntry{}, "", err
 	}
 	h := sha256.New()
-	m, err := filecopy.Copy(f, src, size, h)
+	var w io.Writer = h
+	if s != nil {
+		w = alsoTo{h, s}
+	}
+	m, err = filecopy.Copy(f, src, size, w)
 	if err == nil {
 		err = f.Sync()
 	}

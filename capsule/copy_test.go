@@ -2,9 +2,12 @@ package capsule
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,7 +46,7 @@ func TestCopyMakesWhatAnUnpackOfThePackMakesAndRefusesADamagedBlobOnEveryMethod(
 			}
 
 			copied := filepath.Join(root, "copied")
-			m, err := Copy(mustOpen(t, src), copied)
+			m, err := Copy(mustOpen(t, src), copied, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +61,7 @@ func TestCopyMakesWhatAnUnpackOfThePackMakesAndRefusesADamagedBlobOnEveryMethod(
 
 			blob := damageABlob(t, src)
 			damaged := filepath.Join(root, "damaged")
-			_, err = Copy(mustOpen(t, src), damaged)
+			_, err = Copy(mustOpen(t, src), damaged, nil)
 			if err == nil || !strings.Contains(err.Error(), blob) || !strings.Contains(err.Error(), "sha256") {
 				t.Fatalf("a blob whose bytes differ from its name: %v", err)
 			}
@@ -72,11 +75,70 @@ func TestCopyMakesWhatAnUnpackOfThePackMakesAndRefusesADamagedBlobOnEveryMethod(
 	}
 }
 
+// Copy passes each blob's bytes, as they are read, to the stream asked
+// for it with the blob's size, and ends the stream with the blob's hash
+// once the copy is written; a blob whose bytes are not its name ends its
+// stream with the mismatch, whatever else the copy does with it.
+func TestCopyPassesEachBlobToItsStreamAndEndsItWithTheHash(t *testing.T) {
+	src := fullCapsule(t, newSigner(t))
+	var streams []*recordedStream
+	stream := func(size int64) BlobStream {
+		s := &recordedStream{size: size}
+		streams = append(streams, s)
+		return s
+	}
+	if _, err := Copy(mustOpen(t, src), filepath.Join(t.TempDir(), "copied"), stream); err != nil {
+		t.Fatal(err)
+	}
+	blobs := map[string]int64{}
+	for n, e := range mustOpen(t, src).Manifest().Files {
+		if h := blobName(n); h != "" {
+			blobs[h] = e.Size
+		}
+	}
+	if len(streams) != len(blobs) || len(blobs) == 0 {
+		t.Fatalf("%d streams asked for, for %d blobs", len(streams), len(blobs))
+	}
+	for _, s := range streams {
+		sum := sha256.Sum256(s.Bytes())
+		if h := hex.EncodeToString(sum[:]); s.sum != h || s.err != nil || s.ended != 1 || blobs[h] != s.size || int64(s.Len()) != s.size {
+			t.Errorf("a stream of %d bytes got %d bytes hashing to %s, ended %d times with %q, %v", s.size, s.Len(), h, s.ended, s.sum, s.err)
+		}
+	}
+
+	damaged := blobName(damageABlob(t, src))
+	streams = nil
+	if _, err := Copy(mustOpen(t, src), filepath.Join(t.TempDir(), "damaged"), stream); err == nil {
+		t.Fatal("a damaged blob was copied")
+	}
+	i := slices.IndexFunc(streams, func(s *recordedStream) bool { return s.size == blobs[damaged] && s.ended == 1 && s.sum != damaged })
+	if i < 0 {
+		t.Fatal("no stream ended with the damaged blob's bytes")
+	}
+	if !errors.Is(streams[i].err, ErrHashMismatch) {
+		t.Errorf("the damaged blob's stream ended with %v, want ErrHashMismatch", streams[i].err)
+	}
+}
+
+// recordedStream is a BlobStream that keeps what it is passed.
+type recordedStream struct {
+	bytes.Buffer
+	size  int64
+	sum   string
+	err   error
+	ended int
+}
+
+func (s *recordedStream) End(sha256Hex string, err error) {
+	s.sum, s.err = sha256Hex, err
+	s.ended++
+}
+
 // Copy refuses a folder that exists.
 func TestCopyRefusesAnExistingTarget(t *testing.T) {
 	src := fullCapsule(t, newSigner(t))
 	dst := t.TempDir()
-	if _, err := Copy(mustOpen(t, src), dst); err == nil || !strings.Contains(err.Error(), "already exists") {
+	if _, err := Copy(mustOpen(t, src), dst, nil); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("err %v", err)
 	}
 }

@@ -599,9 +599,17 @@ func (n *Node) Import(path string) (string, bool, error) {
 
 // ImportFolder is Import of a capsule folder, copied into the store
 // without a tar; it also says how the blobs were copied (see
-// Store.ImportFolder).
+// Store.ImportFolder). A large blob goes to the connected peers that
+// share the agent while it is copied (see push), so that the peer's copy
+// starts while the import runs; a peer keeps it aside until it takes the
+// capsule, once the import has ended whole.
 func (n *Node) ImportFolder(dir string) (string, bool, filecopy.Method, error) {
-	id, merged, copied, err := n.store.ImportFolder(dir)
+	var stream func(agent string, size int64) capsule.BlobStream
+	if !n.harnessed() {
+		kept := &pushedBlobs{to: map[peer.ID]map[string]bool{}}
+		stream = func(agent string, size int64) capsule.BlobStream { return n.push(agent, size, kept) }
+	}
+	id, merged, copied, err := n.store.ImportFolder(dir, stream)
 	id, merged, err = n.imported(id, merged, err)
 	if err != nil {
 		copied = ""

@@ -185,3 +185,52 @@ func twoWithAnAgent(t *testing.T, tr transport) (a, b *Node, agent string) {
 	converged(t, agent, 0, a, b)
 	return a, b, agent
 }
+
+// A large blob of a capsule folder a node imports is pushed to the
+// connected peers while it is copied into the store: the peer, which did
+// not hold the agent, takes the capsule once the import has ended, and the
+// blob from what was pushed, without fetching it again.
+func TestALargeBlobOfAnImportIsPushedToThePeerWhileItIsCopied(t *testing.T) {
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := tr.startEvery(t, t.TempDir(), time.Hour), tr.startEvery(t, t.TempDir(), time.Hour)
+		connectAll(t, a, b)
+		dir := filepath.Join(t.TempDir(), "agent")
+		c, err := capsule.New(dir, "large", a.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		ws := filepath.Join(t.TempDir(), "ws")
+		os.MkdirAll(ws, 0o755)
+		big := make([]byte, pushAt+54321)
+		rand.Read(big)
+		os.WriteFile(filepath.Join(ws, "big.bin"), big, 0o644)
+		os.WriteFile(filepath.Join(ws, "small.txt"), []byte("comes with the capsule"), 0o644)
+		d, err := capsule.OpenDir(context.Background(), dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := d.Snapshot(context.Background(), a.id, ws)
+		d.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		fetched := testutil.ToFloat64(b.stats.blobBytes)
+		agent, _, _, err := a.ImportFolder(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tookSnapshot(t, b, agent, body, 30*time.Second)
+		if n := testutil.ToFloat64(b.stats.blobBytes) - fetched; n >= float64(len(big)) {
+			t.Errorf("b fetched %.0f blob bytes: the large file came again, not from the push", n)
+		}
+		if left, _ := filepath.Glob(filepath.Join(b.home, PartialDir, "*")); len(left) != 0 {
+			t.Errorf("left in b's partial/: %v", left)
+		}
+		out := workspaceOn(t, b, agent)
+		if got, err := os.ReadFile(filepath.Join(out, "big.bin")); err != nil || !bytes.Equal(got, big) {
+			t.Fatalf("big.bin on b: %d bytes, %v", len(got), err)
+		}
+	})
+}

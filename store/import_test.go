@@ -43,7 +43,7 @@ func TestAFolderImportTakesTheCheapestCopyAndRefusesADamagedBlobOnEach(t *testin
 			t.Cleanup(func() { s.Close() })
 
 			good := capsuleWithABlob(t, id, filepath.Join(srcFS, "good"))
-			agent, merged, copied, err := s.ImportFolder(good)
+			agent, merged, copied, err := s.ImportFolder(good, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +58,7 @@ func TestAFolderImportTakesTheCheapestCopyAndRefusesADamagedBlobOnEach(t *testin
 			bad := capsuleWithABlob(t, id, filepath.Join(srcFS, "bad"))
 			blob := damageTheBlob(t, bad)
 			badAgent := mustOpenID(t, bad)
-			_, _, _, err = s.ImportFolder(bad)
+			_, _, _, err = s.ImportFolder(bad, nil)
 			if err == nil || !strings.Contains(err.Error(), blob) || !strings.Contains(err.Error(), "sha256") {
 				t.Fatalf("a blob whose bytes are not its name: %v", err)
 			}

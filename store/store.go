@@ -957,7 +957,7 @@ func (s *Store) Import(path string) (string, bool, error) {
 		return "", false, err
 	}
 	if st.IsDir() {
-		id, merged, _, err := s.ImportFolder(path)
+		id, merged, _, err := s.ImportFolder(path, nil)
 		return id, merged, err
 	}
 	f, err := os.Open(path)
@@ -974,14 +974,23 @@ func (s *Store) Import(path string) (string, bool, error) {
 // copy_file_range, else a plain copy), hashed as it is read, and the
 // whole verified as an unpack is. It also returns how the blobs were
 // copied: the slowest method any took ("" if there were none).
-func (s *Store) ImportFolder(dir string) (id string, merged bool, copied filecopy.Method, err error) {
+//
+// stream, if not nil, is asked for a BlobStream of each blob of the
+// agent as the blob is about to be copied, and passed its bytes as they
+// are read (see capsule.Copy): a node pushes a large one to its peers
+// while it imports it.
+func (s *Store) ImportFolder(dir string, stream func(agent string, size int64) capsule.BlobStream) (id string, merged bool, copied filecopy.Method, err error) {
 	src, err := capsule.Open(dir)
 	if err != nil {
 		return "", false, "", err
 	}
 	defer src.Close()
+	var blobStream func(size int64) capsule.BlobStream
+	if stream != nil {
+		blobStream = func(size int64) capsule.BlobStream { return stream(src.ID(), size) }
+	}
 	id, merged, err = s.importStaged(func(staged string) error {
-		copied, err = capsule.Copy(src, staged)
+		copied, err = capsule.Copy(src, staged, blobStream)
 		return err
 	})
 	return id, merged, copied, err

@@ -160,7 +160,8 @@ func benchSyncCmd(e *env) *cobra.Command {
              import on one node until the other holds it all (the same
              ratio); the same from the file in its folder, its snapshot
              included (as Syncthing is timed: from the move into its
-             folder); and the import itself against cp -r + sync
+             folder); and the import itself (a store of its own, no peer to
+             push to) against cp -r + sync
   catchup    a node that was offline catching up on --events events: time,
              and bytes on the wire against the events' size (goal <= 1.1)
   partition  --nodes nodes converging after a partition into two halves heals

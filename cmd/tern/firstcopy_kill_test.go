@@ -56,12 +56,8 @@ func bigAgent(t *testing.T, rng *rand.Rand, files, size int) (dir, agent, home s
 		t.Fatal(errs)
 	}
 	ws := t.TempDir()
-	data := make([]byte, size)
 	for i := range files {
-		for j := range data {
-			data[j] = byte(rng.Uint32())
-		}
-		if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("part-%d.bin", i)), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("part-%d.bin", i)), randomBytes(rng, size), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -188,69 +189,167 @@ func killedPush(t *testing.T, quic bool) {
 	agent := newAgentOnBoth(t, a, b, "large")
 	ws := t.TempDir()
 	rng := rand.New(rand.NewPCG(8, 8))
-	// Large enough that the push is still under way when b's file for it
-	// is seen: if not, the next attempt pushes a larger one.
-	for attempt, size := 1, 128<<20; ; attempt, size = attempt+1, size*2 {
-		data := make([]byte, size)
-		for i := 0; i < len(data); i += 8 {
-			binary.LittleEndian.PutUint64(data[i:], rng.Uint64())
-		}
+	var data []byte
+	cutMidPush(t, a, b, func(size int) *exec.Cmd {
+		data = randomBytes(rng, size)
 		if err := os.WriteFile(filepath.Join(ws, "large.bin"), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		snap := ternProcess(a.home, "", "-q", "capsule", "snapshot", agent, ws)
-		if err := snap.Start(); err != nil {
+		return ternProcess(a.home, "", "-q", "capsule", "snapshot", agent, ws)
+	}, func() bool { return snapshotEvents(t, a, agent) > 0 })
+	if !b.holdsWhole(agent) || snapshotEvents(t, b, agent) != 0 {
+		t.Fatal("after a kill -9 of a in the middle of a push, b's copy is not as before it (whole, no snapshot)")
+	}
+	a.start()
+	eventually(t, 30*time.Second, func() error {
+		if code, _, errs := ternQuiet(a.home, "capsule", "snapshot", agent, ws); code != 0 {
+			return fmt.Errorf("tern capsule snapshot after the restart: exit %d: %s", code, errs)
+		}
+		return nil
+	})
+	if code, _, errs := ternQuiet(a.home, "sync", "wait", agent, "--peer", "n1", "--timeout", "60s"); code != 0 {
+		t.Fatalf("tern sync wait: exit %d: %s", code, errs)
+	}
+	holdsFile(t, b, agent, "large.bin", data)
+}
+
+// A large file of a capsule folder a node imports is pushed to the paired
+// peer while the node copies it, before the capsule is whole anywhere. A
+// kill -9 of that node in the middle of the import leaves the peer no
+// capsule, nothing in partial/ and no blob aside; the node itself holds
+// none either. Restarted, the node takes the import again and both hold
+// the capsule whole.
+func TestAKilledImportLeavesThePeerNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs daemons")
+	}
+	for _, quic := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tcp", true: "quic"}[quic], func(t *testing.T) { killedImport(t, quic) })
+	}
+}
+
+// killedImport is TestAKilledImportLeavesThePeerNothing over one transport.
+func killedImport(t *testing.T, quic bool) {
+	ds := pairedDaemons(t, quic)
+	a, b := ds[0], ds[1]
+	rng := rand.New(rand.NewPCG(9, 9))
+	var dir, agent string
+	var data []byte
+	cutMidPush(t, a, b, func(size int) *exec.Cmd {
+		dir, agent, data = agentWithOneFile(t, rng, "large.bin", size)
+		return ternProcess(a.home, "", "-q", "capsule", "import", dir)
+	}, func() bool { return a.holdsFolder(agent) })
+	if b.holdsFolder(agent) || b.holdsWhole(agent) {
+		t.Fatal("after a kill -9 of a in the middle of an import, b holds the agent")
+	}
+	a.start()
+	if a.holdsFolder(agent) {
+		t.Fatal("after a kill -9 in the middle of its import, a holds the agent")
+	}
+	if code, _, errs := ternQuiet(a.home, "capsule", "import", dir); code != 0 {
+		t.Fatalf("tern capsule import after the restart: exit %d: %s", code, errs)
+	}
+	if code, _, errs := ternQuiet(a.home, "sync", "wait", agent, "--peer", "n1", "--timeout", "60s"); code != 0 {
+		t.Fatalf("tern sync wait: exit %d: %s", code, errs)
+	}
+	for _, d := range ds {
+		holdsFile(t, d, agent, "large.bin", data)
+	}
+}
+
+// cutMidPush runs on a's node the command start returns, which makes b's
+// node receive a push of a file of size bytes, and kills a's node with
+// kill -9 while b is receiving it and over (read from a's files) says the
+// command's work is not done; a push over before it could be cut is tried
+// again with twice the bytes, up to three times. It returns once b has
+// nothing of the push left: no file in partial/ and no blob aside.
+func cutMidPush(t *testing.T, a, b *daemon, start func(size int) *exec.Cmd, over func() bool) {
+	t.Helper()
+	// Large enough that the push is still under way when b's file for it
+	// is seen: if not, the next attempt pushes a larger one.
+	for attempt, size := 1, 128<<20; ; attempt, size = attempt+1, size*2 {
+		cmd := start(size)
+		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 60*time.Second, func() error {
-			if b.pushing() == 0 && snapshotEvents(t, a, agent) == 0 {
-				return fmt.Errorf("b receives no push of a's snapshot")
+			if b.pushing() == 0 && !over() {
+				return fmt.Errorf("b receives no push from a")
 			}
 			return nil
 		})
 		a.cmd.Process.Signal(syscall.SIGSTOP) // no further: is it still in the middle?
-		cut := b.pushing() > 0 && snapshotEvents(t, a, agent) == 0
+		cut := b.pushing() > 0 && !over()
 		a.kill()
-		snap.Wait()
-		if !cut {
-			if attempt == 3 {
-				t.Fatalf("a's push of %d bytes was over before it could be cut, three times", size)
-			}
-			t.Logf("a's push of %d bytes was over before it could be cut; trying again with more", size)
-			a.start()
-			continue
+		cmd.Wait()
+		if cut {
+			break
 		}
-		eventually(t, 30*time.Second, func() error {
-			if n, aside := b.pushing(), b.aside(); n != 0 || aside != 0 {
-				return fmt.Errorf("after a kill -9 of the pusher, b still has %d pushes in partial/ and %d blobs aside", n, aside)
-			}
-			return nil
-		})
-		if !b.holdsWhole(agent) || snapshotEvents(t, b, agent) != 0 {
-			t.Fatal("after a kill -9 of a in the middle of a push, b's copy is not as before it (whole, no snapshot)")
+		if attempt == 3 {
+			t.Fatalf("a's push of %d bytes was over before it could be cut, three times", size)
 		}
+		t.Logf("a's push of %d bytes was over before it could be cut; trying again with more", size)
 		a.start()
-		eventually(t, 30*time.Second, func() error {
-			if code, _, errs := ternQuiet(a.home, "capsule", "snapshot", agent, ws); code != 0 {
-				return fmt.Errorf("tern capsule snapshot after the restart: exit %d: %s", code, errs)
-			}
-			return nil
-		})
-		if code, _, errs := ternQuiet(a.home, "sync", "wait", agent, "--peer", "n1", "--timeout", "60s"); code != 0 {
-			t.Fatalf("tern sync wait: exit %d: %s", code, errs)
-		}
-		c, err := capsule.Open(filepath.Join(b.home, store.CapsulesDir, agent))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		out := filepath.Join(t.TempDir(), "out")
-		if err := c.Materialize(out); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := os.ReadFile(filepath.Join(out, "large.bin")); err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("large.bin on b: %d bytes (%v), want the %d a has", len(got), err, len(data))
-		}
-		return
 	}
+	eventually(t, 30*time.Second, func() error {
+		if n, aside := b.pushing(), b.aside(); n != 0 || aside != 0 {
+			return fmt.Errorf("after a kill -9 of the pusher, b still has %d pushes in partial/ and %d blobs aside", n, aside)
+		}
+		return nil
+	})
+}
+
+// holdsFolder reports whether d's node has a capsule folder for agent, read
+// from its files (the node running, stopped or killed).
+func (d *daemon) holdsFolder(agent string) bool {
+	_, err := os.Stat(filepath.Join(d.home, store.CapsulesDir, agent))
+	return err == nil
+}
+
+// holdsFile fails the test unless the workspace of d's copy of agent holds
+// the file name with data.
+func holdsFile(t *testing.T, d *daemon, agent, name string, data []byte) {
+	t.Helper()
+	c, err := capsule.Open(filepath.Join(d.home, store.CapsulesDir, agent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out := filepath.Join(t.TempDir(), "out")
+	if err := c.Materialize(out); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(out, name)); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("%s on %s: %d bytes (%v), want the %d bytes imported", name, d.home, len(got), err, len(data))
+	}
+}
+
+// randomBytes returns size bytes of rng.
+func randomBytes(rng *rand.Rand, size int) []byte {
+	data := make([]byte, size)
+	for i := 0; i+8 <= len(data); i += 8 {
+		binary.LittleEndian.PutUint64(data[i:], rng.Uint64())
+	}
+	return data
+}
+
+// agentWithOneFile makes, on a machine of its own, a capsule folder whose
+// workspace snapshot holds one file, name, of size bytes of rng; it
+// returns the folder, the agent id and the file's bytes.
+func agentWithOneFile(t *testing.T, rng *rand.Rand, name string, size int) (dir, agent string, data []byte) {
+	t.Helper()
+	dir, home := filepath.Join(t.TempDir(), "agent"), t.TempDir()
+	code, out, errs := ternQuiet(home, "capsule", "new", dir, "--name", "large")
+	if code != 0 {
+		t.Fatal(errs)
+	}
+	ws := t.TempDir()
+	data = randomBytes(rng, size)
+	if err := os.WriteFile(filepath.Join(ws, name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := ternQuiet(home, "capsule", "snapshot", dir, ws); code != 0 {
+		t.Fatal(errs)
+	}
+	return dir, strings.TrimSpace(out), data
 }
