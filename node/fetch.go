@@ -82,9 +82,16 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 		}
 		held, err := protocol.PeerHas(ctx, n.host, p, agent, want)
 		if err != nil {
+			// A peer serving its most streams, or out of the memory it
+			// gives a peer's blob streams, resets the query: tried
+			// again as a reset fetch is.
 			b.adopt()
 			n.log.Debug("have query", "peer", p, "agent", agent, "err", err)
-			return
+			if retries == len(fetchRetries) || n.harnessed() || !waitToRetry(ctx, retries) {
+				return
+			}
+			retries++
+			continue
 		}
 		for _, h := range want {
 			tried[h] = true
@@ -129,12 +136,22 @@ func (n *Node) fetchWanted(ctx context.Context, p peer.ID, agent string) {
 			// The peer reset the streams (it serves a few at a time, and
 			// a busy one turns more away): a little later, not at the
 			// next round, tens of seconds away.
-			select {
-			case <-ctx.Done():
-			case <-time.After(fetchRetries[retries]):
-			}
+			waitToRetry(ctx, retries)
 			retries++
 		}
+	}
+}
+
+// waitToRetry waits fetchRetries[retries], and reports false if ctx ended
+// first.
+func waitToRetry(ctx context.Context, retries int) bool {
+	t := time.NewTimer(fetchRetries[retries])
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

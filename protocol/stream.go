@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -141,6 +142,14 @@ const BlobTimeout = 10 * time.Minute
 // MaxBlobStreams bounds how many blob streams a node serves at once.
 const MaxBlobStreams = 8
 
+// blobServeMemory is what serving a blob stream holds at most: the
+// request's reader and one data frame. It is reserved at medium priority,
+// so that libp2p's default limit for one peer's streams of one protocol
+// (16 MiB, 60 % of it at that priority) leaves room for MaxBlobStreams of
+// them: at low priority (40 %), a peer's fourth stream at once (a fetch's
+// workers, an offer's, a have query) was reset.
+const blobServeMemory = 4<<10 + binary.MaxVarintLen64 + maxBlobFrame
+
 // HandleBlob serves /tern/blob/1.0.0 on h from src, at most MaxBlobStreams
 // at a time (more are reset, and their peers retry).
 func HandleBlob(h host.Host, src BlobSource, log *slog.Logger) {
@@ -153,11 +162,11 @@ func HandleBlob(h host.Host, src BlobSource, log *slog.Logger) {
 			s.Reset()
 			return
 		}
-		if err := s.Scope().ReserveMemory(2*maxBlobFrame, network.ReservationPriorityLow); err != nil {
+		if err := s.Scope().ReserveMemory(blobServeMemory, network.ReservationPriorityMedium); err != nil {
 			s.Reset()
 			return
 		}
-		defer s.Scope().ReleaseMemory(2 * maxBlobFrame)
+		defer s.Scope().ReleaseMemory(blobServeMemory)
 		_ = s.SetDeadline(time.Now().Add(BlobTimeout))
 		err := ServeBlob(s, src, s.Conn().RemotePeer().String())
 		if err != nil {
