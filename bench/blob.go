@@ -96,7 +96,7 @@ type BlobResult struct {
 	CopySeconds   float64 `json:"copy_seconds"`
 	ImportRatio   float64 `json:"import_ratio"`
 	// ImportCopy is how that import copied the blobs into the store
-	// (filecopy: reflink, copy_file_range or copy), as the filesystem of
+	// (filecopy.Methods: reflink, copy_file_range, o_direct or copy), as the filesystem of
 	// the nodes' folder allowed.
 	ImportCopy filecopy.Method `json:"import_copy"`
 }

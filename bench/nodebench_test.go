@@ -53,7 +53,7 @@ func TestBlobMovesTheWholeBlobAndComparesItWithBothLimits(t *testing.T) {
 	if !(r.ThroughNodeSnapshotSeconds > 0) || !(r.ThroughNodeSeconds > r.ThroughNodeSnapshotSeconds) {
 		t.Errorf("through node A %v s, its snapshot %v s: want both timed, the snapshot a part", r.ThroughNodeSeconds, r.ThroughNodeSnapshotSeconds)
 	}
-	if !slices.Contains([]filecopy.Method{filecopy.Reflink, filecopy.CopyFileRange, filecopy.Plain}, r.ImportCopy) {
+	if !slices.Contains(filecopy.Methods, r.ImportCopy) {
 		t.Errorf("the import copied its blobs by %q, want a filecopy method", r.ImportCopy)
 	}
 }

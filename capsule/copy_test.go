@@ -206,8 +206,8 @@ func TestASnapshotStoresEachFileByTheCheapestMethod(t *testing.T) {
 	}{
 		{"reflinked on XFS", "xfs", "xfs", filecopy.Reflink},
 		{"reflinked on btrfs", "btrfs", "btrfs", filecopy.Reflink},
-		{"by copy_file_range on ext4", "ext4", "ext4", filecopy.CopyFileRange},
-		{"read and written from tmpfs to ext4", "tmpfs", "ext4", filecopy.Plain},
+		{"written with O_DIRECT on ext4", "ext4", "ext4", filecopy.Direct},
+		{"read from tmpfs and written with O_DIRECT to ext4", "tmpfs", "ext4", filecopy.Direct},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wsFS := filecopytest.Folder(t, tc.ws)

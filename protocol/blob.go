@@ -14,6 +14,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/tern-dev/tern/internal/filecopy"
 )
 
 // BlobID is the libp2p protocol ID of blob transfer.
@@ -350,7 +352,7 @@ func chunkPlan(offset, size int64) (chunk int64, buffers int) {
 }
 
 // chunkPool holds full-sized chunk buffers between fetches.
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, BlobChunk); return &b }}
+var chunkPool = sync.Pool{New: func() any { b := filecopy.AlignedBuffer(BlobChunk); return &b }}
 
 func startChunkWriter(f *os.File, h io.Writer, offset, size int64, progress Progress) *chunkWriter {
 	w := &chunkWriter{
@@ -368,12 +370,20 @@ func startChunkWriter(f *os.File, h io.Writer, offset, size int64, progress Prog
 		}
 	}
 	w.pooled = chunk == BlobChunk
+	// Full chunks are written past the page cache where they can be (see
+	// filecopy.Direct); a small blob's one write goes through it.
+	write, end := f.WriteAt, func() bool { return false }
+	if w.pooled {
+		d := filecopy.StartDirect(f)
+		write, end = d.WriteAt, d.End
+	}
 	go func() {
 		defer close(w.done)
+		defer end()
 		flushed := offset // the bytes before it are being written to disk
 		for chunk := range w.full {
 			if w.err == nil {
-				if _, w.err = f.Write(chunk); w.err != nil {
+				if _, w.err = write(chunk, offset+w.written); w.err != nil {
 					close(w.failed)
 				} else {
 					h.Write(chunk)

@@ -157,8 +157,7 @@ func TestImportingAFolderSaysHowItsBlobsWereCopied(t *testing.T) {
 	if !n.Store().Holds(id) {
 		t.Fatalf("the node does not hold %q", id)
 	}
-	methods := []filecopy.Method{filecopy.Reflink, filecopy.CopyFileRange, filecopy.Plain}
-	if !slices.ContainsFunc(methods, func(m filecopy.Method) bool { return strings.Contains(errs, "blobs copied by "+string(m)) }) {
+	if !slices.ContainsFunc(filecopy.Methods, func(m filecopy.Method) bool { return strings.Contains(errs, "blobs copied by "+string(m)) }) {
 		t.Fatalf("stderr %q names no copy method", errs)
 	}
 }

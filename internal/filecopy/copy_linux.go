@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// copyFile tries a reflink, then copy_file_range, then a plain copy.
+// copyFile tries a reflink, then O_DIRECT writes, then copy_file_range,
+// then a plain copy.
 func copyFile(dst, src *os.File, size int64, h io.Writer) (Method, error) {
 	if tryReflink {
 		// A failed FICLONE changes nothing: EOPNOTSUPP (ext4, tmpfs),
@@ -18,6 +20,22 @@ func copyFile(dst, src *os.File, size int64, h io.Writer) (Method, error) {
 		// copying fails too.
 		if err := unix.IoctlFileClone(int(dst.Fd()), int(src.Fd())); err == nil {
 			return Reflink, hashAll(src, size, h)
+		}
+	}
+	if tryDirect && size >= chunk {
+		if d := StartDirect(dst); d.on {
+			err := pipeline(src, size, 0, h, func(off int64, p []byte) error {
+				_, err := d.WriteAt(p, off)
+				return err
+			})
+			direct := d.End()
+			if err != nil {
+				return "", err
+			}
+			if !direct {
+				return Plain, nil
+			}
+			return Direct, nil
 		}
 	}
 	if !tryCopyFileRange {
@@ -50,6 +68,78 @@ func copyFile(dst, src *os.File, size int64, h io.Writer) (Method, error) {
 		_, err := copyRange(dst, src, off, int64(len(p)), size)
 		return err
 	})
+}
+
+// DirectWriter writes a file's parts with O_DIRECT, past the page cache,
+// while each is whole blocks at a block offset and the filesystem takes
+// them so; any other part, and every part after it, goes through the page
+// cache (see Direct). It is an io.WriterAt for one goroutine.
+type DirectWriter struct {
+	f              *os.File
+	flags          int  // the file's status flags before O_DIRECT
+	on             bool // O_DIRECT is set
+	direct, cached int64
+}
+
+// StartDirect sets O_DIRECT on f, a file open for writing, if its
+// filesystem takes it; either way, the returned writer writes f's parts.
+// End must follow the last.
+func StartDirect(f *os.File) *DirectWriter {
+	d := &DirectWriter{f: f}
+	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err != nil {
+		return d
+	}
+	if _, err := unix.FcntlInt(f.Fd(), unix.F_SETFL, flags|unix.O_DIRECT); err != nil {
+		return d // EINVAL: this filesystem writes through its cache only
+	}
+	d.flags, d.on = flags, true
+	return d
+}
+
+// WriteAt writes p at off: its whole blocks with O_DIRECT if off is a
+// block offset and p aligned in memory (see AlignedBuffer), the rest
+// through the page cache, as is every part after it; a direct write the
+// filesystem refuses (EINVAL: blocks larger than alignment) is written
+// through the page cache, as is the rest.
+func (d *DirectWriter) WriteAt(p []byte, off int64) (int, error) {
+	if d.on && (off%alignment != 0 || uintptr(unsafe.Pointer(unsafe.SliceData(p)))%alignment != 0) {
+		d.off()
+	}
+	done := 0
+	if whole := len(p) &^ (alignment - 1); d.on && whole > 0 {
+		n, err := d.f.WriteAt(p[:whole], off)
+		if !errors.Is(err, unix.EINVAL) {
+			d.direct += int64(n)
+			if err != nil {
+				return n, err
+			}
+			done = n
+		}
+	}
+	if done == len(p) {
+		return done, nil
+	}
+	d.off()
+	n, err := d.f.WriteAt(p[done:], off+int64(done))
+	d.cached += int64(n)
+	return done + n, err
+}
+
+// off clears O_DIRECT: later writes go through the page cache.
+func (d *DirectWriter) off() {
+	if d.on {
+		unix.FcntlInt(d.f.Fd(), unix.F_SETFL, d.flags)
+		d.on = false
+	}
+}
+
+// End restores the file's status flags, and reports whether its bytes
+// were written with O_DIRECT, but for less than a block (a file's last,
+// partial one).
+func (d *DirectWriter) End() bool {
+	d.off()
+	return d.direct > 0 && d.cached < alignment
 }
 
 // copyRange copies n bytes of src at off to dst at off by copy_file_range,

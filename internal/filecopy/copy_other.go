@@ -26,3 +26,16 @@ func stampOf(f *os.File) (stamp, error) {
 	}
 	return stamp{st.Size(), st.ModTime().UnixNano()}, nil
 }
+
+// DirectWriter writes a file's parts through the page cache: O_DIRECT is
+// asked of Linux only.
+type DirectWriter struct{ f *os.File }
+
+// StartDirect returns a writer of f's parts.
+func StartDirect(f *os.File) *DirectWriter { return &DirectWriter{f} }
+
+// WriteAt writes p at off.
+func (d *DirectWriter) WriteAt(p []byte, off int64) (int, error) { return d.f.WriteAt(p, off) }
+
+// End reports false: nothing was written with O_DIRECT.
+func (d *DirectWriter) End() bool { return false }

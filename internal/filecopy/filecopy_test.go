@@ -4,6 +4,7 @@ package filecopy
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -26,23 +28,27 @@ func TestEachMethodCopiesTheBytesAndHashesThem(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		dirs func(t *testing.T) (src, dst string)
+		size int64   // 0: size
 		off  []*bool // methods turned off
 		want Method
 	}{
-		{"on XFS a file is reflinked", on("xfs"), nil, Reflink},
-		{"on btrfs a file is reflinked", on("btrfs"), nil, Reflink},
-		{"on ext4 a file is copied by copy_file_range", on("ext4"), nil, CopyFileRange},
-		{"without reflinks a file is copied by copy_file_range", sameDir(func(t *testing.T) string { return t.TempDir() }), []*bool{&tryReflink}, CopyFileRange},
-		{"without either a file is read and written", sameDir(func(t *testing.T) string { return t.TempDir() }), []*bool{&tryReflink, &tryCopyFileRange}, Plain},
-		{"from tmpfs to another filesystem a file is read and written", fromShm, nil, Plain},
+		{"on XFS a file is reflinked", on("xfs"), 0, nil, Reflink},
+		{"on btrfs a file is reflinked", on("btrfs"), 0, nil, Reflink},
+		{"on ext4 a file is written with O_DIRECT, its last partial block through the cache", on("ext4"), 0, nil, Direct},
+		{"on ext4 a file of whole blocks is written with O_DIRECT", on("ext4"), 2 * chunk, nil, Direct},
+		{"on ext4 a file smaller than a part is copied by copy_file_range", on("ext4"), chunk - 1, nil, CopyFileRange},
+		{"on ext4 without direct writes a file is copied by copy_file_range", on("ext4"), 0, []*bool{&tryDirect}, CopyFileRange},
+		{"with none of them a file is read and written", on("ext4"), 0, []*bool{&tryReflink, &tryDirect, &tryCopyFileRange}, Plain},
+		{"from tmpfs to another filesystem a file is read and written if not with O_DIRECT", fromShm, 0, []*bool{&tryDirect}, Plain},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srcDir, dstDir := tc.dirs(t)
 			for _, k := range tc.off {
 				*k = false
 			}
-			t.Cleanup(func() { tryReflink, tryCopyFileRange = true, true })
-			data := randomBytes(t, size)
+			t.Cleanup(func() { tryReflink, tryDirect, tryCopyFileRange = true, true, true })
+			size := cmp.Or(tc.size, size)
+			data := randomBytes(t, int(size))
 			src := writeFile(t, filepath.Join(srcDir, "src"), data)
 			dst, err := os.Create(filepath.Join(dstDir, "dst"))
 			if err != nil {
@@ -63,7 +69,82 @@ func TestEachMethodCopiesTheBytesAndHashesThem(t *testing.T) {
 			if got, _ := os.ReadFile(dst.Name()); !bytes.Equal(got, data) {
 				t.Errorf("the copy holds %d bytes that differ from the source's %d", len(got), len(data))
 			}
+			if flags, err := unix.FcntlInt(dst.Fd(), unix.F_GETFL, 0); err != nil || flags&unix.O_DIRECT != 0 {
+				t.Errorf("the copy's file is left with flags %#x (%v): O_DIRECT is the copy's own", flags, err)
+			}
 		})
+	}
+}
+
+// A DirectWriter writes whole blocks past the page cache and leaves
+// anything else to it: a file whose only partial block is its last is
+// written directly (its pages are not cached after), one with a partial
+// block before its end is not, from there on; its bytes are right either
+// way.
+func TestADirectWriterTakesWholeBlocksAndLeavesTheRestToTheCache(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		parts  []int
+		direct bool
+	}{
+		{"whole blocks, then a tail", []int{chunk, chunk, 17}, true},
+		{"whole blocks, then blocks and a tail in one part", []int{chunk, 3*alignment + 17}, true},
+		{"whole blocks only", []int{chunk, 2 * alignment}, true},
+		{"a part of odd size in the middle", []int{chunk, 100, chunk}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := os.Create(filepath.Join(filecopytest.Folder(t, "ext4"), "f"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			d := StartDirect(f)
+			var all []byte
+			for _, n := range tc.parts {
+				p := AlignedBuffer(n)
+				rand.Read(p)
+				if _, err := d.WriteAt(p, int64(len(all))); err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, p...)
+			}
+			if got := d.End(); got != tc.direct {
+				t.Errorf("End says direct %v, want %v", got, tc.direct)
+			}
+			if tc.direct {
+				notCached(t, f.Name(), tc.parts[0])
+			}
+			if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, all) {
+				t.Fatal("the file does not hold the parts written")
+			}
+		})
+	}
+}
+
+// notCached fails the test if any of the first n bytes of the file at path
+// is in the page cache.
+func notCached(t *testing.T, path string, n int) {
+	t.Helper()
+	g, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	m, err := unix.Mmap(int(g.Fd()), 0, n, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	in := make([]byte, n/os.Getpagesize())
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&in[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	cached := 0
+	for _, b := range in {
+		cached += int(b & 1)
+	}
+	if cached > 0 {
+		t.Errorf("%d pages of the first %d bytes written are in the page cache: they were not written with O_DIRECT", cached, n)
 	}
 }
 
@@ -79,10 +160,10 @@ func TestASourceThatChangesWhileCopiedIsRefused(t *testing.T) {
 		{"grown", func(f *os.File) error { _, err := f.WriteAt([]byte("x"), size); return err }, size},
 		{"shorter than announced", nil, size + 1},
 	} {
-		for _, m := range []Method{Reflink, CopyFileRange, Plain} {
+		for _, m := range []Method{Reflink, Direct, CopyFileRange, Plain} {
 			t.Run(tc.name+" under "+string(m), func(t *testing.T) {
-				tryReflink, tryCopyFileRange = m == Reflink, m != Plain
-				t.Cleanup(func() { tryReflink, tryCopyFileRange = true, true })
+				tryReflink, tryDirect, tryCopyFileRange = m == Reflink, m == Direct, m == CopyFileRange
+				t.Cleanup(func() { tryReflink, tryDirect, tryCopyFileRange = true, true, true })
 				dir := t.TempDir()
 				if m == Reflink {
 					dir = filecopytest.Folder(t, "xfs")
@@ -131,6 +212,7 @@ func TestAnEmptyFileIsCopiedByNoMethod(t *testing.T) {
 func TestSlowerNamesTheSlowerMethod(t *testing.T) {
 	for _, tc := range []struct{ a, b, want Method }{
 		{"", Reflink, Reflink}, {Reflink, CopyFileRange, CopyFileRange}, {Plain, CopyFileRange, Plain}, {Reflink, "", Reflink},
+		{Direct, Reflink, Direct}, {Direct, CopyFileRange, Direct}, {Plain, Direct, Plain},
 	} {
 		if got := Slower(tc.a, tc.b); got != tc.want {
 			t.Errorf("Slower(%q, %q) = %q, want %q", tc.a, tc.b, got, tc.want)
