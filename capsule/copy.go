@@ -16,17 +16,19 @@ import (
 // hold, without a tar: the manifest and the journal Pack writes, the
 // layout files Pack takes, and each blob copied straight from c's folder
 // by filecopy.Copy (a reflink where the filesystem allows it, else
-// copy_file_range, else a plain copy), hashed as it is read. Every file
-// is fsynced, the folders once at the end, and the whole capsule is
-// verified as an unpack is (the hashes taken while copying stand for the
-// files): a blob whose bytes do not match its name, or any other damage,
-// is refused with the error UnpackFrom gives, and dir is not created. It
-// returns the slowest method any blob was copied by ("" when c has no
-// blob; filecopy.Plain for a tar, whose blobs are read and written).
+// O_DIRECT writes or copy_file_range, else a plain copy), hashed as it is
+// read. The files and folders are made durable together at the end, as
+// an unpack's are, and the whole capsule is verified as an unpack is (the
+// hashes taken while copying stand for the files): a blob whose bytes do
+// not match its name, or any other damage, is refused with the error
+// UnpackFrom gives, and dir is not created. It returns the method, of
+// those any blob was copied by, that comes last in filecopy.Methods (""
+// when c has no blob; filecopy.Plain for a tar, whose blobs are read and
+// written).
 //
 // stream, if not nil, is asked for a BlobStream of each blob's size
 // before the blob is read; what it returns gets the blob's bytes as they
-// are hashed, then End with the hash once the copy is fsynced (with an
+// are hashed, then End with the hash once the copy is written (with an
 // error if the copy failed or the bytes do not hash to the blob's name),
 // as a snapshot's streams do (see SnapshotOptions.Stream).
 func Copy(c *Capsule, dir string, stream func(size int64) BlobStream) (filecopy.Method, error) {
@@ -83,8 +85,8 @@ func copyLayoutFile(c *Capsule, name string, want FileEntry, dst string) (FileEn
 
 // copyBlob copies the blob name of c, whole whatever its manifest says
 // (the verification compares), to the new file dst by filecopy (a tar's
-// blob is read and written), fsyncs it, and returns its entry as hashed
-// from the source while copied. stream is as Copy's.
+// blob is read and written), and returns its entry as hashed from the
+// source while copied. stream is as Copy's.
 func copyBlob(c *Capsule, name, dst string, stream func(size int64) BlobStream) (e FileEntry, m filecopy.Method, err error) {
 	rc, size, err := c.src.open(name)
 	if err != nil {
@@ -122,9 +124,6 @@ func copyBlob(c *Capsule, name, dst string, stream func(size int64) BlobStream) 
 		w = alsoTo{h, s}
 	}
 	m, err = filecopy.Copy(f, src, size, w)
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

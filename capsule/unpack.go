@@ -108,7 +108,8 @@ func checkNewFolder(dir string) error {
 
 // unpackInto makes the folder dir from the files extract writes into a
 // sibling staging folder (returning the entry of each, as hashed while
-// written): it fsyncs the folders, verifies the capsule completely,
+// written, without an fsync): it makes the files and the folders durable,
+// verifies the capsule completely,
 // counting on those hashes instead of reading the files again, and renames
 // the staging folder to dir. On any error nothing is left behind. from
 // names the tar file in errors ("" for a stream).
@@ -135,6 +136,16 @@ func unpackInto(dir, from string, extract func(staging string) (map[string]FileE
 	}
 	if _, ok := written[ManifestFile]; !ok {
 		return fmt.Errorf("%s: %w: no %s", unpackOf(from), ErrNotCapsule, ManifestFile)
+	}
+	// The files were written without an fsync each: made durable together
+	// (one sync of the filesystem for a tree of small files, not one
+	// journal commit a file), before the staging folder may be renamed.
+	paths := make([]string, 0, len(written))
+	for name := range written {
+		paths = append(paths, filepath.Join(staging, filepath.FromSlash(name)))
+	}
+	if err := atomicfile.SyncFiles(staging, paths); err != nil {
+		return err
 	}
 	for _, d := range append([]string{"."}, dirs...) {
 		if err := atomicfile.SyncDir(filepath.Join(staging, filepath.FromSlash(d))); err != nil {
@@ -175,8 +186,9 @@ func unpackOf(from string) string {
 	return "unpack " + from
 }
 
-// writeHashed writes size bytes of r to the new file dst, fsyncs it, and
-// returns its entry as hashed on the way.
+// writeHashed writes size bytes of r to the new file dst and returns its
+// entry as hashed on the way. It does not fsync: unpackInto makes an
+// unpack's files durable together.
 func writeHashed(r io.Reader, size int64, dst string) (FileEntry, error) {
 	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
@@ -186,9 +198,6 @@ func writeHashed(r io.Reader, size int64, dst string) (FileEntry, error) {
 	n, err := io.Copy(f, io.LimitReader(h, size))
 	if err == nil && n != size {
 		err = io.ErrUnexpectedEOF
-	}
-	if err == nil {
-		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
