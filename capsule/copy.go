@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/tern-dev/tern/internal/filecopy"
 )
@@ -47,23 +48,56 @@ func Copy(c *Capsule, dir string, stream func(size int64) BlobStream) (filecopy.
 			return nil, fmt.Errorf("unpack: entry %q: %w", ManifestFile, err)
 		}
 		written[ManifestFile] = e
+		var blobs []string
 		for _, name := range p.manifest.Names() {
 			dst := filepath.Join(staging, filepath.FromSlash(name))
-			want := p.manifest.Files[name]
-			var m filecopy.Method
 			switch data, ok := p.rewritten[name]; {
 			case ok:
 				e, err = writeHashed(bytes.NewReader(data), int64(len(data)), dst)
 			case blobName(name) != "":
-				e, m, err = copyBlob(c, name, dst, stream)
+				blobs = append(blobs, name)
+				continue
 			default:
-				e, err = copyLayoutFile(c, name, want, dst)
+				e, err = copyLayoutFile(c, name, p.manifest.Files[name], dst)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("unpack: entry %q: %w", name, err)
 			}
 			written[name] = e
-			method = filecopy.Slower(method, m)
+		}
+		// The blobs, copyWorkers at a time: a tree of small files is
+		// mostly the system calls of each file, one after another.
+		var mu sync.Mutex
+		var failed error
+		var wg sync.WaitGroup
+		next := make(chan string)
+		for range min(copyWorkers, len(blobs)) {
+			wg.Go(func() {
+				for name := range next {
+					e, m, err := copyBlob(c, name, filepath.Join(staging, filepath.FromSlash(name)), stream)
+					mu.Lock()
+					if err != nil && failed == nil {
+						failed = fmt.Errorf("unpack: entry %q: %w", name, err)
+					}
+					written[name] = e
+					method = filecopy.Slower(method, m)
+					mu.Unlock()
+				}
+			})
+		}
+		for _, name := range blobs {
+			mu.Lock()
+			stop := failed != nil
+			mu.Unlock()
+			if stop {
+				break
+			}
+			next <- name
+		}
+		close(next)
+		wg.Wait()
+		if failed != nil {
+			return nil, failed
 		}
 		return written, nil
 	})
@@ -72,6 +106,9 @@ func Copy(c *Capsule, dir string, stream func(size int64) BlobStream) (filecopy.
 	}
 	return method, nil
 }
+
+// copyWorkers is how many blobs Copy copies at once.
+const copyWorkers = 4
 
 // copyLayoutFile writes to dst the layout file Pack takes of c.
 func copyLayoutFile(c *Capsule, name string, want FileEntry, dst string) (FileEntry, error) {
