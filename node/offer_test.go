@@ -110,17 +110,7 @@ func TestALargeFileIsPushedToThePeerAsItIsStored(t *testing.T) {
 		if !asideWhenStored.Load() {
 			t.Fatal("b did not have the large file's blob aside when a had stored it")
 		}
-		tookSnapshot(t, b, agent, body, 20*time.Second)
-		if n := testutil.ToFloat64(b.stats.blobBytes) - fetched; n >= float64(len(big)) {
-			t.Errorf("b fetched %.0f blob bytes: the large file came again, not from the push", n)
-		}
-		if left, _ := filepath.Glob(filepath.Join(b.home, PartialDir, "*")); len(left) != 0 {
-			t.Errorf("left in b's partial/: %v", left)
-		}
-		out := workspaceOn(t, b, agent)
-		if got, err := os.ReadFile(filepath.Join(out, "big.bin")); err != nil || !bytes.Equal(got, big) {
-			t.Fatalf("big.bin on b: %d bytes, %v", len(got), err)
-		}
+		tookPushed(t, b, agent, body, fetched, big)
 	})
 }
 
@@ -156,6 +146,25 @@ func tookSnapshot(t *testing.T, n *Node, agent string, body capsule.SnapshotEven
 		return len(st.Capsules) == 1 && st.Capsules[0].Wants == 0 && slices.ContainsFunc(evs, func(e *journal.Event) bool { return bytes.Contains(e.Body, []byte(body.Snapshot)) })
 	}) {
 		t.Fatalf("%s did not take the snapshot within %v", n.home, within)
+	}
+}
+
+// tookPushed waits until b has taken the snapshot body of agent, and
+// fails the test unless b took big from a push, not a fetch (its count of
+// blob bytes fetched, fetched before, grew by less), left nothing in
+// partial/, and holds big as the workspace's big.bin.
+func tookPushed(t *testing.T, b *Node, agent string, body capsule.SnapshotEventBody, fetched float64, big []byte) {
+	t.Helper()
+	tookSnapshot(t, b, agent, body, 30*time.Second)
+	if n := testutil.ToFloat64(b.stats.blobBytes) - fetched; n >= float64(len(big)) {
+		t.Errorf("b fetched %.0f blob bytes: the large file came again, not from the push", n)
+	}
+	if left, _ := filepath.Glob(filepath.Join(b.home, PartialDir, "*")); len(left) != 0 {
+		t.Errorf("left in b's partial/: %v", left)
+	}
+	out := workspaceOn(t, b, agent)
+	if got, err := os.ReadFile(filepath.Join(out, "big.bin")); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("big.bin on b: %d bytes, %v", len(got), err)
 	}
 }
 
@@ -221,16 +230,6 @@ func TestALargeBlobOfAnImportIsPushedToThePeerWhileItIsCopied(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tookSnapshot(t, b, agent, body, 30*time.Second)
-		if n := testutil.ToFloat64(b.stats.blobBytes) - fetched; n >= float64(len(big)) {
-			t.Errorf("b fetched %.0f blob bytes: the large file came again, not from the push", n)
-		}
-		if left, _ := filepath.Glob(filepath.Join(b.home, PartialDir, "*")); len(left) != 0 {
-			t.Errorf("left in b's partial/: %v", left)
-		}
-		out := workspaceOn(t, b, agent)
-		if got, err := os.ReadFile(filepath.Join(out, "big.bin")); err != nil || !bytes.Equal(got, big) {
-			t.Fatalf("big.bin on b: %d bytes, %v", len(got), err)
-		}
+		tookPushed(t, b, agent, body, fetched, big)
 	})
 }

@@ -68,18 +68,12 @@ func newAgentOnBoth(t *testing.T, a, b *daemon, name string) string {
 // the node takes the snapshot again, and the peer holds it all, taking the
 // blobs aside first.
 func TestAKilledSnapshotLeavesThePeerNothingItTakesAsComplete(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs daemons")
-	}
-	for _, quic := range []bool{false, true} {
-		t.Run(map[bool]string{false: "tcp", true: "quic"}[quic], func(t *testing.T) { killedSnapshot(t, quic) })
-	}
+	onBothTransports(t, killedSnapshot)
 }
 
 // killedSnapshot is TestAKilledSnapshotLeavesThePeerNothingItTakesAsComplete
-// over one transport.
-func killedSnapshot(t *testing.T, quic bool) {
-	ds := pairedDaemons(t, quic)
+// with two paired daemons on one transport.
+func killedSnapshot(t *testing.T, ds [2]*daemon) {
 	a, b := ds[0], ds[1]
 	rng := rand.New(rand.NewPCG(7, 7))
 	// Enough files that the snapshot is still storing them when the peer
@@ -126,16 +120,7 @@ func killedSnapshot(t *testing.T, quic bool) {
 		}
 		t.Logf("a killed in the middle of a snapshot of %d files: b had %d blobs aside", files, taken)
 
-		a.start()
-		eventually(t, 30*time.Second, func() error {
-			if code, _, errs := ternQuiet(a.home, "capsule", "snapshot", agent, tree); code != 0 {
-				return fmt.Errorf("tern capsule snapshot after the restart: exit %d: %s", code, errs)
-			}
-			return nil
-		})
-		if code, _, errs := ternQuiet(a.home, "sync", "wait", agent, "--peer", "n1", "--timeout", "60s"); code != 0 {
-			t.Fatalf("tern sync wait: exit %d: %s", code, errs)
-		}
+		restartAndSnapshot(t, a, agent, tree)
 		eventually(t, 30*time.Second, func() error {
 			if !b.holdsWhole(agent) || snapshotEvents(t, b, agent) != 1 || b.aside() != 0 {
 				return fmt.Errorf("b: whole %v, %d snapshots, %d blobs aside", b.holdsWhole(agent), snapshotEvents(t, b, agent), b.aside())
@@ -174,17 +159,12 @@ func (d *daemon) pushing() int {
 // its copy of the agent whole as before. Restarted, the node takes the
 // snapshot again and the peer holds the file.
 func TestAKilledPushLeavesThePeerNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs daemons")
-	}
-	for _, quic := range []bool{false, true} {
-		t.Run(map[bool]string{false: "tcp", true: "quic"}[quic], func(t *testing.T) { killedPush(t, quic) })
-	}
+	onBothTransports(t, killedPush)
 }
 
-// killedPush is TestAKilledPushLeavesThePeerNothing over one transport.
-func killedPush(t *testing.T, quic bool) {
-	ds := pairedDaemons(t, quic)
+// killedPush is TestAKilledPushLeavesThePeerNothing with two paired
+// daemons on one transport.
+func killedPush(t *testing.T, ds [2]*daemon) {
 	a, b := ds[0], ds[1]
 	agent := newAgentOnBoth(t, a, b, "large")
 	ws := t.TempDir()
@@ -200,16 +180,7 @@ func killedPush(t *testing.T, quic bool) {
 	if !b.holdsWhole(agent) || snapshotEvents(t, b, agent) != 0 {
 		t.Fatal("after a kill -9 of a in the middle of a push, b's copy is not as before it (whole, no snapshot)")
 	}
-	a.start()
-	eventually(t, 30*time.Second, func() error {
-		if code, _, errs := ternQuiet(a.home, "capsule", "snapshot", agent, ws); code != 0 {
-			return fmt.Errorf("tern capsule snapshot after the restart: exit %d: %s", code, errs)
-		}
-		return nil
-	})
-	if code, _, errs := ternQuiet(a.home, "sync", "wait", agent, "--peer", "n1", "--timeout", "60s"); code != 0 {
-		t.Fatalf("tern sync wait: exit %d: %s", code, errs)
-	}
+	restartAndSnapshot(t, a, agent, ws)
 	holdsFile(t, b, agent, "large.bin", data)
 }
 
@@ -220,17 +191,12 @@ func killedPush(t *testing.T, quic bool) {
 // none either. Restarted, the node takes the import again and both hold
 // the capsule whole.
 func TestAKilledImportLeavesThePeerNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs daemons")
-	}
-	for _, quic := range []bool{false, true} {
-		t.Run(map[bool]string{false: "tcp", true: "quic"}[quic], func(t *testing.T) { killedImport(t, quic) })
-	}
+	onBothTransports(t, killedImport)
 }
 
-// killedImport is TestAKilledImportLeavesThePeerNothing over one transport.
-func killedImport(t *testing.T, quic bool) {
-	ds := pairedDaemons(t, quic)
+// killedImport is TestAKilledImportLeavesThePeerNothing with two paired
+// daemons on one transport.
+func killedImport(t *testing.T, ds [2]*daemon) {
 	a, b := ds[0], ds[1]
 	rng := rand.New(rand.NewPCG(9, 9))
 	var dir, agent string
@@ -352,4 +318,32 @@ func agentWithOneFile(t *testing.T, rng *rand.Rand, name string, size int) (dir,
 		t.Fatal(errs)
 	}
 	return dir, strings.TrimSpace(out), data
+}
+
+// onBothTransports runs test as two subtests, "tcp" and "quic", each with
+// two tern node processes paired on that transport; skipped with -short.
+func onBothTransports(t *testing.T, test func(t *testing.T, ds [2]*daemon)) {
+	if testing.Short() {
+		t.Skip("runs daemons")
+	}
+	for _, quic := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tcp", true: "quic"}[quic], func(t *testing.T) { test(t, pairedDaemons(t, quic)) })
+	}
+}
+
+// restartAndSnapshot starts a's node again, snapshots the folder dir into
+// agent through it once it answers, and waits until its peer n1 holds it
+// all.
+func restartAndSnapshot(t *testing.T, a *daemon, agent, dir string) {
+	t.Helper()
+	a.start()
+	eventually(t, 30*time.Second, func() error {
+		if code, _, errs := ternQuiet(a.home, "capsule", "snapshot", agent, dir); code != 0 {
+			return fmt.Errorf("tern capsule snapshot after the restart: exit %d: %s", code, errs)
+		}
+		return nil
+	})
+	if code, _, errs := ternQuiet(a.home, "sync", "wait", agent, "--peer", "n1", "--timeout", "60s"); code != 0 {
+		t.Fatalf("tern sync wait: exit %d: %s", code, errs)
+	}
 }
