@@ -125,6 +125,14 @@ func putFileBlob(dir string, src *os.File, stream func(size int64) BlobStream) (
 	return e, m, err
 }
 
+// streamOnly writes to a BlobStream, whose errors are its own business.
+type streamOnly struct{ s BlobStream }
+
+func (w streamOnly) Write(p []byte) (int, error) {
+	w.s.Write(p)
+	return len(p), nil
+}
+
 // alsoTo writes to h and to s, whose errors are its own business.
 type alsoTo struct {
 	h hash.Hash

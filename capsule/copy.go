@@ -146,7 +146,7 @@ func copyBlob(c *Capsule, name, dst string, stream func(size int64) BlobStream) 
 	src, ok := rc.(*os.File)
 	if !ok {
 		if s != nil {
-			rc = io.NopCloser(io.TeeReader(rc, s))
+			rc = io.NopCloser(io.TeeReader(rc, streamOnly{s}))
 		}
 		e, err = writeHashed(rc, size, dst)
 		return e, filecopy.Plain, err

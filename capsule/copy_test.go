@@ -120,6 +120,40 @@ func TestCopyPassesEachBlobToItsStreamAndEndsItWithTheHash(t *testing.T) {
 	}
 }
 
+// An unpack from a stream passes each blob after the manifest to a stream
+// asked for it with the manifest's agent and the blob's size, and ends it
+// with the blob's hash: what Copy does for a folder, for a tar.
+func TestUnpackStreamingPassesEachBlobToItsStreamWithTheAgent(t *testing.T) {
+	src := fullCapsule(t, newSigner(t))
+	tarBytes := packTo(t, src, filepath.Join(t.TempDir(), "a.tar"), PackOptions{})
+	var streams []*recordedStream
+	var agents []string
+	stream := func(agent string, size int64) BlobStream {
+		s := &recordedStream{size: size}
+		streams, agents = append(streams, s), append(agents, agent)
+		return s
+	}
+	if err := UnpackStreaming(bytes.NewReader(tarBytes), filepath.Join(t.TempDir(), "unpacked"), Limits{}, stream); err != nil {
+		t.Fatal(err)
+	}
+	c := mustOpen(t, src)
+	blobs := map[string]int64{}
+	for n, e := range c.Manifest().Files {
+		if h := blobName(n); h != "" {
+			blobs[h] = e.Size
+		}
+	}
+	if len(streams) != len(blobs) || len(blobs) == 0 {
+		t.Fatalf("%d streams asked for, for %d blobs", len(streams), len(blobs))
+	}
+	for i, s := range streams {
+		sum := sha256.Sum256(s.Bytes())
+		if h := hex.EncodeToString(sum[:]); s.sum != h || s.err != nil || s.ended != 1 || blobs[h] != s.size || agents[i] != c.ID() {
+			t.Errorf("a stream of %d bytes for agent %q got %d bytes hashing to %s, ended %d times with %q, %v", s.size, agents[i], s.Len(), h, s.ended, s.sum, s.err)
+		}
+	}
+}
+
 // recordedStream is a BlobStream that keeps what it is passed.
 type recordedStream struct {
 	bytes.Buffer

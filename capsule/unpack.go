@@ -57,6 +57,18 @@ func Unpack(tarPath, dir string, lim Limits) error {
 // while it is written, so no byte is read twice, and the whole capsule is
 // verified before dir appears. r is read up to the tar's end.
 func UnpackFrom(r io.Reader, dir string, lim Limits) error {
+	return UnpackStreaming(r, dir, lim, nil)
+}
+
+// UnpackStreaming is UnpackFrom, passing each blob's bytes as they are
+// read to a stream, as capsule.Copy does: once the tar's manifest has been
+// read (Pack writes it first), stream is asked for a BlobStream of each
+// blob that follows, with the manifest's agent and the blob's size, and
+// what it returns gets the blob's bytes, then End with their hash once
+// written (with an error if writing failed or the bytes do not hash to the
+// blob's name). A nil stream, or a blob before the manifest, streams
+// nothing.
+func UnpackStreaming(r io.Reader, dir string, lim Limits, stream func(agent string, size int64) BlobStream) error {
 	if err := checkNewFolder(dir); err != nil {
 		return err
 	}
@@ -64,6 +76,7 @@ func UnpackFrom(r io.Reader, dir string, lim Limits) error {
 	return unpackInto(dir, "", func(staging string) (map[string]FileEntry, error) {
 		tr := tar.NewReader(r)
 		written := map[string]FileEntry{}
+		agent := "" // the manifest's, once read
 		seen := map[string]bool{}
 		var total int64
 		for n := 0; ; n++ {
@@ -84,7 +97,23 @@ func UnpackFrom(r io.Reader, dir string, lim Limits) error {
 			if name == "" {
 				continue // a layout folder
 			}
-			e, err := writeHashed(tr, hdr.Size, filepath.Join(staging, filepath.FromSlash(name)))
+			var s BlobStream
+			if stream != nil && agent != "" && blobName(name) != "" {
+				s = stream(agent, hdr.Size)
+			}
+			var from io.Reader = tr
+			if s != nil {
+				from = io.TeeReader(tr, streamOnly{s})
+			}
+			dst := filepath.Join(staging, filepath.FromSlash(name))
+			e, err := writeHashed(from, hdr.Size, dst)
+			if s != nil {
+				ended := err
+				if ended == nil && e.SHA256 != blobName(name) {
+					ended = fmt.Errorf("%w: blob %s holds bytes that hash to %s", ErrHashMismatch, name, e.SHA256)
+				}
+				s.End(e.SHA256, ended)
+			}
 			if errors.Is(err, io.ErrUnexpectedEOF) {
 				err = fmt.Errorf("%w: the tar is truncated inside it", ErrUnsafeTar)
 			}
@@ -92,6 +121,13 @@ func UnpackFrom(r io.Reader, dir string, lim Limits) error {
 				return nil, fmt.Errorf("unpack: entry %q: %w", name, err)
 			}
 			written[name] = e
+			if name == ManifestFile && stream != nil {
+				if data, err := os.ReadFile(dst); err == nil {
+					if m, err := ParseManifest(data); err == nil {
+						agent = m.ID
+					}
+				}
+			}
 		}
 	})
 }

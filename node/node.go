@@ -604,12 +604,7 @@ func (n *Node) Import(path string) (string, bool, error) {
 // starts while the import runs; a peer keeps it aside until it takes the
 // capsule, once the import has ended whole.
 func (n *Node) ImportFolder(dir string) (string, bool, filecopy.Method, error) {
-	var stream func(agent string, size int64) capsule.BlobStream
-	if !n.harnessed() {
-		kept := &pushedBlobs{to: map[peer.ID]map[string]bool{}}
-		stream = func(agent string, size int64) capsule.BlobStream { return n.push(agent, size, kept) }
-	}
-	id, merged, copied, err := n.store.ImportFolder(dir, stream)
+	id, merged, copied, err := n.store.ImportFolder(dir, n.importPush())
 	id, merged, err = n.imported(id, merged, err)
 	if err != nil {
 		copied = ""
@@ -617,9 +612,21 @@ func (n *Node) ImportFolder(dir string) (string, bool, filecopy.Method, error) {
 	return id, merged, copied, err
 }
 
-// ImportFrom is Import of a capsule tar read from r (see Store.ImportFrom).
+// ImportFrom is Import of a capsule tar read from r (see Store.ImportFrom);
+// its large blobs are pushed to the peers as ImportFolder's are.
 func (n *Node) ImportFrom(r io.Reader) (string, bool, error) {
-	return n.imported(n.store.ImportFrom(r))
+	return n.imported(n.store.ImportFrom(r, n.importPush()))
+}
+
+// importPush is what an import gives each blob's bytes to as it takes
+// them: a push to the connected peers that share the agent, for a large
+// one (see push). Under a harness, nothing.
+func (n *Node) importPush() func(agent string, size int64) capsule.BlobStream {
+	if n.harnessed() {
+		return nil
+	}
+	kept := &pushedBlobs{to: map[peer.ID]map[string]bool{}}
+	return func(agent string, size int64) capsule.BlobStream { return n.push(agent, size, kept) }
 }
 
 // imported runs the agent's fencing and offers it to the connected peers,

@@ -195,41 +195,59 @@ func twoWithAnAgent(t *testing.T, tr transport) (a, b *Node, agent string) {
 	return a, b, agent
 }
 
-// A large blob of a capsule folder a node imports is pushed to the
-// connected peers while it is copied into the store: the peer, which did
-// not hold the agent, takes the capsule once the import has ended, and the
-// blob from what was pushed, without fetching it again.
+// A large blob of a capsule a node imports, as a folder or as a tar, is
+// pushed to the connected peers while it is taken into the store: the
+// peer, which did not hold the agent, takes the capsule once the import
+// has ended, and the blob from what was pushed, without fetching it again.
 func TestALargeBlobOfAnImportIsPushedToThePeerWhileItIsCopied(t *testing.T) {
 	overBoth(t, func(t *testing.T, tr transport) {
-		a, b := tr.startEvery(t, t.TempDir(), time.Hour), tr.startEvery(t, t.TempDir(), time.Hour)
-		connectAll(t, a, b)
-		dir := filepath.Join(t.TempDir(), "agent")
-		c, err := capsule.New(dir, "large", a.id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Close()
-		ws := filepath.Join(t.TempDir(), "ws")
-		os.MkdirAll(ws, 0o755)
-		big := make([]byte, pushAt+54321)
-		rand.Read(big)
-		os.WriteFile(filepath.Join(ws, "big.bin"), big, 0o644)
-		os.WriteFile(filepath.Join(ws, "small.txt"), []byte("comes with the capsule"), 0o644)
-		d, err := capsule.OpenDir(context.Background(), dir, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := d.Snapshot(context.Background(), a.id, ws)
-		d.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
+		for _, asTar := range []bool{false, true} {
+			t.Run(map[bool]string{false: "folder", true: "tar"}[asTar], func(t *testing.T) {
+				a, b := tr.startEvery(t, t.TempDir(), time.Hour), tr.startEvery(t, t.TempDir(), time.Hour)
+				connectAll(t, a, b)
+				dir := filepath.Join(t.TempDir(), "agent")
+				c, err := capsule.New(dir, "large", a.id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Close()
+				ws := filepath.Join(t.TempDir(), "ws")
+				os.MkdirAll(ws, 0o755)
+				big := make([]byte, pushAt+54321)
+				rand.Read(big)
+				os.WriteFile(filepath.Join(ws, "big.bin"), big, 0o644)
+				os.WriteFile(filepath.Join(ws, "small.txt"), []byte("comes with the capsule"), 0o644)
+				d, err := capsule.OpenDir(context.Background(), dir, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, err := d.Snapshot(context.Background(), a.id, ws)
+				d.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
 
-		fetched := testutil.ToFloat64(b.stats.blobBytes)
-		agent, _, _, err := a.ImportFolder(dir)
-		if err != nil {
-			t.Fatal(err)
+				fetched := testutil.ToFloat64(b.stats.blobBytes)
+				var agent string
+				if asTar {
+					tarPath := filepath.Join(t.TempDir(), "agent.tar")
+					if err := capsule.PackFile(mustOpenCapsule(t, dir), tarPath, capsule.PackOptions{}); err != nil {
+						t.Fatal(err)
+					}
+					f, err := os.Open(tarPath)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer f.Close()
+					agent, _, err = a.ImportFrom(f)
+				} else {
+					agent, _, _, err = a.ImportFolder(dir)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				tookPushed(t, b, agent, body, fetched, big)
+			})
 		}
-		tookPushed(t, b, agent, body, fetched, big)
 	})
 }

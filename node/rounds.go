@@ -333,7 +333,7 @@ func (n *Node) takeCapsule(ctx context.Context, p peer.ID, id string) error {
 		pw.CloseWithError(err) // nil: the reader sees the end of the tar
 		done <- err
 	}()
-	got, _, err := n.store.ImportFrom(pr)
+	got, _, err := n.store.ImportFrom(pr, nil)
 	pr.CloseWithError(store.ErrImportEnded) // the fetch stops if the import did
 	if terr := <-done; err != nil && terr != nil {
 		err = terr // the stream's cut says more than the tar's end

@@ -965,7 +965,7 @@ func (s *Store) Import(path string) (string, bool, error) {
 		return "", false, err
 	}
 	defer f.Close()
-	return s.ImportFrom(f)
+	return s.ImportFrom(f, nil)
 }
 
 // ImportFolder is ImportFrom of the capsule folder dir without a tar:
@@ -1017,8 +1017,13 @@ const heldSuffix = ".held"
 // holds is merged with it, as a set union, and replaced. It returns the
 // agent id and whether it merged. Killed at any point, it leaves the
 // store with the capsule whole or without it (OpenStore tidies).
-func (s *Store) ImportFrom(r io.Reader) (string, bool, error) {
-	return s.importStaged(func(staged string) error { return capsule.UnpackFrom(r, staged, capsule.Limits{}) })
+//
+// stream is as ImportFolder's (see capsule.UnpackStreaming): a node
+// pushes a large blob of an uploaded tar to its peers as it unpacks it.
+func (s *Store) ImportFrom(r io.Reader, stream func(agent string, size int64) capsule.BlobStream) (string, bool, error) {
+	return s.importStaged(func(staged string) error {
+		return capsule.UnpackStreaming(r, staged, capsule.Limits{}, stream)
+	})
 }
 
 // importStaged is an import of the capsule stage makes, a verified new
