@@ -28,8 +28,9 @@ import (
 // written).
 //
 // stream, if not nil, is asked for a BlobStream of each blob's size
-// before the blob is read; what it returns gets the blob's bytes as they
-// are hashed, then End with the hash once the copy is written (with an
+// before the blob is read, from several goroutines at once (blobs are
+// copied copyWorkers at a time); what it returns gets the blob's bytes as
+// they are hashed, then End with the hash once the copy is written (with an
 // error if the copy failed or the bytes do not hash to the blob's name),
 // as a snapshot's streams do (see SnapshotOptions.Stream).
 func Copy(c *Capsule, dir string, stream func(size int64) BlobStream) (filecopy.Method, error) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tern-dev/tern/internal/filecopy"
@@ -81,8 +82,11 @@ func TestCopyMakesWhatAnUnpackOfThePackMakesAndRefusesADamagedBlobOnEveryMethod(
 // stream with the mismatch, whatever else the copy does with it.
 func TestCopyPassesEachBlobToItsStreamAndEndsItWithTheHash(t *testing.T) {
 	src := fullCapsule(t, newSigner(t))
+	var mu sync.Mutex // Copy asks for streams from several goroutines at once
 	var streams []*recordedStream
 	stream := func(size int64) BlobStream {
+		mu.Lock()
+		defer mu.Unlock()
 		s := &recordedStream{size: size}
 		streams = append(streams, s)
 		return s

@@ -976,8 +976,8 @@ func (s *Store) Import(path string) (string, bool, error) {
 // copied: the slowest method any took ("" if there were none).
 //
 // stream, if not nil, is asked for a BlobStream of each blob of the
-// agent as the blob is about to be copied, and passed its bytes as they
-// are read (see capsule.Copy): a node pushes a large one to its peers
+// agent as the blob is about to be copied (from several goroutines at
+// once), and passed its bytes as they are read (see capsule.Copy): a node pushes a large one to its peers
 // while it imports it.
 func (s *Store) ImportFolder(dir string, stream func(agent string, size int64) capsule.BlobStream) (id string, merged bool, copied filecopy.Method, err error) {
 	src, err := capsule.Open(dir)
