@@ -157,8 +157,13 @@ func waitToRetry(ctx context.Context, retries int) bool {
 
 // fetchRetries are the waits before a round of a fetch that got nowhere,
 // its fetches having failed, is tried again; then the next sync round
-// tries.
-var fetchRetries = []time.Duration{50 * time.Millisecond, 250 * time.Millisecond, time.Second}
+// tries, which may be minutes away when the node is idle. They last
+// longer than pingWithin: a peer restarted after a kill -9 reaches this
+// node on a new connection while libp2p may open streams on the dead one
+// until closeDeadConns has closed it, and a fetch that gave up within
+// that window waited for the next round (seen over QUIC: a restarted
+// node's snapshot not reaching its peer within a minute).
+var fetchRetries = []time.Duration{50 * time.Millisecond, 250 * time.Millisecond, time.Second, 3 * time.Second}
 
 // fetchWorkers is how many blobs a round fetches from one peer at once:
 // with small files, each fetch is mostly a round trip and an fsync, which
