@@ -94,21 +94,7 @@ func TestCopyPassesEachBlobToItsStreamAndEndsItWithTheHash(t *testing.T) {
 	if _, err := Copy(mustOpen(t, src), filepath.Join(t.TempDir(), "copied"), stream); err != nil {
 		t.Fatal(err)
 	}
-	blobs := map[string]int64{}
-	for n, e := range mustOpen(t, src).Manifest().Files {
-		if h := blobName(n); h != "" {
-			blobs[h] = e.Size
-		}
-	}
-	if len(streams) != len(blobs) || len(blobs) == 0 {
-		t.Fatalf("%d streams asked for, for %d blobs", len(streams), len(blobs))
-	}
-	for _, s := range streams {
-		sum := sha256.Sum256(s.Bytes())
-		if h := hex.EncodeToString(sum[:]); s.sum != h || s.err != nil || s.ended != 1 || blobs[h] != s.size || int64(s.Len()) != s.size {
-			t.Errorf("a stream of %d bytes got %d bytes hashing to %s, ended %d times with %q, %v", s.size, s.Len(), h, s.ended, s.sum, s.err)
-		}
-	}
+	blobs := streamedEachBlob(t, mustOpen(t, src), streams)
 
 	damaged := blobName(damageABlob(t, src))
 	streams = nil
@@ -141,6 +127,19 @@ func TestUnpackStreamingPassesEachBlobToItsStreamWithTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := mustOpen(t, src)
+	streamedEachBlob(t, c, streams)
+	for i, agent := range agents {
+		if agent != c.ID() {
+			t.Errorf("stream %d was asked for agent %q, want %q", i, agent, c.ID())
+		}
+	}
+}
+
+// streamedEachBlob fails the test unless streams are one for each blob of
+// c, each passed the blob's bytes and ended once with their hash and no
+// error; it returns c's blobs and their sizes.
+func streamedEachBlob(t *testing.T, c *Capsule, streams []*recordedStream) map[string]int64 {
+	t.Helper()
 	blobs := map[string]int64{}
 	for n, e := range c.Manifest().Files {
 		if h := blobName(n); h != "" {
@@ -150,12 +149,13 @@ func TestUnpackStreamingPassesEachBlobToItsStreamWithTheAgent(t *testing.T) {
 	if len(streams) != len(blobs) || len(blobs) == 0 {
 		t.Fatalf("%d streams asked for, for %d blobs", len(streams), len(blobs))
 	}
-	for i, s := range streams {
+	for _, s := range streams {
 		sum := sha256.Sum256(s.Bytes())
-		if h := hex.EncodeToString(sum[:]); s.sum != h || s.err != nil || s.ended != 1 || blobs[h] != s.size || agents[i] != c.ID() {
-			t.Errorf("a stream of %d bytes for agent %q got %d bytes hashing to %s, ended %d times with %q, %v", s.size, agents[i], s.Len(), h, s.ended, s.sum, s.err)
+		if h := hex.EncodeToString(sum[:]); s.sum != h || s.err != nil || s.ended != 1 || blobs[h] != s.size || int64(s.Len()) != s.size {
+			t.Errorf("a stream of %d bytes got %d bytes hashing to %s, ended %d times with %q, %v", s.size, s.Len(), h, s.ended, s.sum, s.err)
 		}
 	}
+	return blobs
 }
 
 // recordedStream is a BlobStream that keeps what it is passed.
