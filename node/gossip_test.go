@@ -287,3 +287,36 @@ func TestAnUnpairedHostCannotOpenAnyTernProtocolOrJoinATopic(t *testing.T) {
 		t.Fatal("an unpaired host joined a topic or got an event stored")
 	}
 }
+
+// What a node acknowledged just before it stopped is on its peer, not on
+// its own disk alone: gossip had no time to send it, and the node's home
+// may come back from a backup that lacks it.
+func TestAnAppendJustBeforeTheNodeClosesIsOnItsPeer(t *testing.T) {
+	overBoth(t, func(t *testing.T, tr transport) {
+		a, b := startQuietNode(t, tr), startQuietNode(t, tr)
+		agent := sharedCapsule(t, a, b)
+		pair(t, a, b)
+		if err := a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "each node sees the other in the agent's topic", func() bool {
+			return inTopic(a, agent, b.host.ID()) && inTopic(b, agent, a.host.ID())
+		})
+		start := eventCount(t, b, agent)
+		body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": "the last word"}}})
+		evs, err := a.Append(context.Background(), agent, []journal.Draft{{Type: "message", Session: "s", Body: body}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		held, err := b.store.Events(agent, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(held, func(e *journal.Event) bool { return e.ID == evs[0].ID }) {
+			t.Fatalf("b holds %d events, %d new, and not the one a acknowledged before it closed", eventCount(t, b, agent), eventCount(t, b, agent)-start)
+		}
+	})
+}

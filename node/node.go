@@ -676,8 +676,11 @@ func (n *Node) Identity() *Identity { return n.id }
 // Info returns what node.json holds.
 func (n *Node) Info() Info { return n.info }
 
-// Close stops the node: the API, the host, every capsule; it removes
-// node.json. Nothing acknowledged is lost: appends are durable when acked.
+// Close stops the node: the API, then, for up to handOnWithin, a last
+// exchange of what changed with every connected peer (handOn), the host,
+// every capsule; it removes node.json. Nothing acknowledged is lost:
+// appends are durable when acked, and on a connected peer once Close
+// returns.
 func (n *Node) Close() error {
 	n.mu.Lock()
 	n.cancel() // under mu: spawn and startRound add no goroutine after this
@@ -688,6 +691,7 @@ func (n *Node) Close() error {
 		errs = append(errs, n.httpSrv.Shutdown(ctx))
 		cancel()
 	}
+	n.handOn() // after the API: nothing is appended meanwhile
 	if n.mdns != nil {
 		errs = append(errs, n.mdns.Close()) // it announces the host: before the host
 	}
