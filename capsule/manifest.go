@@ -152,6 +152,21 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	if len(data) > MaxManifestSize {
 		return nil, fmt.Errorf("%w: %d bytes, over the limit of %d", ErrInvalidManifest, len(data), MaxManifestSize)
 	}
+	// What tern wrote is read in one pass and taken once it encodes back to
+	// the same bytes; anything else goes through each check in turn, for
+	// the error that names what is wrong.
+	if m := readCanonical(data); m != nil && m.Format == Format && m.check() == nil {
+		digest := m.Digest
+		if again, err := m.Encode(); err == nil && m.Digest == digest && bytes.Equal(again, data) {
+			return m, nil
+		}
+	}
+	return parseManifestChecked(data)
+}
+
+// parseManifestChecked is ParseManifest without its fast path: each check
+// in turn, with the error of the first that fails.
+func parseManifestChecked(data []byte) (*Manifest, error) {
 	// A map, not a struct: encoding/json would also take "Format" or
 	// "FORMAT" for the field, and field names are exact.
 	var head map[string]json.RawMessage
@@ -335,4 +350,109 @@ func (w *canonicalWriter) uint(n uint64) {
 func entryOf(data []byte) FileEntry {
 	sum := sha256.Sum256(data)
 	return FileEntry{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
+}
+
+// readCanonical reads data as Encode writes a manifest, member by member,
+// or returns nil where it differs from that form or a string holds an
+// escape (both left to encoding/json). Whatever it returns, the caller
+// takes it only if it encodes back to data, so it need not check what
+// Encode would write differently (the order of names, a leading zero, a
+// name twice). Its strings share one copy of data.
+func readCanonical(data []byte) *Manifest {
+	r := canonicalReader{s: string(data), ok: true}
+	m := &Manifest{Files: make(map[string]FileEntry, bytes.Count(data, []byte(`"sha256"`)))}
+	r.lit(`{"digest":`)
+	m.Digest = r.str()
+	r.lit(`,"files":{`)
+	for more := !r.next('}'); more && r.ok; more = r.next(',') {
+		name := r.str()
+		r.lit(`:{"sha256":`)
+		sum := r.str()
+		r.lit(`,"size":`)
+		m.Files[name] = FileEntry{SHA256: sum, Size: int64(r.num())}
+		r.lit(`}`)
+	}
+	r.lit(`}`)
+	r.lit(`,"format":`)
+	m.Format = r.str()
+	r.lit(`,"holder":{"epoch":`)
+	m.Holder.Epoch = r.num()
+	r.lit(`,"peer":`)
+	m.Holder.Peer = r.str()
+	r.lit(`},"id":`)
+	m.ID = r.str()
+	if r.next(',') {
+		var sig Signature
+		r.lit(`"signature":{"sig":`)
+		sig.Sig = r.str()
+		r.lit(`,"signer":`)
+		sig.Signer = r.str()
+		r.lit(`}`)
+		m.Signature = &sig
+	}
+	r.lit(`}`)
+	if !r.ok || r.i != len(r.s) {
+		return nil
+	}
+	return m
+}
+
+// canonicalReader reads s from i on; ok turns false at the first byte
+// that is not what was asked for, and stays false.
+type canonicalReader struct {
+	s  string
+	i  int
+	ok bool
+}
+
+// lit reads exactly want.
+func (r *canonicalReader) lit(want string) {
+	if !r.ok || !strings.HasPrefix(r.s[r.i:], want) {
+		r.ok = false
+		return
+	}
+	r.i += len(want)
+}
+
+// next reads c if it comes next and reports whether it did.
+func (r *canonicalReader) next(c byte) bool {
+	if r.ok && r.i < len(r.s) && r.s[r.i] == c {
+		r.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string without escapes.
+func (r *canonicalReader) str() string {
+	if !r.next('"') {
+		r.ok = false
+		return ""
+	}
+	end := strings.IndexByte(r.s[r.i:], '"')
+	if end < 0 {
+		r.ok = false
+		return ""
+	}
+	v := r.s[r.i : r.i+end]
+	if strings.IndexByte(v, '\\') >= 0 {
+		r.ok = false
+		return ""
+	}
+	r.i += end + 1
+	return v
+}
+
+// num reads a whole number of up to 16 digits (2^53-1 has 16).
+func (r *canonicalReader) num() uint64 {
+	var n uint64
+	start := r.i
+	for r.ok && r.i < len(r.s) && r.s[r.i] >= '0' && r.s[r.i] <= '9' && r.i-start < 16 {
+		n = n*10 + uint64(r.s[r.i]-'0')
+		r.i++
+	}
+	if r.i == start {
+		r.ok = false
+	}
+	return n
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -239,16 +240,25 @@ func canonicalThroughJSON(t testing.TB, m *Manifest) []byte {
 	return c
 }
 
-// BenchmarkManifestEncode20k: the manifest of a 10,000-file workspace (a
-// blob a file, a listing a snapshot), written by Encode and, side by side,
-// the general way (encoding/json, then journal.Canonical).
-func BenchmarkManifestEncode20k(b *testing.B) {
-	m := Manifest{ID: "01234567-89ab-8def-8123-456789abcdef", Holder: Holder{Peer: "12D3KooWExample", Epoch: 3}, Files: map[string]FileEntry{}}
+// manifest20k is the manifest of a 10,000-file workspace: a blob a file,
+// a listing a snapshot.
+func manifest20k(b *testing.B) Manifest {
+	m := Manifest{ID: "01234567-89ab-8def-8123-456789abcdef", Holder: Holder{Peer: newSigner(b).Machine(), Epoch: 3}, Files: map[string]FileEntry{}}
 	for i := range 20000 {
 		sum := sha256.Sum256([]byte(strconv.Itoa(i)))
 		h := hex.EncodeToString(sum[:])
 		m.Files[BlobPath(h)] = FileEntry{SHA256: h, Size: int64(i) * 977}
 	}
+	for _, name := range Layout {
+		m.Files[name] = FileEntry{SHA256: strings.Repeat("ab", 32), Size: 7}
+	}
+	return m
+}
+
+// BenchmarkManifestEncode20k: manifest20k written by Encode and, side by
+// side, the general way (encoding/json, then journal.Canonical).
+func BenchmarkManifestEncode20k(b *testing.B) {
+	m := manifest20k(b)
 	b.Run("Encode", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := m.Encode(); err != nil {
@@ -261,4 +271,83 @@ func BenchmarkManifestEncode20k(b *testing.B) {
 			canonicalThroughJSON(b, &m)
 		}
 	})
+}
+
+// BenchmarkParseManifest20k: manifest20k read back, with every check.
+func BenchmarkParseManifest20k(b *testing.B) {
+	m := manifest20k(b)
+	data, err := m.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := ParseManifest(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// ParseManifest reads what tern wrote in one pass; whatever the bytes, it
+// gives what each check in turn gives: the same manifest, or an error
+// where they give one.
+func FuzzParseManifestAgreesWithEveryCheckInTurn(f *testing.F) {
+	s := newSigner(f)
+	m := Manifest{ID: "01234567-89ab-8def-8123-456789abcdef", Holder: Holder{Peer: s.Machine(), Epoch: 3}, Files: map[string]FileEntry{}}
+	for _, name := range Layout {
+		m.Files[name] = FileEntry{SHA256: strings.Repeat("ab", 32), Size: 7}
+	}
+	m.Files["workspace/é \U0001F600"] = FileEntry{SHA256: strings.Repeat("cd", 32), Size: 1 << 40}
+	plain, err := m.Encode()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(plain)
+	if err := m.Sign(s); err != nil {
+		f.Fatal(err)
+	}
+	signed, err := m.Encode()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(signed)
+	m.Files["a\"b\tc"] = FileEntry{SHA256: strings.Repeat("ef", 32)} // escapes: the checked way only
+	escaped, _ := m.Encode()
+	f.Add(escaped)
+	for _, edit := range [][2]string{{`"size":7`, `"size":07`}, {`"epoch":3`, `"epoch":3.0`}, {`"size":7}`, `"size":7,"x":1}`},
+		{`{"digest":`, `{ "digest":`}, {`"files":{`, `"Files":{`}, {`"agent.json"`, `"agent\u002ejson"`}} {
+		f.Add([]byte(strings.Replace(string(signed), edit[0], edit[1], 1)))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := ParseManifest(data)
+		want, werr := parseManifestChecked(data)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("ParseManifest: %v; each check in turn: %v", err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("ParseManifest read %+v; each check in turn %+v", got, want)
+		}
+	})
+}
+
+// What Encode writes, signed or not, is read in one pass: the fast path
+// is the path manifests take.
+func TestWhatEncodeWritesIsReadInOnePass(t *testing.T) {
+	s := newSigner(t)
+	m := Manifest{ID: "01234567-89ab-8def-8123-456789abcdef", Holder: Holder{Peer: s.Machine(), Epoch: 3},
+		Files: map[string]FileEntry{"\U0001F600": {SHA256: strings.Repeat("ab", 32), Size: 1 << 50}, "é": {SHA256: strings.Repeat("cd", 32)}}}
+	for _, sign := range []bool{false, true} {
+		if sign {
+			if err := m.Sign(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		data, err := m.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := readCanonical(data); !reflect.DeepEqual(got, &m) {
+			t.Fatalf("signed %v: read %+v, want %+v", sign, got, &m)
+		}
+	}
 }
