@@ -152,7 +152,7 @@ func copyBlob(c *Capsule, name, dst string, stream func(size int64) BlobStream) 
 		e, err = writeHashed(rc, size, dst)
 		return e, filecopy.Plain, err
 	}
-	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := filecopy.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return FileEntry{}, "", err
 	}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/tern-dev/tern/internal/filecopy"
 )
 
 // source is where a capsule's files are read from: a folder or a tar.
@@ -35,7 +37,7 @@ func (s dirSource) open(name string) (io.ReadCloser, int64, error) {
 	} else if !st.Mode().IsRegular() {
 		return nil, 0, fmt.Errorf("%s is a %s: %w", name, kindOf(st.Mode()), errNotRegular)
 	}
-	f, err := os.Open(p)
+	f, err := filecopy.OpenFile(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -45,7 +45,9 @@ func copyFile(dst, src *os.File, size int64, h io.Writer) (Method, error) {
 	// files; if it does, the rest is copied by it while this goroutine
 	// reads and hashes what follows.
 	first := min(chunk, size)
-	buf := make([]byte, first)
+	part := getPart()
+	defer putPart(part)
+	buf := (*part)[:first]
 	if err := readPart(src, 0, buf, size); err != nil {
 		return "", err
 	}
@@ -184,4 +186,22 @@ func stampOf(f *os.File) (stamp, error) {
 		return stamp{}, fmt.Errorf("stat %s: %w", f.Name(), err)
 	}
 	return stamp{st.Size, st.Mtim, st.Ctim}, nil
+}
+
+// OpenFile is os.OpenFile for a regular file, without offering the file
+// to the runtime's poller: on Linux os.OpenFile does (a regular file
+// cannot be polled; finding that out sets and clears O_NONBLOCK), four
+// system calls more a file, which a tree of 10,000 small files copied
+// pays 20,000 times. The file is opened close-on-exec, as os's are.
+func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	for {
+		fd, err := unix.Open(name, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return nil, &os.PathError{Op: "open", Path: name, Err: err}
+		}
+		return os.NewFile(uintptr(fd), name), nil
+	}
 }

@@ -39,3 +39,8 @@ func (d *DirectWriter) WriteAt(p []byte, off int64) (int, error) { return d.f.Wr
 
 // End reports false: nothing was written with O_DIRECT.
 func (d *DirectWriter) End() bool { return false }
+
+// OpenFile is os.OpenFile.
+func OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(name, flag, perm)
+}

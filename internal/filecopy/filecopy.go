@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -132,7 +133,9 @@ func readPart(src *os.File, off int64, p []byte, size int64) error {
 
 // hashAll reads size bytes of src from its start into h.
 func hashAll(src *os.File, size int64, h io.Writer) error {
-	buf := make([]byte, min(chunk, size))
+	part := getPart()
+	defer putPart(part)
+	buf := *part
 	for off := int64(0); off < size; off += chunk {
 		p := buf[:min(chunk, size-off)]
 		if err := readPart(src, off, p, size); err != nil {
@@ -161,7 +164,9 @@ func pipeline(src *os.File, size, off int64, h io.Writer, write func(off int64, 
 	}
 	free := make(chan []byte, depth)
 	for range depth {
-		free <- AlignedBuffer(int(min(chunk, size-off)))
+		p := getPart()
+		defer putPart(p)
+		free <- *p
 	}
 	parts := make(chan part, depth)
 	written := make(chan error, 1)
@@ -194,6 +199,13 @@ func pipeline(src *os.File, size, off int64, h io.Writer, write func(off int64, 
 // alignment is what O_DIRECT asks of a write's buffer, offset and length
 // (the page size; a disk's logical block is at most that).
 const alignment = 4096
+
+// spare holds buffers of a part (chunk bytes, aligned), so that copying
+// a tree of small files neither allocates nor faults in a buffer a file.
+var spare = sync.Pool{New: func() any { b := AlignedBuffer(chunk); return &b }}
+
+func getPart() *[]byte  { return spare.Get().(*[]byte) }
+func putPart(p *[]byte) { spare.Put(p) }
 
 // AlignedBuffer returns n bytes starting at a multiple of alignment, as
 // an O_DIRECT write of them asks (see DirectWriter).

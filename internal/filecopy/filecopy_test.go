@@ -278,3 +278,40 @@ func writeFile(t *testing.T, p string, data []byte) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// OpenFile opens as os.OpenFile does: flags kept (an exclusive create
+// refuses a file that is there, with fs.ErrExist), close-on-exec, and a
+// file that reads and writes at offsets.
+func TestOpenFileOpensAsOSDoes(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	f, err := OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("hello"), 2); err != nil {
+		t.Fatal(err)
+	}
+	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFD, 0)
+	if err != nil || flags&unix.FD_CLOEXEC == 0 {
+		t.Errorf("not close-on-exec: %#x, %v", flags, err)
+	}
+	f.Close()
+	if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o640 || st.Size() != 7 {
+		t.Fatalf("stat %v, %v; want mode 0640, 7 bytes", st, err)
+	}
+	if _, err := OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("an exclusive create of a file that is there: %v, want os.ErrExist", err)
+	}
+	r, err := OpenFile(p, os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := make([]byte, 5)
+	if _, err := r.ReadAt(got, 2); err != nil || string(got) != "hello" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if _, err := OpenFile(filepath.Join(t.TempDir(), "none"), os.O_RDONLY, 0); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("opening what is not there: %v, want os.ErrNotExist", err)
+	}
+}
