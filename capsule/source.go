@@ -53,9 +53,10 @@ func (s dirSource) open(name string) (io.ReadCloser, int64, error) {
 	return f, st.Size(), nil
 }
 
-// list returns the capsule-relative names of the folder's regular files.
+// list returns the capsule-relative names of the folder's regular files,
+// without asking how many names each has (scan does).
 func (s dirSource) list() ([]string, error) {
-	names, _, err := s.scan()
+	names, _, err := s.walk(false)
 	return names, err
 }
 
@@ -65,43 +66,58 @@ func (s dirSource) list() ([]string, error) {
 // pipe or a socket, and a folder outside the layout. A symbolic link is
 // never followed.
 func (s dirSource) scan() (regular []string, forbidden []Problem, err error) {
-	err = filepath.WalkDir(s.dir, func(p string, d fs.DirEntry, err error) error {
+	return s.walk(true)
+}
+
+// walk is scan; it stats each regular file for its count of names only
+// if links.
+func (s dirSource) walk(links bool) (regular []string, forbidden []Problem, err error) {
+	var visit func(dir, prefix string) error
+	visit = func(dir, prefix string) error {
+		f, err := os.Open(dir)
 		if err != nil {
 			return err
 		}
-		if p == s.dir {
-			return nil
-		}
-		rel, err := filepath.Rel(s.dir, p)
+		entries, err := f.ReadDir(-1) // unsorted: the names are sorted once, at the end
+		f.Close()
 		if err != nil {
 			return err
 		}
-		name := filepath.ToSlash(rel)
-		switch {
-		case d.IsDir():
-			if !isLayoutDir(name) {
-				forbidden = append(forbidden, Problem{name + "/", fmt.Errorf("folder is not part of capsule v1 (it holds only %s)", strings.Join(dirs, "/, ")+"/")})
+		for _, d := range entries {
+			name := prefix + d.Name()
+			switch {
+			case d.IsDir():
+				if !isLayoutDir(name) {
+					forbidden = append(forbidden, Problem{name + "/", fmt.Errorf("folder is not part of capsule v1 (it holds only %s)", strings.Join(dirs, "/, ")+"/")})
+				}
+				if err := visit(filepath.Join(dir, d.Name()), name+"/"); err != nil {
+					return err
+				}
+				continue
+			case d.Type()&fs.ModeSymlink != 0:
+				forbidden = append(forbidden, Problem{name, fmt.Errorf("symbolic link: a capsule holds only regular files (replace it with the file itself)")})
+				continue
+			case !d.Type().IsRegular():
+				forbidden = append(forbidden, Problem{name, fmt.Errorf("%s: a capsule holds only regular files", kindOf(d.Type()))})
+				continue
 			}
-			return nil
-		case d.Type()&fs.ModeSymlink != 0:
-			forbidden = append(forbidden, Problem{name, fmt.Errorf("symbolic link: a capsule holds only regular files (replace it with the file itself)")})
-			return nil
-		case !d.Type().IsRegular():
-			forbidden = append(forbidden, Problem{name, fmt.Errorf("%s: a capsule holds only regular files", kindOf(d.Type()))})
-			return nil
+			if links {
+				info, err := d.Info()
+				if err != nil {
+					return err
+				}
+				if n := linkCount(info); n > 1 {
+					forbidden = append(forbidden, Problem{name, fmt.Errorf("hard link (the file has %d names): a capsule's files must be its own; copy the capsule with cp -r, not cp -l", n)})
+					continue
+				}
+			}
+			regular = append(regular, name)
 		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if n := linkCount(info); n > 1 {
-			forbidden = append(forbidden, Problem{name, fmt.Errorf("hard link (the file has %d names): a capsule's files must be its own; copy the capsule with cp -r, not cp -l", n)})
-			return nil
-		}
-		regular = append(regular, name)
 		return nil
-	})
+	}
+	err = visit(s.dir, "")
 	sort.Strings(regular)
+	sort.Slice(forbidden, func(i, j int) bool { return forbidden[i].File < forbidden[j].File })
 	return regular, forbidden, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -29,8 +30,8 @@ type VerifyOptions struct {
 	Limits  Limits // for a tar
 
 	// written has the entries of files an unpack hashed while it wrote
-	// them (and fsynced): checked against the manifest without reading
-	// them again.
+	// them (and fsynced), every file of its new folder: checked against
+	// the manifest without reading them again, nor walking the folder.
 	written map[string]FileEntry
 }
 
@@ -145,7 +146,7 @@ func Verify(path string, opt VerifyOptions) (*Report, error) {
 	r.Signer = signer
 
 	r.Bytes = checkHashes(c, opt.Workers, opt.written, r)
-	checkUnlisted(c, r)
+	checkUnlisted(c, opt.written, r)
 	view := checkJournal(c, r)
 	checkContent(c, r)
 	checkMemory(c, view, r)
@@ -315,16 +316,23 @@ func (d dirSource) path(name string) string { return d.dir + string(os.PathSepar
 // checkUnlisted reports files the manifest does not list, and in a
 // folder everything that is not a regular file or a layout folder. In a
 // folder, what a crash leaves (temporary files, uncommitted updates, blobs
-// written before their manifest) is a note, not damage.
-func checkUnlisted(c *Capsule, r *Report) {
+// written before their manifest) is a note, not damage. An unpack's
+// folder holds the files written names.
+func checkUnlisted(c *Capsule, written map[string]FileEntry, r *Report) {
 	var names []string
 	var err error
 	d, isDir := c.src.(dirSource)
-	if isDir {
+	switch {
+	case written != nil:
+		// An unpack's own new folder holds what it wrote (regular files,
+		// each of a name checkName took, made by it) and the layout's
+		// folders: nothing to walk.
+		names = slices.Sorted(maps.Keys(written))
+	case isDir:
 		var forbidden []Problem
 		names, forbidden, err = d.scan()
 		r.Problems = append(r.Problems, forbidden...)
-	} else {
+	default:
 		names, err = c.src.list()
 	}
 	if err != nil {
