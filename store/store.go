@@ -989,9 +989,9 @@ func (s *Store) ImportFolder(dir string, stream func(agent string, size int64) c
 	if stream != nil {
 		blobStream = func(size int64) capsule.BlobStream { return stream(src.ID(), size) }
 	}
-	id, merged, err = s.importStaged(func(staged string) error {
+	id, merged, err = s.importStaged(func(staged string) (string, error) {
 		copied, err = capsule.Copy(src, staged, blobStream)
-		return err
+		return src.ID(), err
 	})
 	return id, merged, copied, err
 }
@@ -1021,29 +1021,33 @@ const heldSuffix = ".held"
 // stream is as ImportFolder's (see capsule.UnpackStreaming): a node
 // pushes a large blob of an uploaded tar to its peers as it unpacks it.
 func (s *Store) ImportFrom(r io.Reader, stream func(agent string, size int64) capsule.BlobStream) (string, bool, error) {
-	return s.importStaged(func(staged string) error {
-		return capsule.UnpackStreaming(r, staged, capsule.Limits{}, stream)
+	return s.importStaged(func(staged string) (string, error) {
+		if err := capsule.UnpackStreaming(r, staged, capsule.Limits{}, stream); err != nil {
+			return "", err
+		}
+		c, err := capsule.Open(staged)
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		return c.ID(), nil
 	})
 }
 
 // importStaged is an import of the capsule stage makes, a verified new
-// folder at staged, inside the store's folder (see ImportFrom).
-func (s *Store) importStaged(stage func(staged string) error) (string, bool, error) {
+// folder at staged, inside the store's folder, of the agent whose id it
+// returns (see ImportFrom).
+func (s *Store) importStaged(stage func(staged string) (id string, err error)) (string, bool, error) {
 	tmp, err := os.MkdirTemp(s.dir, importPrefix+"*")
 	if err != nil {
 		return "", false, err
 	}
 	defer os.RemoveAll(tmp)
 	staged := filepath.Join(tmp, "capsule")
-	if err := stage(staged); err != nil {
-		return "", false, err
-	}
-	src, err := capsule.Open(staged)
+	id, err := stage(staged)
 	if err != nil {
 		return "", false, err
 	}
-	defer src.Close()
-	id := src.ID()
 	s.gate.RLock() // so that Close waits for the install
 	defer s.gate.RUnlock()
 	unlock := s.lockFolder(id, true) // no one may use the capsule while it is replaced
@@ -1073,6 +1077,11 @@ func (s *Store) importStaged(stage func(staged string) error) (string, bool, err
 	if oc != nil {
 		oc.close() // outside the store's lock: the other agents go on
 	}
+	src, err := capsule.Open(staged)
+	if err != nil {
+		return "", false, err
+	}
+	defer src.Close()
 	held, err := capsule.Open(final)
 	if err != nil {
 		return "", false, err
