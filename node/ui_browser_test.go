@@ -101,6 +101,10 @@ func TestTheWebPageInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#capsules li[data-agent="`+agent+`"] button`)),
 		chromedp.WaitVisible(chromedp.ID("#agent-panel")))
 	until("the agent's name as its heading", `document.getElementById("agent-title").textContent.startsWith("mover (…")`)
+	// A person clicks what the page shows once it has shown it: its
+	// holder and sync lines filled (they used to push the button down
+	// under a click, onto Migrate).
+	until("the agent's holder and sync lines", `document.getElementById("holder").textContent !== "" && document.getElementById("sync").textContent !== ""`)
 	run("a new session",
 		chromedp.Click(chromedp.ID("#new-session")),
 		chromedp.WaitVisible(chromedp.ID("#session-panel")))
