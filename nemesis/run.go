@@ -205,7 +205,7 @@ func runTrial(ctx context.Context, c *Cluster, k *checker, tm Timing, opt Option
 		}
 	}
 	rng.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
-	tr := &trial{c: c, k: k, rng: rng, src: src, dst: others[0], oth: others[1], timing: tm, log: logf}
+	tr := &trial{seed: seed, c: c, k: k, rng: rng, src: src, dst: others[0], oth: others[1], timing: tm, log: logf}
 	// Appends go to whichever node was last seen running the agent, all
 	// through the trial.
 	actx, stopAppends := context.WithCancel(ctx)

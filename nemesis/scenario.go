@@ -102,6 +102,7 @@ func cutOffset(tm Timing, phase string, f float64) time.Duration {
 // trial is one scenario's run: the source (the node that runs the agent
 // at the start), a target and the third node.
 type trial struct {
+	seed          uint64 // in the text of every append, which finds it again
 	c             *Cluster
 	k             *checker
 	rng           *rand.Rand
@@ -272,7 +273,7 @@ func appendsCut(ctx context.Context, t *trial) error {
 	t.both(t.src, t.dst, true)
 	stop := time.Now().Add(cutHold)
 	for i := 0; time.Now().Before(stop); i++ {
-		t.append(ctx, t.dst, fmt.Sprintf("offline edit %d", i))
+		t.append(ctx, t.dst, fmt.Sprintf("seed %d offline edit %d", t.seed, i))
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.both(t.src, t.dst, false)
@@ -280,7 +281,8 @@ func appendsCut(ctx context.Context, t *trial) error {
 }
 
 // restore backs up the source's home (stopped), moves the agent to the
-// target, stops the source, puts the backup back, and starts it.
+// target, appends to the source and stops it at once, puts the backup
+// back, and starts it.
 func restore(ctx context.Context, t *trial) error {
 	backup := t.src.Home + ".backup"
 	t.src.Stop()
@@ -299,6 +301,10 @@ func restore(ctx context.Context, t *trial) error {
 		return err
 	}
 	t.log("move before the restore: %s", t.move(ctx, t.src, t.dst).wait())
+	// An append the source acknowledges just before it stops is on its
+	// disk, which the backup is about to replace: it must be on a peer by
+	// then (a stopping node hands on what changed).
+	t.append(ctx, t.src, fmt.Sprintf("seed %d: an append just before the stop", t.seed))
 	t.src.Stop()
 	defer exec.Command("rm", "-rf", backup).Run()
 	if out, err := exec.CommandContext(ctx, "rm", "-rf", t.src.Home).CombinedOutput(); err != nil {
