@@ -3,6 +3,7 @@ package capsule
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -32,39 +33,7 @@ func benchBytes() int64 {
 // Each sub-benchmark reports MB/s; the ratio verify/sha256 is the figure.
 func BenchmarkVerify(b *testing.B) {
 	total := benchBytes()
-	root := b.TempDir()
-	s := newSigner(b)
-	dir := filepath.Join(root, "agent")
-	c, err := New(dir, "bench", s)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c.Close()
-	ws := filepath.Join(root, "ws")
-	os.MkdirAll(ws, 0o755)
-	const files = 64
-	rng := rand.New(rand.NewPCG(1, 2))
-	buf := make([]byte, total/files)
-	for i := 0; i < files; i++ {
-		for j := 0; j+8 <= len(buf); j += 8 {
-			v := rng.Uint64()
-			for k := 0; k < 8; k++ {
-				buf[j+k] = byte(v >> (8 * k))
-			}
-		}
-		if err := os.WriteFile(filepath.Join(ws, fmt.Sprint("f", i)), buf, 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	d, err := OpenDir(context.Background(), dir, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := d.Snapshot(context.Background(), s, ws); err != nil {
-		b.Fatal(err)
-	}
-	d.Close()
-	os.RemoveAll(ws)
+	dir := benchCapsule(b, 64, total/64)
 	var blobPaths []string
 	for name := range mustOpen(b, dir).Manifest().Files {
 		blobPaths = append(blobPaths, filepath.Join(dir, filepath.FromSlash(name)))
@@ -106,35 +75,7 @@ func BenchmarkVerify(b *testing.B) {
 //
 //	go test ./capsule -run '^$' -bench ATreeOpenedAndVerified
 func BenchmarkATreeOpenedAndVerifiedAfterAnUnpack(b *testing.B) {
-	root := b.TempDir()
-	s := newSigner(b)
-	dir := filepath.Join(root, "agent")
-	c, err := New(dir, "tree", s)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c.Close()
-	ws := filepath.Join(root, "ws")
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 10000 {
-		p := filepath.Join(ws, fmt.Sprintf("src%03d", i/100), fmt.Sprintf("file%05d", i))
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		data := make([]byte, 1024)
-		for j := range data {
-			data[j] = byte(rng.Uint32())
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	d, err := OpenDir(context.Background(), dir, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := d.Snapshot(context.Background(), s, ws); err != nil {
-		b.Fatal(err)
-	}
-	d.Close()
+	dir := benchCapsule(b, 10000, 1024)
 	written := map[string]FileEntry{}
 	for name, e := range mustOpen(b, dir).Manifest().Files {
 		written[name] = e
@@ -161,4 +102,42 @@ func BenchmarkATreeOpenedAndVerifiedAfterAnUnpack(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchCapsule is a new capsule whose workspace snapshot holds files
+// files of size random bytes each, in folders of 100.
+func benchCapsule(b *testing.B, files int, size int64) string {
+	root := b.TempDir()
+	s := newSigner(b)
+	dir := filepath.Join(root, "agent")
+	c, err := New(dir, "bench", s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.Close()
+	ws := filepath.Join(root, "ws")
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, size)
+	for i := range files {
+		for j := 0; j+8 <= len(buf); j += 8 {
+			binary.LittleEndian.PutUint64(buf[j:], rng.Uint64())
+		}
+		p := filepath.Join(ws, fmt.Sprintf("d%03d", i/100), fmt.Sprint("f", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(p, buf, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	d, err := OpenDir(context.Background(), dir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := d.Snapshot(context.Background(), s, ws); err != nil {
+		b.Fatal(err)
+	}
+	d.Close()
+	os.RemoveAll(ws)
+	return dir
 }

@@ -61,19 +61,7 @@ TERN=$TMP/tern
 # The workspace, once for every run.
 mkdir -p "$TMP/ws"
 if [[ $SHAPE == tree ]]; then
-  python3 - "$TMP/ws" "$FILES" <<'PY'
-import os, random, sys
-root, n = sys.argv[1], int(sys.argv[2])
-rng = random.Random(1)
-def write(path, size):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(os.urandom(size))
-for i in range(n):
-    write(os.path.join(root, "src%03d" % (i // 100), "file%05d.dat" % i), rng.randint(1024, 64 * 1024))
-for i, mib in enumerate((2, 4, 6, 8)):
-    write(os.path.join(root, "assets", "big%d.bin" % i), mib << 20)
-PY
+  python3 "$root/docs/bench-tree.py" "$TMP/ws" "$FILES"
   echo "# shape: $FILES files of 1-64 KiB and four of 2-8 MiB" >&2
 else
   head -c $((SIZE_MIB << 20)) /dev/urandom >"$TMP/ws/blob.bin"

@@ -48,17 +48,25 @@ func eventCount(t *testing.T, n *Node, agent string) int {
 	return len(withoutMembers(evs))
 }
 
+// gossipingPair is two quiet nodes (startQuietNode), paired and
+// connected, sharing an agent, each in the other's view of its topic.
+func gossipingPair(t *testing.T, tr transport) (a, b *Node, agent string) {
+	t.Helper()
+	a, b = startQuietNode(t, tr), startQuietNode(t, tr)
+	agent = sharedCapsule(t, a, b)
+	pair(t, a, b)
+	if err := a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "each node sees the other in the agent's topic", func() bool {
+		return inTopic(a, agent, b.host.ID()) && inTopic(b, agent, a.host.ID())
+	})
+	return a, b, agent
+}
+
 func TestNewEventsReachAPeerByGossipAlone(t *testing.T) {
 	overBoth(t, func(t *testing.T, tr transport) {
-		a, b := startQuietNode(t, tr), startQuietNode(t, tr)
-		agent := sharedCapsule(t, a, b)
-		pair(t, a, b)
-		if err := a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "each node sees the other in the agent's topic", func() bool {
-			return inTopic(a, agent, b.host.ID()) && inTopic(b, agent, a.host.ID())
-		})
+		a, b, agent := gossipingPair(t, tr)
 		// The round the connection started must be over, or an exchange of it
 		// could carry the first new event before gossip does. (Both hold the
 		// capsule alike, so the leader's round runs none.)
@@ -293,15 +301,7 @@ func TestAnUnpairedHostCannotOpenAnyTernProtocolOrJoinATopic(t *testing.T) {
 // may come back from a backup that lacks it.
 func TestAnAppendJustBeforeTheNodeClosesIsOnItsPeer(t *testing.T) {
 	overBoth(t, func(t *testing.T, tr transport) {
-		a, b := startQuietNode(t, tr), startQuietNode(t, tr)
-		agent := sharedCapsule(t, a, b)
-		pair(t, a, b)
-		if err := a.host.Connect(context.Background(), peer.AddrInfo{ID: b.host.ID(), Addrs: b.host.Addrs()}); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "each node sees the other in the agent's topic", func() bool {
-			return inTopic(a, agent, b.host.ID()) && inTopic(b, agent, a.host.ID())
-		})
+		a, b, agent := gossipingPair(t, tr)
 		start := eventCount(t, b, agent)
 		body, _ := json.Marshal(map[string]any{"role": "user", "content": []any{map[string]string{"type": "text", "text": "the last word"}}})
 		evs, err := a.Append(context.Background(), agent, []journal.Draft{{Type: "message", Session: "s", Body: body}})
