@@ -360,7 +360,10 @@ func entryOf(data []byte) FileEntry {
 // name twice). Its strings share one copy of data.
 func readCanonical(data []byte) *Manifest {
 	r := canonicalReader{s: string(data), ok: true}
-	m := &Manifest{Files: make(map[string]FileEntry, bytes.Count(data, []byte(`"sha256"`)))}
+	// Room for the entries data can hold: each takes more than minEntry
+	// bytes, whatever the count of "sha256" in it says.
+	const minEntry = len(`"":{"sha256":"","size":0},`) + 64
+	m := &Manifest{Files: make(map[string]FileEntry, min(bytes.Count(data, []byte(`"sha256"`)), len(data)/minEntry))}
 	r.lit(`{"digest":`)
 	m.Digest = r.str()
 	r.lit(`,"files":{`)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -349,5 +350,21 @@ func TestWhatEncodeWritesIsReadInOnePass(t *testing.T) {
 		if got := readCanonical(data); !reflect.DeepEqual(got, &m) {
 			t.Fatalf("signed %v: read %+v, want %+v", sign, got, &m)
 		}
+	}
+}
+
+// A manifest's bytes do not make ParseManifest allocate much more than
+// they are: the room it makes for entries is bounded by what the bytes
+// can hold, whatever they repeat.
+func TestParseManifestAllocatesNoMoreThanItsBytesCanHold(t *testing.T) {
+	data := []byte(`{"digest":"","files":{"` + strings.Repeat(`"sha256"`, 1<<17) + `":{}}}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := ParseManifest(data); err == nil {
+		t.Fatal("parsed")
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 8*uint64(len(data)) {
+		t.Fatalf("parsing %d bytes allocated %d", len(data), n)
 	}
 }
