@@ -48,7 +48,7 @@ func (n *Node) closeSilent(conns []network.Conn) []network.Conn {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(n.ctx, pingWithin)
 			defer cancel()
-			if err := pingConn(ctx, c); err != nil && n.ctx.Err() == nil {
+			if err := pingConn(ctx, c); err != nil && !answered(err) && n.ctx.Err() == nil {
 				n.log.Info("closing a connection to a paired peer that no longer answers", "peer", n.peerName(c.RemotePeer()), "addr", c.RemoteMultiaddr(), "err", err)
 				c.Close()
 				silent[i] = true
@@ -63,6 +63,15 @@ func (n *Node) closeSilent(conns []network.Conn) []network.Conn {
 		}
 	}
 	return closed
+}
+
+// answered reports whether err is the peer's own answer: a stream it
+// reset for a reason of its own (libp2p's ping service allows a peer few
+// streams at once, and resets the rest as over its limit), which only a
+// live connection carries.
+func answered(err error) bool {
+	var se *network.StreamError
+	return errors.As(err, &se) && se.Remote && se.ErrorCode != network.StreamProtocolNegotiationFailed
 }
 
 // pingConn pings the peer over c only (libp2p's ping protocol, which every
